@@ -1,0 +1,288 @@
+//! The append decision (POST): closure, content type, producers, Stream-Seq,
+//! record-tail preconditions and JSON normalization, in the order the
+//! protocol's conformance suite pins down.
+
+use super::json::{normalize, JsonError};
+use super::producer::{check, ProducerCheck};
+use super::{media_type, StreamState};
+use crate::log::ProducerStamp;
+
+/// A POST after header parsing.
+#[derive(Debug)]
+pub struct AppendInput<'a> {
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+    pub close: bool,
+    pub stream_seq: Option<&'a str>,
+    pub producer: Option<ProducerStamp>,
+    /// `Stream-Record-Match`: the record tail the writer expects.
+    pub record_match: Option<u64>,
+}
+
+/// What to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AppendDecision {
+    /// Log these bytes (already normalized) as one atomic append.
+    Write { data: Vec<u8>, messages: Vec<u32> },
+    /// Close only, no data (204).
+    Close,
+    /// Already done: a producer retry, or closing a closed stream (204).
+    Duplicate { producer: Option<(u64, u64)> },
+}
+
+/// Why an append was refused; each maps to one status code.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AppendError {
+    /// 400 with a reason.
+    Bad(&'static str),
+    /// 409: the stream is closed (Stream-Closed: true, final offset).
+    Closed,
+    /// 409: content type differs from the stream's.
+    ContentType,
+    /// 409: Stream-Seq did not increase.
+    SeqRegression,
+    /// 403 with the current epoch.
+    StaleEpoch(u64),
+    /// 409 with expected and received seq.
+    Gap { expected: u64, received: u64 },
+    /// 412: the record tail differs.
+    RecordMismatch,
+}
+
+/// Decides an append against the stream's current (decided) state.
+pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision, AppendError> {
+    let close_only = input.body.is_empty() && input.close;
+    if input.body.is_empty() && !input.close {
+        return Err(AppendError::Bad("empty append body"));
+    }
+    if s.closed {
+        let same_closer = input.producer.is_some() && input.producer == s.closed_by;
+        return if (close_only && input.producer.is_none()) || same_closer {
+            Ok(AppendDecision::Duplicate {
+                producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
+            })
+        } else {
+            Err(AppendError::Closed)
+        };
+    }
+    if !close_only {
+        match input.content_type {
+            None => return Err(AppendError::Bad("missing Content-Type")),
+            Some(ct) if media_type(ct) != media_type(&s.content_type) => {
+                return Err(AppendError::ContentType)
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(p) = &input.producer {
+        match check(s.producers.get(&p.id), p) {
+            ProducerCheck::Accept => {}
+            ProducerCheck::Duplicate { epoch, last_seq } => {
+                return Ok(AppendDecision::Duplicate {
+                    producer: Some((epoch, last_seq)),
+                })
+            }
+            ProducerCheck::StaleEpoch { current } => return Err(AppendError::StaleEpoch(current)),
+            ProducerCheck::EpochNeedsSeqZero => {
+                return Err(AppendError::Bad("a new producer epoch must start at seq 0"))
+            }
+            ProducerCheck::Gap { expected, received } => {
+                return Err(AppendError::Gap { expected, received })
+            }
+        }
+    }
+    if let (Some(seq), Some(last)) = (input.stream_seq, &s.last_stream_seq) {
+        if seq.as_bytes() <= last.as_bytes() {
+            return Err(AppendError::SeqRegression);
+        }
+    }
+    if let Some(expected) = input.record_match {
+        if expected != s.messages.len() as u64 {
+            return Err(AppendError::RecordMismatch);
+        }
+    }
+    if close_only {
+        return Ok(AppendDecision::Close);
+    }
+    if s.json {
+        let n = normalize(input.body, false).map_err(|e| match e {
+            JsonError::Invalid => AppendError::Bad("body is not valid JSON"),
+            JsonError::EmptyArray => AppendError::Bad("empty JSON array appends nothing"),
+        })?;
+        Ok(AppendDecision::Write {
+            data: n.bytes,
+            messages: n.lengths,
+        })
+    } else {
+        Ok(AppendDecision::Write {
+            data: input.body.to_vec(),
+            messages: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::producer::ProducerState;
+    use crate::log::{AppendRecord, CreateRecord};
+
+    fn stream(ct: &str) -> StreamState {
+        StreamState::from_create(&CreateRecord {
+            handle: 1,
+            bucket: "b".into(),
+            stream: "s".into(),
+            content_type: ct.into(),
+            created_ms: 0,
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            fork_records: 0,
+            attrs: vec![],
+        })
+    }
+
+    fn input<'a>(ct: Option<&'a str>, body: &'a [u8]) -> AppendInput<'a> {
+        AppendInput {
+            content_type: ct,
+            body,
+            close: false,
+            stream_seq: None,
+            producer: None,
+            record_match: None,
+        }
+    }
+
+    fn stamp(epoch: u64, seq: u64) -> ProducerStamp {
+        ProducerStamp {
+            id: "p".into(),
+            epoch,
+            seq,
+        }
+    }
+
+    #[test]
+    fn plain_and_json_writes() {
+        let s = stream("text/plain");
+        assert_eq!(
+            decide(&s, &input(Some("text/plain; charset=utf-8"), b"hi")),
+            Ok(AppendDecision::Write {
+                data: b"hi".to_vec(),
+                messages: vec![]
+            })
+        );
+        assert_eq!(
+            decide(&s, &input(Some("application/json"), b"hi")),
+            Err(AppendError::ContentType)
+        );
+        assert_eq!(
+            decide(&s, &input(None, b"hi")),
+            Err(AppendError::Bad("missing Content-Type"))
+        );
+        assert_eq!(
+            decide(&s, &input(Some("text/plain"), b"")),
+            Err(AppendError::Bad("empty append body"))
+        );
+        let j = stream("application/json");
+        assert_eq!(
+            decide(&j, &input(Some("application/json"), b"[1, 2]")),
+            Ok(AppendDecision::Write {
+                data: b"1,2,".to_vec(),
+                messages: vec![2, 2]
+            })
+        );
+        assert!(matches!(
+            decide(&j, &input(Some("application/json"), b"[]")),
+            Err(AppendError::Bad(_))
+        ));
+        assert!(matches!(
+            decide(&j, &input(Some("application/json"), b"{x")),
+            Err(AppendError::Bad(_))
+        ));
+    }
+
+    #[test]
+    fn closure_rules() {
+        let mut s = stream("text/plain");
+        let mut close = input(None, b"");
+        close.close = true;
+        assert_eq!(decide(&s, &close), Ok(AppendDecision::Close));
+        s.apply_append(
+            &AppendRecord {
+                handle: 1,
+                at_ms: 0,
+                stream_seq: None,
+                producer: Some(stamp(0, 0)),
+                close: true,
+                messages: vec![],
+                data: b"x",
+            },
+            1,
+            0,
+        );
+        assert_eq!(
+            decide(&s, &close),
+            Ok(AppendDecision::Duplicate { producer: None })
+        );
+        assert_eq!(
+            decide(&s, &input(Some("text/plain"), b"more")),
+            Err(AppendError::Closed)
+        );
+        let mut retry = input(Some("text/plain"), b"other body");
+        retry.close = true;
+        retry.producer = Some(stamp(0, 0));
+        assert_eq!(
+            decide(&s, &retry),
+            Ok(AppendDecision::Duplicate {
+                producer: Some((0, 0))
+            })
+        );
+        retry.producer = Some(stamp(0, 1));
+        assert_eq!(decide(&s, &retry), Err(AppendError::Closed));
+    }
+
+    #[test]
+    fn producer_dedup_runs_before_stream_seq() {
+        let mut s = stream("text/plain");
+        s.producers.insert(
+            "p".into(),
+            ProducerState {
+                epoch: 0,
+                last_seq: 0,
+            },
+        );
+        s.last_stream_seq = Some("b".into());
+        let mut dup = input(Some("text/plain"), b"x");
+        dup.producer = Some(stamp(0, 0));
+        dup.stream_seq = Some("b");
+        assert_eq!(
+            decide(&s, &dup),
+            Ok(AppendDecision::Duplicate {
+                producer: Some((0, 0))
+            })
+        );
+        dup.producer = Some(stamp(0, 1));
+        assert_eq!(decide(&s, &dup), Err(AppendError::SeqRegression));
+        dup.stream_seq = Some("c");
+        assert!(matches!(decide(&s, &dup), Ok(AppendDecision::Write { .. })));
+        dup.producer = Some(stamp(0, 3));
+        assert_eq!(
+            decide(&s, &dup),
+            Err(AppendError::Gap {
+                expected: 1,
+                received: 3
+            })
+        );
+    }
+
+    #[test]
+    fn record_match() {
+        let s = stream("application/json");
+        let mut i = input(Some("application/json"), b"1");
+        i.record_match = Some(1);
+        assert_eq!(decide(&s, &i), Err(AppendError::RecordMismatch));
+        i.record_match = Some(0);
+        assert!(decide(&s, &i).is_ok());
+    }
+}

@@ -1,0 +1,132 @@
+//! The create decision (PUT): a new stream, an idempotent repeat (200), or a
+//! configuration conflict (409).
+
+use super::json::{normalize, JsonError};
+use super::{media_type, StreamState};
+
+/// A PUT after header parsing.
+#[derive(Debug, Clone)]
+pub struct CreateInput {
+    pub content_type: String,
+    pub ttl_secs: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub closed: bool,
+    pub attrs: Vec<u8>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CreateDecision {
+    /// 201: log a create (and an initial append when `data` is non-empty).
+    Create { data: Vec<u8>, messages: Vec<u32> },
+    /// 200: the stream exists with this configuration.
+    Exists,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CreateError {
+    /// 409: exists with a different configuration.
+    Conflict,
+    /// 400: invalid JSON initial body.
+    Bad(&'static str),
+}
+
+/// Decides a PUT given the live stream at that name, if any.
+pub fn decide(
+    existing: Option<&StreamState>,
+    input: &CreateInput,
+    body: &[u8],
+) -> Result<CreateDecision, CreateError> {
+    if let Some(s) = existing {
+        let same = media_type(&s.content_type) == media_type(&input.content_type)
+            && s.lifetime.ttl_secs == input.ttl_secs
+            && s.lifetime.expires_at_ms == input.expires_at_ms
+            && s.closed == input.closed
+            && s.attrs == input.attrs;
+        return if same {
+            Ok(CreateDecision::Exists)
+        } else {
+            Err(CreateError::Conflict)
+        };
+    }
+    if super::is_json(&input.content_type) {
+        if body.is_empty() {
+            return Ok(CreateDecision::Create {
+                data: vec![],
+                messages: vec![],
+            });
+        }
+        let n = normalize(body, true).map_err(|e| match e {
+            JsonError::Invalid => CreateError::Bad("initial body is not valid JSON"),
+            JsonError::EmptyArray => CreateError::Bad("empty JSON array"),
+        })?;
+        Ok(CreateDecision::Create {
+            data: n.bytes,
+            messages: n.lengths,
+        })
+    } else {
+        Ok(CreateDecision::Create {
+            data: body.to_vec(),
+            messages: vec![],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::CreateRecord;
+
+    fn input(ct: &str) -> CreateInput {
+        CreateInput {
+            content_type: ct.into(),
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            attrs: vec![],
+        }
+    }
+
+    #[test]
+    fn new_existing_and_conflicting() {
+        assert_eq!(
+            decide(None, &input("text/plain"), b"abc"),
+            Ok(CreateDecision::Create {
+                data: b"abc".to_vec(),
+                messages: vec![]
+            })
+        );
+        assert_eq!(
+            decide(None, &input("application/json"), b"[]"),
+            Ok(CreateDecision::Create {
+                data: vec![],
+                messages: vec![]
+            })
+        );
+        assert_eq!(
+            decide(None, &input("application/json"), b"{"),
+            Err(CreateError::Bad("initial body is not valid JSON"))
+        );
+        let s = StreamState::from_create(&CreateRecord {
+            handle: 1,
+            bucket: "b".into(),
+            stream: "s".into(),
+            content_type: "text/plain".into(),
+            created_ms: 0,
+            ttl_secs: Some(5),
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            fork_records: 0,
+            attrs: vec![],
+        });
+        let mut same = input("TEXT/PLAIN");
+        same.ttl_secs = Some(5);
+        assert_eq!(decide(Some(&s), &same, b""), Ok(CreateDecision::Exists));
+        assert_eq!(
+            decide(Some(&s), &input("text/plain"), b""),
+            Err(CreateError::Conflict)
+        );
+        same.closed = true;
+        assert_eq!(decide(Some(&s), &same, b""), Err(CreateError::Conflict));
+    }
+}

@@ -1,0 +1,127 @@
+//! JSON-mode normalization: validation, one-level array flattening, and the
+//! canonical stored form of each message.
+//!
+//! Each message is stored minified (whitespace outside strings removed, every
+//! other byte kept as sent) and followed by a `,`, so a catch-up read from any
+//! message boundary renders as `[` + bytes without the last comma + `]`, and
+//! a record read renders one message per line.
+
+use serde_json::value::RawValue;
+
+/// Why a JSON body was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum JsonError {
+    Invalid,
+    EmptyArray,
+}
+
+impl JsonError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            JsonError::Invalid => "body is not valid JSON",
+            JsonError::EmptyArray => "empty JSON array appends nothing",
+        }
+    }
+}
+
+/// Normalized messages: stored bytes (each message + `,`) and each message's stored length.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Normalized {
+    pub bytes: Vec<u8>,
+    pub lengths: Vec<u32>,
+}
+
+/// Normalizes a JSON body. `allow_empty` is true for create (PUT), where `[]`
+/// makes no messages; an append (POST) of `[]` is an error.
+pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, JsonError> {
+    let text = std::str::from_utf8(body).map_err(|_| JsonError::Invalid)?;
+    let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r']);
+    let mut out = Normalized::default();
+    if trimmed.starts_with('[') {
+        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        if items.is_empty() && !allow_empty {
+            return Err(JsonError::EmptyArray);
+        }
+        for item in items {
+            push_message(&mut out, item.get());
+        }
+    } else {
+        let value: &RawValue = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        push_message(&mut out, value.get());
+    }
+    Ok(out)
+}
+
+fn push_message(out: &mut Normalized, raw: &str) {
+    let start = out.bytes.len();
+    minify_into(raw.as_bytes(), &mut out.bytes);
+    out.bytes.push(b',');
+    out.lengths.push((out.bytes.len() - start) as u32);
+}
+
+/// Copies valid JSON dropping whitespace outside strings.
+fn minify_into(src: &[u8], out: &mut Vec<u8>) {
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in src {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            if b == b'"' {
+                in_string = true;
+            }
+            out.push(b);
+        }
+    }
+}
+
+/// Renders stored JSON-mode bytes (whole messages) as a JSON array.
+pub fn render_array(stored: &[u8], out: &mut Vec<u8>) {
+    out.push(b'[');
+    out.extend_from_slice(stored.strip_suffix(b",").unwrap_or(stored));
+    out.push(b']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flattens_one_level_and_minifies() {
+        let n = normalize(br#" [ {"a": 1}, [1, 2], "x y" ] "#, false).unwrap();
+        assert_eq!(n.bytes, br#"{"a":1},[1,2],"x y","#);
+        assert_eq!(n.lengths, vec![8, 6, 6]);
+        let mut out = Vec::new();
+        render_array(&n.bytes, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v, serde_json::json!([{"a":1},[1,2],"x y"]));
+    }
+
+    #[test]
+    fn single_values_and_strings_with_escapes() {
+        let n = normalize(br#"{"s":"a \" b\\","n":1.50}"#, false).unwrap();
+        assert_eq!(n.bytes, br#"{"s":"a \" b\\","n":1.50},"#);
+        assert_eq!(n.lengths.len(), 1);
+        assert_eq!(normalize(b"42", false).unwrap().bytes, b"42,");
+    }
+
+    #[test]
+    fn empty_and_invalid() {
+        assert_eq!(normalize(b"[]", false), Err(JsonError::EmptyArray));
+        assert_eq!(normalize(b"[]", true).unwrap(), Normalized::default());
+        assert_eq!(normalize(b"{", false), Err(JsonError::Invalid));
+        assert_eq!(normalize(b"", false), Err(JsonError::Invalid));
+        assert_eq!(normalize(b"[1,]", false), Err(JsonError::Invalid));
+        assert_eq!(normalize(b"\xff", false), Err(JsonError::Invalid));
+        let mut out = Vec::new();
+        render_array(b"", &mut out);
+        assert_eq!(out, b"[]");
+    }
+}

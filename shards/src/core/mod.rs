@@ -1,0 +1,48 @@
+//! The protocol core: per-stream state and the decisions the Durable Streams
+//! protocol asks for, with no I/O and no clock.
+//!
+//! Like quinn-proto, it is deterministic: callers pass the current time in
+//! milliseconds and get back a decision (what to log, what to answer). The
+//! shard runtime performs the I/O and applies the same state transitions when
+//! it replays the log at start-up, so live state and recovered state come
+//! from one code path.
+
+pub mod append;
+pub mod create;
+pub mod cursor;
+pub mod json;
+pub mod producer;
+pub mod stream;
+pub mod ttl;
+
+pub use stream::{Message, StreamState};
+
+/// The media type of a Content-Type value: lower-cased, parameters dropped.
+pub fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Whether a content type selects JSON mode.
+pub fn is_json(content_type: &str) -> bool {
+    media_type(content_type) == "application/json"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_types() {
+        assert_eq!(
+            media_type("Application/JSON; charset=utf-8"),
+            "application/json"
+        );
+        assert!(is_json("application/json;charset=utf-8"));
+        assert!(!is_json("text/plain"));
+    }
+}

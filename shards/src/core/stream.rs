@@ -1,0 +1,245 @@
+//! One stream's state: configuration, tail, closure, producers, record
+//! ordinals and the message index, plus the transitions that change them.
+//!
+//! Two tails are kept. `tail` moves when an append is decided (so concurrent
+//! appends get disjoint offsets); `visible` moves when the append is durable,
+//! and is all that readers, HEAD and live tails ever see.
+
+use super::producer::ProducerState;
+use super::ttl::Lifetime;
+use crate::log::{AppendRecord, CreateRecord, ProducerStamp};
+use std::collections::HashMap;
+
+/// One message (an append, or one JSON record) and where its bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Stream offset of the first byte.
+    pub offset: u64,
+    pub len: u32,
+    pub segment: u32,
+    /// File position in the segment.
+    pub pos: u64,
+}
+
+/// The durable, reader-visible part of the state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Visible {
+    pub tail: u64,
+    pub closed: bool,
+    /// Messages (and so JSON records) visible.
+    pub messages: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct StreamState {
+    pub handle: u64,
+    pub bucket: String,
+    pub name: String,
+    pub content_type: String,
+    pub json: bool,
+    pub created_ms: u64,
+    pub last_write_ms: u64,
+    pub lifetime: Lifetime,
+    /// Canonical attribute JSON, empty when none.
+    pub attrs: Vec<u8>,
+    pub tail: u64,
+    pub closed: bool,
+    /// The producer stamp whose request closed the stream.
+    pub closed_by: Option<ProducerStamp>,
+    pub last_stream_seq: Option<String>,
+    pub producers: HashMap<String, ProducerState>,
+    pub messages: Vec<Message>,
+    pub visible: Visible,
+}
+
+impl StreamState {
+    /// State of a stream as its create record describes it.
+    pub fn from_create(c: &CreateRecord) -> StreamState {
+        StreamState {
+            handle: c.handle,
+            bucket: c.bucket.clone(),
+            name: c.stream.clone(),
+            json: super::is_json(&c.content_type),
+            content_type: c.content_type.clone(),
+            created_ms: c.created_ms,
+            last_write_ms: c.created_ms,
+            lifetime: Lifetime {
+                ttl_secs: c.ttl_secs,
+                expires_at_ms: c.expires_at_ms,
+                last_access_ms: c.created_ms,
+            },
+            attrs: c.attrs.clone(),
+            tail: 0,
+            closed: c.closed,
+            closed_by: None,
+            last_stream_seq: None,
+            producers: HashMap::new(),
+            messages: Vec::new(),
+            visible: Visible {
+                tail: 0,
+                closed: c.closed,
+                messages: 0,
+            },
+        }
+    }
+
+    /// Applies a decided append whose bytes sit at `(segment, data_pos)`.
+    /// Returns the tail after it. Visibility is advanced separately.
+    pub fn apply_append(&mut self, a: &AppendRecord<'_>, segment: u32, data_pos: u64) -> u64 {
+        let mut pos = data_pos;
+        if a.messages.is_empty() && !a.data.is_empty() {
+            self.push_message(a.data.len() as u32, segment, pos);
+        }
+        for &len in &a.messages {
+            self.push_message(len, segment, pos);
+            pos += u64::from(len);
+        }
+        if a.close {
+            self.closed = true;
+            self.closed_by = a.producer.clone();
+        }
+        if let Some(s) = &a.stream_seq {
+            self.last_stream_seq = Some(s.clone());
+        }
+        if let Some(p) = &a.producer {
+            self.producers.insert(
+                p.id.clone(),
+                ProducerState {
+                    epoch: p.epoch,
+                    last_seq: p.seq,
+                },
+            );
+        }
+        self.last_write_ms = self.last_write_ms.max(a.at_ms);
+        self.lifetime.touch(a.at_ms);
+        self.tail
+    }
+
+    fn push_message(&mut self, len: u32, segment: u32, pos: u64) {
+        self.messages.push(Message {
+            offset: self.tail,
+            len,
+            segment,
+            pos,
+        });
+        self.tail += u64::from(len);
+    }
+
+    /// Makes everything decided so far visible to readers (called once durable
+    /// for the live path; at once during recovery).
+    pub fn publish(&mut self, up_to_tail: u64, closed: bool) {
+        if up_to_tail >= self.visible.tail {
+            self.visible.tail = up_to_tail;
+            self.visible.messages = self.messages.partition_point(|m| m.offset < up_to_tail);
+        }
+        self.visible.closed |= closed;
+    }
+
+    /// Index of the first visible message that ends after `offset`.
+    pub fn message_at(&self, offset: u64) -> usize {
+        self.messages[..self.visible.messages]
+            .partition_point(|m| m.offset + u64::from(m.len) <= offset)
+    }
+
+    /// Whether `offset` is a message boundary within the visible stream.
+    pub fn is_boundary(&self, offset: u64) -> bool {
+        offset == self.visible.tail
+            || self.messages[..self.visible.messages]
+                .binary_search_by_key(&offset, |m| m.offset)
+                .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn create(json: bool) -> StreamState {
+        StreamState::from_create(&CreateRecord {
+            handle: 1,
+            bucket: "b".into(),
+            stream: "s".into(),
+            content_type: if json {
+                "application/json".into()
+            } else {
+                "text/plain".into()
+            },
+            created_ms: 100,
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            fork_records: 0,
+            attrs: vec![],
+        })
+    }
+
+    fn append(data: &[u8], messages: Vec<u32>, close: bool) -> AppendRecord<'_> {
+        AppendRecord {
+            handle: 1,
+            at_ms: 200,
+            stream_seq: None,
+            producer: None,
+            close,
+            messages,
+            data,
+        }
+    }
+
+    #[test]
+    fn appends_index_messages_and_publish_moves_visibility() {
+        let mut s = create(false);
+        assert_eq!(s.apply_append(&append(b"hello", vec![], false), 1, 1000), 5);
+        assert_eq!(s.apply_append(&append(b"ab", vec![], true), 1, 2000), 7);
+        assert_eq!(s.visible, Visible::default());
+        s.publish(5, false);
+        assert_eq!(
+            s.visible,
+            Visible {
+                tail: 5,
+                closed: false,
+                messages: 1
+            }
+        );
+        s.publish(7, true);
+        assert_eq!(
+            s.visible,
+            Visible {
+                tail: 7,
+                closed: true,
+                messages: 2
+            }
+        );
+        assert_eq!(
+            s.messages[1],
+            Message {
+                offset: 5,
+                len: 2,
+                segment: 1,
+                pos: 2000
+            }
+        );
+        assert_eq!(s.message_at(0), 0);
+        assert_eq!(s.message_at(5), 1);
+        assert_eq!(s.message_at(6), 1);
+        assert_eq!(s.message_at(7), 2);
+        assert!(s.is_boundary(5) && !s.is_boundary(3) && s.is_boundary(7));
+    }
+
+    #[test]
+    fn json_records_are_separate_messages() {
+        let mut s = create(true);
+        s.apply_append(&append(b"1,22,", vec![2, 3], false), 1, 10);
+        s.publish(5, false);
+        assert_eq!(s.messages.len(), 2);
+        assert_eq!(
+            s.messages[1],
+            Message {
+                offset: 2,
+                len: 3,
+                segment: 1,
+                pos: 12
+            }
+        );
+    }
+}

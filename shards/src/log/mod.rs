@@ -1,0 +1,9 @@
+//! The shard's append-only log: framed records in preallocated segment files.
+
+pub mod record;
+pub mod recovery;
+pub mod segment;
+pub mod writer;
+
+pub use record::{AppendRecord, CreateRecord, ProducerStamp, Record, SnapshotRecord};
+pub use writer::{Appended, FsyncMode, Log, LogConfig, LogError};

@@ -1,0 +1,459 @@
+//! Log record kinds and their framing: `[len u32][crc32c u32][kind u8][payload]`.
+//!
+//! `len` counts the kind byte and payload; the CRC covers the same bytes. A
+//! zero `len` marks the unwritten (zero-filled) end of a segment. Every state
+//! change a shard makes durable is one of these records.
+
+use crate::codec::{Cursor, Put};
+
+/// Bytes before the kind byte: length and CRC.
+pub const FRAME_HEADER: usize = 8;
+
+/// Identity and configuration of a new stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateRecord {
+    /// Shard-local handle that later records use to name the stream.
+    pub handle: u64,
+    pub bucket: String,
+    pub stream: String,
+    pub content_type: String,
+    pub created_ms: u64,
+    pub ttl_secs: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub closed: bool,
+    /// Fork source: parent handle and the fork offset.
+    pub fork: Option<(u64, u64)>,
+    /// Record ordinal the fork starts at (JSON streams).
+    pub fork_records: u64,
+    /// Canonical attribute JSON ("" when none).
+    pub attrs: Vec<u8>,
+}
+
+/// Idempotent-producer identity carried by an append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStamp {
+    pub id: String,
+    pub epoch: u64,
+    pub seq: u64,
+}
+
+/// Bytes appended to a stream, with the state changes made atomically with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendRecord<'a> {
+    pub handle: u64,
+    pub at_ms: u64,
+    pub stream_seq: Option<String>,
+    pub producer: Option<ProducerStamp>,
+    /// The append also closes the stream.
+    pub close: bool,
+    /// Lengths of the messages inside `data` (one entry per message).
+    pub messages: Vec<u32>,
+    pub data: &'a [u8],
+}
+
+/// A published snapshot blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotRecord<'a> {
+    pub handle: u64,
+    pub offset: u64,
+    pub content_type: String,
+    pub digest: String,
+    pub body: &'a [u8],
+}
+
+/// Every durable state change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record<'a> {
+    BucketCreate { bucket: String, at_ms: u64 },
+    BucketDelete { bucket: String },
+    Create(CreateRecord),
+    Append(AppendRecord<'a>),
+    Delete { handle: u64 },
+    Attrs { handle: u64, attrs: Vec<u8> },
+    Snapshot(SnapshotRecord<'a>),
+    Retention { handle: u64, offset: u64 },
+    SnapshotDelete { handle: u64, offset: u64 },
+}
+
+const K_BUCKET_CREATE: u8 = 1;
+const K_BUCKET_DELETE: u8 = 2;
+const K_CREATE: u8 = 3;
+const K_APPEND: u8 = 4;
+const K_DELETE: u8 = 5;
+const K_ATTRS: u8 = 6;
+const K_SNAPSHOT: u8 = 7;
+const K_RETENTION: u8 = 8;
+const K_SNAPSHOT_DELETE: u8 = 9;
+
+/// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub frame_len: usize,
+    /// Offset of the bulk bytes from the frame start.
+    pub data_at: usize,
+}
+
+impl Record<'_> {
+    /// Appends the framed record to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Encoded {
+        let start = out.len();
+        out.extend_from_slice(&[0; FRAME_HEADER]);
+        let mut data_at = 0;
+        match self {
+            Record::BucketCreate { bucket, at_ms } => {
+                out.put_u8(K_BUCKET_CREATE);
+                out.put_bytes(bucket.as_bytes());
+                out.put_u64(*at_ms);
+            }
+            Record::BucketDelete { bucket } => {
+                out.put_u8(K_BUCKET_DELETE);
+                out.put_bytes(bucket.as_bytes());
+            }
+            Record::Create(c) => {
+                out.put_u8(K_CREATE);
+                out.put_u64(c.handle);
+                out.put_bytes(c.bucket.as_bytes());
+                out.put_bytes(c.stream.as_bytes());
+                out.put_bytes(c.content_type.as_bytes());
+                out.put_u64(c.created_ms);
+                out.put_opt_u64(c.ttl_secs);
+                out.put_opt_u64(c.expires_at_ms);
+                out.put_u8(c.closed as u8);
+                out.put_opt_u64(c.fork.map(|f| f.0));
+                out.put_u64(c.fork.map_or(0, |f| f.1));
+                out.put_u64(c.fork_records);
+                out.put_bytes(&c.attrs);
+            }
+            Record::Append(a) => {
+                out.put_u8(K_APPEND);
+                out.put_u64(a.handle);
+                out.put_u64(a.at_ms);
+                match &a.stream_seq {
+                    Some(s) => {
+                        out.put_u8(1);
+                        out.put_bytes(s.as_bytes());
+                    }
+                    None => out.put_u8(0),
+                }
+                match &a.producer {
+                    Some(p) => {
+                        out.put_u8(1);
+                        out.put_bytes(p.id.as_bytes());
+                        out.put_u64(p.epoch);
+                        out.put_u64(p.seq);
+                    }
+                    None => out.put_u8(0),
+                }
+                out.put_u8(a.close as u8);
+                out.put_u32(a.messages.len() as u32);
+                for m in &a.messages {
+                    out.put_u32(*m);
+                }
+                out.put_u32(a.data.len() as u32);
+                data_at = out.len() - start;
+                out.extend_from_slice(a.data);
+            }
+            Record::Delete { handle } => {
+                out.put_u8(K_DELETE);
+                out.put_u64(*handle);
+            }
+            Record::Attrs { handle, attrs } => {
+                out.put_u8(K_ATTRS);
+                out.put_u64(*handle);
+                out.put_bytes(attrs);
+            }
+            Record::Snapshot(s) => {
+                out.put_u8(K_SNAPSHOT);
+                out.put_u64(s.handle);
+                out.put_u64(s.offset);
+                out.put_bytes(s.content_type.as_bytes());
+                out.put_bytes(s.digest.as_bytes());
+                out.put_u32(s.body.len() as u32);
+                data_at = out.len() - start;
+                out.extend_from_slice(s.body);
+            }
+            Record::Retention { handle, offset } => {
+                out.put_u8(K_RETENTION);
+                out.put_u64(*handle);
+                out.put_u64(*offset);
+            }
+            Record::SnapshotDelete { handle, offset } => {
+                out.put_u8(K_SNAPSHOT_DELETE);
+                out.put_u64(*handle);
+                out.put_u64(*offset);
+            }
+        }
+        let body = &out[start + FRAME_HEADER..];
+        let len = body.len() as u32;
+        let crc = crc32c::crc32c(body);
+        out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        Encoded {
+            frame_len: out.len() - start,
+            data_at,
+        }
+    }
+}
+
+/// What reading one frame from a segment found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A valid record; `len` is the whole frame length, `data_at` as in [`Encoded`].
+    Record {
+        record: Record<'a>,
+        len: usize,
+        data_at: usize,
+    },
+    /// Zero-filled space: the segment's written part ends here.
+    End,
+    /// A short, CRC-bad or undecodable frame.
+    Damaged,
+}
+
+/// Reads the frame at the start of `buf`.
+pub fn read_frame(buf: &[u8]) -> Frame<'_> {
+    if buf.len() < FRAME_HEADER {
+        return if buf.iter().all(|b| *b == 0) {
+            Frame::End
+        } else {
+            Frame::Damaged
+        };
+    }
+    let len = u32::from_le_bytes(buf[0..4].try_into().expect("4")) as usize;
+    let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4"));
+    if len == 0 && crc == 0 {
+        return Frame::End;
+    }
+    let Some(body) = buf.get(FRAME_HEADER..FRAME_HEADER + len) else {
+        return Frame::Damaged;
+    };
+    if len == 0 || crc32c::crc32c(body) != crc {
+        return Frame::Damaged;
+    }
+    match decode(body) {
+        Some((record, data_at)) => {
+            let data_at = if data_at == 0 {
+                0
+            } else {
+                data_at + FRAME_HEADER
+            };
+            Frame::Record {
+                record,
+                len: FRAME_HEADER + len,
+                data_at,
+            }
+        }
+        None => Frame::Damaged,
+    }
+}
+
+fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
+    let mut c = Cursor::new(body);
+    let kind = c.u8()?;
+    let mut data_at = 0;
+    let record = match kind {
+        K_BUCKET_CREATE => Record::BucketCreate {
+            bucket: c.string()?,
+            at_ms: c.u64()?,
+        },
+        K_BUCKET_DELETE => Record::BucketDelete {
+            bucket: c.string()?,
+        },
+        K_CREATE => {
+            let handle = c.u64()?;
+            let bucket = c.string()?;
+            let stream = c.string()?;
+            let content_type = c.string()?;
+            let created_ms = c.u64()?;
+            let ttl_secs = c.opt_u64()?;
+            let expires_at_ms = c.opt_u64()?;
+            let closed = c.u8()? != 0;
+            let parent = c.opt_u64()?;
+            let fork_offset = c.u64()?;
+            let fork_records = c.u64()?;
+            let attrs = c.bytes()?.to_vec();
+            Record::Create(CreateRecord {
+                handle,
+                bucket,
+                stream,
+                content_type,
+                created_ms,
+                ttl_secs,
+                expires_at_ms,
+                closed,
+                fork: parent.map(|p| (p, fork_offset)),
+                fork_records,
+                attrs,
+            })
+        }
+        K_APPEND => {
+            let handle = c.u64()?;
+            let at_ms = c.u64()?;
+            let stream_seq = match c.u8()? {
+                0 => None,
+                _ => Some(c.string()?),
+            };
+            let producer = match c.u8()? {
+                0 => None,
+                _ => Some(ProducerStamp {
+                    id: c.string()?,
+                    epoch: c.u64()?,
+                    seq: c.u64()?,
+                }),
+            };
+            let close = c.u8()? != 0;
+            let n = c.u32()? as usize;
+            let mut messages = Vec::with_capacity(n.min(body.len() / 4));
+            for _ in 0..n {
+                messages.push(c.u32()?);
+            }
+            let len = c.u32()? as usize;
+            data_at = c.position();
+            let data = c.take(len)?;
+            Record::Append(AppendRecord {
+                handle,
+                at_ms,
+                stream_seq,
+                producer,
+                close,
+                messages,
+                data,
+            })
+        }
+        K_DELETE => Record::Delete { handle: c.u64()? },
+        K_ATTRS => Record::Attrs {
+            handle: c.u64()?,
+            attrs: c.bytes()?.to_vec(),
+        },
+        K_SNAPSHOT => {
+            let handle = c.u64()?;
+            let offset = c.u64()?;
+            let content_type = c.string()?;
+            let digest = c.string()?;
+            let len = c.u32()? as usize;
+            data_at = c.position();
+            let body = c.take(len)?;
+            Record::Snapshot(SnapshotRecord {
+                handle,
+                offset,
+                content_type,
+                digest,
+                body,
+            })
+        }
+        K_RETENTION => Record::Retention {
+            handle: c.u64()?,
+            offset: c.u64()?,
+        },
+        K_SNAPSHOT_DELETE => Record::SnapshotDelete {
+            handle: c.u64()?,
+            offset: c.u64()?,
+        },
+        _ => return None,
+    };
+    c.is_empty().then_some((record, data_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples() -> Vec<Record<'static>> {
+        vec![
+            Record::BucketCreate {
+                bucket: "agents".into(),
+                at_ms: 5,
+            },
+            Record::BucketDelete {
+                bucket: "agents".into(),
+            },
+            Record::Create(CreateRecord {
+                handle: 3,
+                bucket: "agents".into(),
+                stream: "s/é".into(),
+                content_type: "application/json".into(),
+                created_ms: 9,
+                ttl_secs: Some(60),
+                expires_at_ms: None,
+                closed: true,
+                fork: Some((1, 40)),
+                fork_records: 2,
+                attrs: br#"{"title":"t"}"#.to_vec(),
+            }),
+            Record::Append(AppendRecord {
+                handle: 3,
+                at_ms: 10,
+                stream_seq: Some("0007".into()),
+                producer: Some(ProducerStamp {
+                    id: "p".into(),
+                    epoch: 2,
+                    seq: 9,
+                }),
+                close: true,
+                messages: vec![2, 3],
+                data: b"hello",
+            }),
+            Record::Delete { handle: 3 },
+            Record::Attrs {
+                handle: 3,
+                attrs: vec![],
+            },
+            Record::Snapshot(SnapshotRecord {
+                handle: 3,
+                offset: 5,
+                content_type: "text/plain".into(),
+                digest: "d".into(),
+                body: b"snap",
+            }),
+            Record::Retention {
+                handle: 3,
+                offset: 5,
+            },
+            Record::SnapshotDelete {
+                handle: 3,
+                offset: 5,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        for r in samples() {
+            let mut buf = Vec::new();
+            let enc = r.encode(&mut buf);
+            assert_eq!(enc.frame_len, buf.len());
+            match read_frame(&buf) {
+                Frame::Record {
+                    record,
+                    len,
+                    data_at,
+                } => {
+                    assert_eq!(record, r);
+                    assert_eq!(len, buf.len());
+                    assert_eq!(data_at, enc.data_at);
+                    if let Record::Append(a) = &record {
+                        assert_eq!(&buf[data_at..data_at + a.data.len()], a.data);
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn damage_is_detected() {
+        let mut buf = Vec::new();
+        samples()[3].encode(&mut buf);
+        for i in 0..buf.len() {
+            let mut bad = buf.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                !matches!(read_frame(&bad), Frame::Record { .. }),
+                "flip at {i}"
+            );
+        }
+        assert_eq!(read_frame(&buf[..buf.len() - 1]), Frame::Damaged);
+        assert_eq!(read_frame(&[0u8; 32]), Frame::End);
+        assert_eq!(read_frame(&[0u8; 3]), Frame::End);
+    }
+}

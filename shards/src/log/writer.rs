@@ -1,0 +1,350 @@
+//! Group commit: records are encoded into a pending buffer as they are
+//! decided; one flusher task writes everything pending and fdatasyncs it, then
+//! acknowledges every record in that batch. Records that arrive while a flush
+//! is in flight ride the next one, so the sync cost is shared by all of them.
+//!
+//! A failed write or sync is fail-stop: the page cache state after an fsync
+//! error is unknown, so the log refuses every later write until restart, and
+//! recovery decides from what is really on disk.
+
+use super::record::{Encoded, Record};
+use super::segment::{create_segment, Segment};
+use crate::signal::Signal;
+use glommio::io::{BufferedFile, ReadResult};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// When a commit is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncMode {
+    /// After write + fdatasync: survives power loss. The default.
+    Always,
+    /// After write only: survives a process crash, not a kernel crash or power loss.
+    Never,
+}
+
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    pub dir: PathBuf,
+    pub segment_size: u64,
+    pub fsync: FsyncMode,
+}
+
+/// Why the log cannot take or acknowledge a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogError {
+    /// No space for a new segment; nothing was written. Retry later.
+    NoSpace,
+    /// A write or sync failed; the shard accepts no more writes.
+    Failed(String),
+}
+
+/// Where an appended record landed.
+#[derive(Clone, Copy, Debug)]
+pub struct Appended {
+    /// Commit sequence number to wait for with [`Log::durable`].
+    pub lsn: u64,
+    pub segment: u32,
+    /// File position of the record's bulk bytes.
+    pub data_pos: u64,
+}
+
+struct Chunk {
+    file: Rc<BufferedFile>,
+    pos: u64,
+    bytes: Vec<u8>,
+}
+
+struct Inner {
+    cfg: LogConfig,
+    active: Segment,
+    /// Next free position in `active`.
+    write_pos: u64,
+    /// Bytes not yet handed to the flusher, starting at `buf_pos` in `active`.
+    buf: Vec<u8>,
+    buf_pos: u64,
+    /// Chunks of segments already rolled away from.
+    sealed: Vec<Chunk>,
+    segments: BTreeMap<u32, Rc<BufferedFile>>,
+    next: Option<Segment>,
+    preparing: bool,
+    assigned: u64,
+    durable: u64,
+    failed: Option<String>,
+    /// Why the last preallocation failed, reported to the next writer.
+    prepare_error: Option<LogError>,
+}
+
+/// A shard's log handle (cheap to clone).
+#[derive(Clone)]
+pub struct Log {
+    inner: Rc<RefCell<Inner>>,
+    /// Notified when there is something to flush.
+    work: Rc<Signal>,
+    /// Notified when the durable mark moves or the log fails.
+    done: Rc<Signal>,
+    /// Notified when a preallocated segment is ready.
+    ready: Rc<Signal>,
+}
+
+impl Log {
+    /// Starts the log on `active` at `write_pos`, with earlier segments readable.
+    pub fn start(cfg: LogConfig, active: Segment, write_pos: u64, older: Vec<Segment>) -> Log {
+        let mut segments = BTreeMap::new();
+        for s in older.iter().chain(std::iter::once(&active)) {
+            segments.insert(s.no, s.file.clone());
+        }
+        let log = Log {
+            inner: Rc::new(RefCell::new(Inner {
+                cfg,
+                active,
+                write_pos,
+                buf: Vec::with_capacity(1 << 16),
+                buf_pos: write_pos,
+                sealed: Vec::new(),
+                segments,
+                next: None,
+                preparing: false,
+                assigned: 0,
+                durable: 0,
+                failed: None,
+                prepare_error: None,
+            })),
+            work: Rc::new(Signal::default()),
+            done: Rc::new(Signal::default()),
+            ready: Rc::new(Signal::default()),
+        };
+        glommio::spawn_local(log.clone().flusher()).detach();
+        log.prepare_next();
+        log
+    }
+
+    /// Waits until `len` more bytes fit in the active segment.
+    /// Call right before [`Log::append`], with no await in between.
+    pub async fn reserve(&self, len: usize) -> Result<(), LogError> {
+        loop {
+            let seen = self.ready.generation();
+            let mut s = self.inner.borrow_mut();
+            if let Some(f) = &s.failed {
+                return Err(LogError::Failed(f.clone()));
+            }
+            if s.write_pos + len as u64 <= s.active.size {
+                return Ok(());
+            }
+            if !s.preparing {
+                if let Some(e) = s.prepare_error.take() {
+                    // Report it once; the next reserve tries to preallocate again.
+                    drop(s);
+                    self.prepare_next();
+                    return Err(e);
+                }
+                if len as u64 > s.cfg.segment_size {
+                    // Bigger than a standard segment: replace the prepared one
+                    // with a segment that fits, keeping numbers in order.
+                    let (dir, no) = (s.cfg.dir.clone(), s.active.no + 1);
+                    s.next = None;
+                    drop(s);
+                    let seg = create_segment(&dir, no, len as u64)
+                        .await
+                        .map_err(io_to_log)?;
+                    self.inner.borrow_mut().roll(seg);
+                    self.prepare_next();
+                    continue;
+                }
+                match s.next.take() {
+                    Some(next) => {
+                        s.roll(next);
+                        drop(s);
+                        self.prepare_next();
+                        continue;
+                    }
+                    None => {
+                        drop(s);
+                        self.prepare_next();
+                        continue;
+                    }
+                }
+            }
+            drop(s);
+            self.ready.changed(seen).await;
+        }
+    }
+
+    /// Encodes `record` at the tail. Panics if [`Log::reserve`] was not called.
+    pub fn append(&self, record: &Record<'_>) -> Appended {
+        let mut s = self.inner.borrow_mut();
+        let at = s.buf.len();
+        let Encoded { frame_len, data_at } = record.encode(&mut s.buf);
+        let pos = s.write_pos;
+        assert!(
+            pos + frame_len as u64 <= s.active.size,
+            "log append without reserve"
+        );
+        debug_assert_eq!(s.buf_pos + at as u64, pos);
+        s.write_pos += frame_len as u64;
+        s.assigned += 1;
+        let out = Appended {
+            lsn: s.assigned,
+            segment: s.active.no,
+            data_pos: pos + data_at as u64,
+        };
+        drop(s);
+        self.work.notify();
+        out
+    }
+
+    /// The commit number of the newest appended record.
+    pub fn assigned(&self) -> u64 {
+        self.inner.borrow().assigned
+    }
+
+    /// Waits until commit `lsn` is durable (per the fsync mode).
+    pub async fn durable(&self, lsn: u64) -> Result<(), LogError> {
+        loop {
+            let seen = self.done.generation();
+            {
+                let s = self.inner.borrow();
+                if s.durable >= lsn {
+                    return Ok(());
+                }
+                if let Some(f) = &s.failed {
+                    return Err(LogError::Failed(f.clone()));
+                }
+            }
+            self.done.changed(seen).await;
+        }
+    }
+
+    /// Reads `len` bytes at `pos` of segment `segment`.
+    pub async fn read(&self, segment: u32, pos: u64, len: usize) -> std::io::Result<ReadResult> {
+        let file = self.inner.borrow().segments.get(&segment).cloned();
+        let file =
+            file.ok_or_else(|| std::io::Error::other(format!("segment {segment} is gone")))?;
+        let r = file.read_at(pos, len).await.map_err(std::io::Error::from)?;
+        if r.len() != len {
+            return Err(std::io::Error::other("short read from segment"));
+        }
+        Ok(r)
+    }
+
+    fn prepare_next(&self) {
+        let mut s = self.inner.borrow_mut();
+        if s.preparing || s.next.is_some() || s.failed.is_some() {
+            return;
+        }
+        s.preparing = true;
+        let (dir, no, size) = (s.cfg.dir.clone(), s.active.no + 1, s.cfg.segment_size);
+        drop(s);
+        let log = self.clone();
+        glommio::spawn_local(async move {
+            let r = create_segment(&dir, no, size).await;
+            let mut s = log.inner.borrow_mut();
+            s.preparing = false;
+            match r {
+                Ok(seg) => s.next = Some(seg),
+                Err(e) => {
+                    let _ = std::fs::remove_file(super::segment::segment_path(&dir, no));
+                    s.prepare_error = Some(io_to_log(e));
+                }
+            }
+            drop(s);
+            log.ready.notify();
+        })
+        .detach();
+    }
+
+    async fn flusher(self) {
+        loop {
+            let seen = self.work.generation();
+            let (chunks, lsn, mode) = {
+                let mut s = self.inner.borrow_mut();
+                if s.failed.is_some() {
+                    return;
+                }
+                let mut chunks = std::mem::take(&mut s.sealed);
+                if !s.buf.is_empty() {
+                    let bytes = std::mem::replace(&mut s.buf, Vec::with_capacity(1 << 16));
+                    let pos = s.buf_pos;
+                    s.buf_pos += bytes.len() as u64;
+                    chunks.push(Chunk {
+                        file: s.active.file.clone(),
+                        pos,
+                        bytes,
+                    });
+                }
+                (chunks, s.assigned, s.cfg.fsync)
+            };
+            if chunks.is_empty() {
+                self.work.changed(seen).await;
+                continue;
+            }
+            if let Err(e) = write_and_sync(&chunks, mode).await {
+                self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
+                self.done.notify();
+                self.ready.notify();
+                return;
+            }
+            self.inner.borrow_mut().durable = lsn;
+            self.done.notify();
+        }
+    }
+}
+
+impl Inner {
+    fn roll(&mut self, next: Segment) {
+        if !self.buf.is_empty() {
+            let bytes = std::mem::take(&mut self.buf);
+            self.sealed.push(Chunk {
+                file: self.active.file.clone(),
+                pos: self.buf_pos,
+                bytes,
+            });
+        }
+        self.segments.insert(next.no, next.file.clone());
+        self.active = next;
+        self.write_pos = 0;
+        self.buf_pos = 0;
+    }
+}
+
+async fn write_and_sync(chunks: &[Chunk], mode: FsyncMode) -> std::io::Result<()> {
+    for c in chunks {
+        let mut done = 0;
+        while done < c.bytes.len() {
+            let n = c
+                .file
+                .write_at(c.bytes[done..].to_vec(), c.pos + done as u64)
+                .await
+                .map_err(std::io::Error::from)?;
+            if n == 0 {
+                return Err(std::io::Error::other("short write"));
+            }
+            done += n;
+        }
+    }
+    if mode == FsyncMode::Always {
+        let mut last: Option<&Rc<BufferedFile>> = None;
+        for c in chunks {
+            if last.is_some_and(|l| Rc::ptr_eq(l, &c.file)) {
+                continue;
+            }
+            c.file.fdatasync().await.map_err(std::io::Error::from)?;
+            last = Some(&c.file);
+        }
+    }
+    Ok(())
+}
+
+fn is_no_space(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC) || e.to_string().contains("No space left")
+}
+
+fn io_to_log(e: std::io::Error) -> LogError {
+    if is_no_space(&e) {
+        LogError::NoSpace
+    } else {
+        LogError::Failed(e.to_string())
+    }
+}

@@ -1,0 +1,258 @@
+//! One HTTP/1.1 connection: read heads and bodies under limits and timeouts,
+//! route, hand the connection to the owner shard when the stream lives
+//! elsewhere, answer, and repeat (keep-alive and pipelining).
+
+use crate::handlers::{self, Reply};
+use crate::http::body::{ChunkError, ChunkedDecoder};
+use crate::http::request::BodyKind;
+use crate::http::url::parse_target;
+use crate::http::{parse_head, Head, HeadError, Response};
+use crate::mesh::Message;
+use crate::shard::Ctx;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Counts a connection for the connection limit while alive.
+struct ConnGuard(Rc<Ctx>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.connections.set(self.0.connections.get() - 1);
+    }
+}
+
+/// Answers a connection over the limit with 503 and closes it.
+pub async fn refuse(mut sock: TcpStream) {
+    let mut out = Vec::new();
+    handlers::finish(Response::error(503, "too many connections")).render(&mut out, true);
+    let _ = sock.write_all(&out).await;
+}
+
+/// Serves a connection, starting with bytes already read (after a handoff).
+pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
+    ctx.connections.set(ctx.connections.get() + 1);
+    let _guard = ConnGuard(ctx.clone());
+    let _ = sock.set_nodelay(true);
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        let head = match read_head(&ctx, &mut sock, &mut buf).await {
+            Ok(Some(h)) => h,
+            Ok(None) => return,
+            Err(resp) => {
+                send(&mut sock, &mut out, resp, true).await;
+                return;
+            }
+        };
+        let target = match parse_target(&head.target) {
+            Ok(t) => t,
+            Err(e) => {
+                send(&mut sock, &mut out, Response::error(400, e.reason()), true).await;
+                return;
+            }
+        };
+        let route = handlers::route(&head, &target);
+        if let Some(owner) = route.owner(ctx.shards) {
+            if owner != ctx.id {
+                handoff(&ctx, sock, buf, owner).await;
+                return;
+            }
+        }
+        let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
+            Ok(b) => b,
+            Err(resp) => {
+                send(&mut sock, &mut out, resp, true).await;
+                return;
+            }
+        };
+        ctx.in_flight.set(ctx.in_flight.get() + 1);
+        let reply = handlers::handle(&ctx, &head, &target, route, body).await;
+        ctx.in_flight.set(ctx.in_flight.get() - 1);
+        match reply {
+            Reply::Full(resp) => {
+                if !send(&mut sock, &mut out, resp, head.close).await || head.close {
+                    return;
+                }
+            }
+            Reply::Sse(sse) => {
+                crate::sse::run(&ctx, &mut sock, sse).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Renders and writes a response; false if the peer is gone.
+async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool) -> bool {
+    out.clear();
+    handlers::finish(resp).render(out, close);
+    sock.write_all(out).await.is_ok()
+}
+
+/// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
+async fn read_head(
+    ctx: &Ctx,
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Head>, Response> {
+    let started = std::time::Instant::now();
+    loop {
+        if !buf.is_empty() {
+            match parse_head(buf, ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
+                Ok(h) => return Ok(Some(h)),
+                Err(HeadError::Partial) => {}
+                Err(HeadError::TooLarge(why)) => return Err(Response::error(431, why)),
+                Err(HeadError::Bad(why)) => return Err(Response::error(400, why)),
+                Err(HeadError::Unsupported(why)) => return Err(Response::error(501, why)),
+            }
+        }
+        // An idle keep-alive connection waits up to the idle timeout; a
+        // request that has started must arrive within the request timeout.
+        let limit = if buf.is_empty() {
+            ctx.cfg.idle_timeout
+        } else {
+            ctx.cfg.request_timeout.saturating_sub(started.elapsed())
+        };
+        match read_more(sock, buf, limit).await {
+            ReadOutcome::Data => {}
+            ReadOutcome::Closed => return Ok(None),
+            ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
+            ReadOutcome::TimedOut => {
+                return Err(Response::error(408, "request head not received in time"))
+            }
+        }
+    }
+}
+
+enum ReadOutcome {
+    Data,
+    Closed,
+    TimedOut,
+}
+
+async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration) -> ReadOutcome {
+    if limit.is_zero() {
+        return ReadOutcome::TimedOut;
+    }
+    let _ = sock.set_read_timeout(Some(limit));
+    let start = buf.len();
+    buf.resize(start + READ_CHUNK, 0);
+    let r = sock.read(&mut buf[start..]).await;
+    match r {
+        Ok(0) => {
+            buf.truncate(start);
+            ReadOutcome::Closed
+        }
+        Ok(n) => {
+            buf.truncate(start + n);
+            ReadOutcome::Data
+        }
+        Err(e) => {
+            buf.truncate(start);
+            if e.kind() == std::io::ErrorKind::TimedOut
+                || e.kind() == std::io::ErrorKind::WouldBlock
+            {
+                ReadOutcome::TimedOut
+            } else {
+                ReadOutcome::Closed
+            }
+        }
+    }
+}
+
+/// Reads the request body (if any), consuming head and body from `buf`.
+async fn read_body(
+    ctx: &Ctx,
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    head: &Head,
+) -> Result<Vec<u8>, Response> {
+    let limit = ctx.cfg.max_body_bytes;
+    let started = std::time::Instant::now();
+    let deadline = ctx.cfg.request_timeout;
+    let too_slow = || Response::error(408, "request body not received in time");
+    match head.body {
+        BodyKind::None => {
+            buf.drain(..head.len);
+            Ok(Vec::new())
+        }
+        BodyKind::Length(n) => {
+            if n > limit {
+                return Err(Response::error(
+                    413,
+                    "request body exceeds --max-body-bytes",
+                ));
+            }
+            let need = head.len + n as usize;
+            if head.expect_continue && buf.len() < need {
+                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+            }
+            while buf.len() < need {
+                match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
+                    ReadOutcome::Data => {}
+                    ReadOutcome::Closed => {
+                        return Err(Response::error(400, "connection closed mid-body"))
+                    }
+                    ReadOutcome::TimedOut => return Err(too_slow()),
+                }
+            }
+            let body = buf[head.len..need].to_vec();
+            buf.drain(..need);
+            Ok(body)
+        }
+        BodyKind::Chunked => {
+            if head.expect_continue {
+                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+            }
+            let mut dec = ChunkedDecoder::new(limit);
+            let mut body = Vec::new();
+            buf.drain(..head.len);
+            loop {
+                let used = dec.feed(buf, &mut body).map_err(|e| match e {
+                    ChunkError::TooLarge => {
+                        Response::error(413, "request body exceeds --max-body-bytes")
+                    }
+                    ChunkError::Malformed(why) => Response::error(400, why),
+                })?;
+                buf.drain(..used);
+                if dec.is_done() {
+                    return Ok(body);
+                }
+                match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
+                    ReadOutcome::Data => {}
+                    ReadOutcome::Closed => {
+                        return Err(Response::error(400, "connection closed mid-body"))
+                    }
+                    ReadOutcome::TimedOut => return Err(too_slow()),
+                }
+            }
+        }
+    }
+}
+
+/// Moves the connection (fd plus unprocessed bytes) to its owner shard.
+async fn handoff(ctx: &Ctx, sock: TcpStream, buf: Vec<u8>, owner: usize) {
+    let fd = unsafe { libc::dup(sock.as_raw_fd()) };
+    drop(sock);
+    if fd < 0 {
+        return;
+    }
+    if let Err(e) = ctx
+        .senders
+        .send_to(owner, Message::Handoff { fd, buffered: buf })
+        .await
+    {
+        // The owner is gone (shutting down): close our copy.
+        if let glommio::GlommioError::Closed(glommio::ResourceType::Channel(Message::Handoff {
+            fd,
+            ..
+        })) = e
+        {
+            unsafe { libc::close(fd) };
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Buckets (extension section 1): create, metadata, listing and delete, run
+//! through the bucket's home shard and replicated to every shard.
+
+use crate::http::url::Target;
+use crate::http::{Method, Response};
+use crate::mesh::{BucketRep, BucketReq, Listed};
+use crate::shard::Ctx;
+use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
+use sluice_shards::log::Record;
+use sluice_shards::store::BucketInfo;
+use std::rc::Rc;
+
+const MAX_LIST: usize = 1000;
+
+pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
+    let home = bucket_shard(bucket, ctx.shards);
+    match method {
+        Method::Put => match ctx
+            .ask(
+                home,
+                BucketReq::Create {
+                    bucket: bucket.into(),
+                },
+            )
+            .await
+        {
+            BucketRep::Status(201) => Response::new(201).header("location", format!("/{bucket}")),
+            BucketRep::Status(409) => Response::error(409, "bucket already exists"),
+            _ => Response::error(503, "bucket create failed; retry"),
+        },
+        Method::Delete => match ctx
+            .ask(
+                home,
+                BucketReq::Delete {
+                    bucket: bucket.into(),
+                },
+            )
+            .await
+        {
+            BucketRep::Status(204) => Response::new(204),
+            BucketRep::Status(404) => Response::error(404, "bucket not found"),
+            BucketRep::Status(409) => Response::error(409, "bucket is not empty"),
+            BucketRep::Status(405) => Response::error(409, "the built-in bucket cannot be deleted"),
+            _ => Response::error(503, "bucket delete failed; retry"),
+        },
+        Method::Get => {
+            let Some(info) = known(ctx, bucket) else {
+                return Response::error(404, "bucket not found");
+            };
+            let mut streams = 0;
+            for rep in ctx
+                .ask_all(|| BucketReq::Count {
+                    bucket: bucket.into(),
+                })
+                .await
+            {
+                if let BucketRep::Count(n) = rep {
+                    streams += n;
+                }
+            }
+            let body = serde_json::json!({ "bucket_id": bucket, "streams": streams, "created_at_ms": info.created_ms });
+            json(200, &body)
+        }
+        Method::Head => match known(ctx, bucket) {
+            Some(_) => Response::new(200),
+            None => Response::error(404, "bucket not found"),
+        },
+        _ => Response::error(405, "method not allowed"),
+    }
+}
+
+fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
+    if bucket == BUILTIN_BUCKET {
+        return Some(BucketInfo {
+            created_ms: 0,
+            deleting: false,
+        });
+    }
+    ctx.shard.store.borrow().buckets.get(bucket).copied()
+}
+
+fn json(status: u16, v: &serde_json::Value) -> Response {
+    Response::new(status)
+        .header("content-type", "application/json")
+        .with_body(serde_json::to_vec(v).expect("serializable"))
+}
+
+pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
+    let limit = match t.param("limit").map(str::parse::<usize>) {
+        None => MAX_LIST,
+        Some(Ok(n)) if (1..=MAX_LIST).contains(&n) => n,
+        Some(_) => return Response::error(400, "limit must be an integer in 1..=1000"),
+    };
+    if known(ctx, bucket).is_none() {
+        return Response::error(404, "bucket not found");
+    }
+    let prefix = t.param("prefix").unwrap_or("").to_string();
+    let after = t.param("after").unwrap_or("").to_string();
+    let mut all: Vec<Listed> = Vec::new();
+    let reps = ctx
+        .ask_all(|| BucketReq::List {
+            bucket: bucket.into(),
+            prefix: prefix.clone(),
+            after: after.clone(),
+            limit: limit + 1,
+        })
+        .await;
+    for rep in reps {
+        if let BucketRep::Listing(mut l) = rep {
+            all.append(&mut l);
+        }
+    }
+    all.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
+    let has_more = all.len() > limit;
+    all.truncate(limit);
+    let streams: Vec<serde_json::Value> = all
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "stream_id": s.stream_id,
+                "status": if s.closed { "Closed" } else { "Open" },
+                "content_type": s.content_type,
+                "tail_offset": s.tail,
+                "created_at_ms": s.created_ms,
+                "last_write_at_ms": s.last_write_ms,
+            })
+        })
+        .collect();
+    let mut body = serde_json::json!({
+        "bucket_id": bucket,
+        "stream_count": streams.len(),
+        "streams": streams,
+        "has_more": has_more,
+        "next_cursor": if has_more { all.last().map(|s| s.stream_id.clone()) } else { None },
+    });
+    if !prefix.is_empty() {
+        body["prefix"] = serde_json::Value::String(prefix);
+    }
+    json(200, &body)
+}
+
+/// Serves a bucket request on this shard (from a peer or from itself).
+pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
+    let now = ctx.now_ms();
+    match req {
+        BucketReq::Create { bucket } => {
+            if bucket == BUILTIN_BUCKET
+                || ctx.shard.store.borrow().home_buckets.contains_key(&bucket)
+            {
+                return BucketRep::Status(409);
+            }
+            // Reserve the name before the log write so a concurrent create sees it.
+            ctx.shard
+                .store
+                .borrow_mut()
+                .home_buckets
+                .insert(bucket.clone(), now);
+            if ctx
+                .shard
+                .log_bucket(Record::BucketCreate {
+                    bucket: bucket.clone(),
+                    at_ms: now,
+                })
+                .await
+                .is_err()
+            {
+                ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
+                return BucketRep::Status(503);
+            }
+            Box::pin(ctx.ask_all(|| BucketReq::Added {
+                bucket: bucket.clone(),
+                created_ms: now,
+            }))
+            .await;
+            BucketRep::Status(201)
+        }
+        BucketReq::Delete { bucket } => {
+            if bucket == BUILTIN_BUCKET {
+                return BucketRep::Status(405);
+            }
+            if !ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
+                return BucketRep::Status(404);
+            }
+            let mut streams = 0;
+            for rep in Box::pin(ctx.ask_all(|| BucketReq::PrepareDelete {
+                bucket: bucket.clone(),
+            }))
+            .await
+            {
+                streams += match rep {
+                    BucketRep::Count(n) => n,
+                    _ => 1,
+                };
+            }
+            let commit = streams == 0
+                && ctx
+                    .shard
+                    .log_bucket(Record::BucketDelete {
+                        bucket: bucket.clone(),
+                    })
+                    .await
+                    .is_ok();
+            if commit {
+                ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
+            }
+            Box::pin(ctx.ask_all(|| BucketReq::FinishDelete {
+                bucket: bucket.clone(),
+                commit,
+            }))
+            .await;
+            BucketRep::Status(if commit {
+                204
+            } else if streams > 0 {
+                409
+            } else {
+                503
+            })
+        }
+        BucketReq::Added { bucket, created_ms } => {
+            ctx.shard.store.borrow_mut().buckets.insert(
+                bucket,
+                BucketInfo {
+                    created_ms,
+                    deleting: false,
+                },
+            );
+            BucketRep::Status(200)
+        }
+        BucketReq::PrepareDelete { bucket } => {
+            let mut st = ctx.shard.store.borrow_mut();
+            if let Some(b) = st.buckets.get_mut(&bucket) {
+                b.deleting = true;
+            }
+            BucketRep::Count(st.count_in_bucket(&bucket, now))
+        }
+        BucketReq::FinishDelete { bucket, commit } => {
+            let mut st = ctx.shard.store.borrow_mut();
+            if commit {
+                st.buckets.remove(&bucket);
+            } else if let Some(b) = st.buckets.get_mut(&bucket) {
+                b.deleting = false;
+            }
+            BucketRep::Status(200)
+        }
+        BucketReq::Count { bucket } => {
+            BucketRep::Count(ctx.shard.store.borrow().count_in_bucket(&bucket, now))
+        }
+        BucketReq::List {
+            bucket,
+            prefix,
+            after,
+            limit,
+        } => {
+            let st = ctx.shard.store.borrow();
+            let out = st
+                .bucket_range(&bucket)
+                .filter(|(k, e)| {
+                    k.1.starts_with(&prefix) && k.1 > after && !e.state.lifetime.expired(now)
+                })
+                .take(limit)
+                .map(|(k, e)| Listed {
+                    stream_id: k.1.clone(),
+                    closed: e.state.visible.closed,
+                    content_type: e.state.content_type.clone(),
+                    tail: e.state.visible.tail,
+                    created_ms: e.state.created_ms,
+                    last_write_ms: e.state.last_write_ms,
+                })
+                .collect();
+            BucketRep::Listing(out)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Routing and the protocol's HTTP surface: maps requests onto shard
+//! operations and shard outcomes onto status codes and headers.
+
+pub mod bucket;
+pub mod read;
+pub mod stream;
+
+use crate::http::url::Target;
+use crate::http::{Head, Method, Response};
+use crate::shard::Ctx;
+use crate::sse::SseRequest;
+use sluice_shards::ids::{
+    stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID,
+};
+use sluice_shards::store::StreamKey;
+use std::rc::Rc;
+
+/// What a request addresses.
+#[derive(Debug)]
+pub enum Route {
+    /// `GET /v1/healthz`: no-op, the HTTP ceiling for benchmarks.
+    Health,
+    Bucket(String),
+    BucketList(String),
+    Stream(StreamKey, Option<String>),
+    Bad(&'static str),
+    NotFound,
+}
+
+impl Route {
+    /// The shard that must serve this request, if it is stream-scoped.
+    pub fn owner(&self, shards: usize) -> Option<usize> {
+        match self {
+            Route::Stream((b, s), _) => Some(stream_shard(b, s, shards)),
+            _ => None,
+        }
+    }
+}
+
+/// How a request is answered.
+pub enum Reply {
+    Full(Response),
+    Sse(SseRequest),
+}
+
+pub fn route(_head: &Head, t: &Target) -> Route {
+    let seg = &t.segments;
+    match seg.first().map(String::as_str) {
+        None => Route::NotFound,
+        Some("v1") => match seg.get(1).map(String::as_str) {
+            Some("healthz") if seg.len() == 2 => Route::Health,
+            Some("stream") if seg.len() >= 3 => {
+                let id = seg[2..].join("/");
+                match validate_stream_id(BUILTIN_BUCKET, &id) {
+                    Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), None),
+                    Err(e) => Route::Bad(e.reason()),
+                }
+            }
+            _ => Route::NotFound,
+        },
+        Some(bucket) => {
+            if !valid_bucket_id(bucket) {
+                return Route::Bad("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)");
+            }
+            match seg.len() {
+                1 => Route::Bucket(bucket.to_string()),
+                2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
+                2 | 3 => match validate_stream_id(bucket, &seg[1]) {
+                    Ok(()) => {
+                        Route::Stream((bucket.to_string(), seg[1].clone()), seg.get(2).cloned())
+                    }
+                    Err(e) => Route::Bad(e.reason()),
+                },
+                _ => Route::NotFound,
+            }
+        }
+    }
+}
+
+/// Headers every response carries: browser hardening and CORS.
+pub fn finish(mut r: Response) -> Response {
+    r.set("x-content-type-options", "nosniff");
+    r.set("cross-origin-resource-policy", "cross-origin");
+    r.set("access-control-allow-origin", "*");
+    r.set(
+        "access-control-expose-headers",
+        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, Stream-Expires-At, \
+         Stream-SSE-Data-Encoding, Stream-Extensions, Stream-Record-First, Stream-Record-Start, Stream-Record-Next, \
+         Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type",
+    );
+    r
+}
+
+fn preflight() -> Response {
+    Response::new(204)
+        .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
+        .header(
+            "access-control-allow-headers",
+            "content-type, authorization, if-none-match, stream-seq, stream-ttl, stream-expires-at, stream-closed, \
+             stream-attrs, stream-record-match, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
+             producer-id, producer-epoch, producer-seq",
+        )
+        .header("access-control-max-age", "86400")
+}
+
+pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
+    if head.method == Method::Options {
+        return Reply::Full(preflight());
+    }
+    let resp = match route {
+        Route::Health => match head.method {
+            Method::Get | Method::Head => Response::new(200)
+                .header("content-type", "text/plain")
+                .with_body(b"ok\n".to_vec()),
+            _ => Response::error(405, "method not allowed"),
+        },
+        Route::Bad(why) => Response::error(400, why),
+        Route::NotFound => Response::error(404, "no such resource"),
+        Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
+        Route::BucketList(b) => match head.method {
+            Method::Get => bucket::list(ctx, &b, t).await,
+            _ => Response::error(405, "method not allowed"),
+        },
+        Route::Stream(key, None) => return stream::stream(ctx, head, t, &key, body).await,
+        Route::Stream(key, Some(sub)) => stream::sub_resource(ctx, head, &key, &sub, body).await,
+    };
+    Reply::Full(resp)
+}

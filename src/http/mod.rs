@@ -1,0 +1,9 @@
+//! The hand-written HTTP/1.1 edge: request heads (httparse), bodies, responses.
+
+pub mod body;
+pub mod request;
+pub mod response;
+pub mod url;
+
+pub use request::{parse_head, Head, HeadError, Method};
+pub use response::Response;

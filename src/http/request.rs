@@ -1,0 +1,228 @@
+//! Request heads: httparse does the tokenizing; this module applies sluice's
+//! limits and extracts what the router and body reader need.
+
+/// Request methods sluice serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Put,
+    Post,
+    Delete,
+    Options,
+    Other,
+}
+
+/// How the request body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// A parsed request head.
+#[derive(Debug)]
+pub struct Head {
+    pub method: Method,
+    /// Raw request target (path and query, still percent-encoded).
+    pub target: String,
+    /// Header names lower-cased; values as sent (trimmed).
+    pub headers: Vec<(String, String)>,
+    pub body: BodyKind,
+    pub expect_continue: bool,
+    /// HTTP/1.0 without keep-alive, or `Connection: close`.
+    pub close: bool,
+    /// Bytes the head occupied in the read buffer.
+    pub len: usize,
+}
+
+impl Head {
+    /// The first value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why a head could not be accepted.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// More bytes are needed.
+    Partial,
+    /// 431: head larger than the limit or too many headers.
+    TooLarge(&'static str),
+    /// 400 with a short reason.
+    Bad(&'static str),
+    /// 501: a transfer coding sluice does not implement.
+    Unsupported(&'static str),
+}
+
+/// Parses a head from the front of `buf`, enforcing `max_head` bytes and `max_headers`.
+pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Head, HeadError> {
+    let mut storage = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut req = httparse::Request::new(&mut storage);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() >= max_head {
+                Err(HeadError::TooLarge("request head too large"))
+            } else {
+                Err(HeadError::Partial)
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HeadError::TooLarge("too many headers"))
+        }
+        Err(_) => return Err(HeadError::Bad("malformed request head")),
+    };
+    if len > max_head {
+        return Err(HeadError::TooLarge("request head too large"));
+    }
+    let method = match req.method.unwrap_or("") {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "PUT" => Method::Put,
+        "POST" => Method::Post,
+        "DELETE" => Method::Delete,
+        "OPTIONS" => Method::Options,
+        _ => Method::Other,
+    };
+    let http10 = req.version == Some(0);
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut expect_continue = false;
+    let mut close = http10;
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        let value = std::str::from_utf8(h.value)
+            .map_err(|_| HeadError::Bad("header value is not UTF-8"))?
+            .trim();
+        match name.as_str() {
+            "content-length" => {
+                let v: u64 = value
+                    .parse()
+                    .map_err(|_| HeadError::Bad("invalid Content-Length"))?;
+                if length.is_some_and(|l| l != v) {
+                    return Err(HeadError::Bad("conflicting Content-Length headers"));
+                }
+                length = Some(v);
+            }
+            "transfer-encoding" => {
+                if value.eq_ignore_ascii_case("chunked") {
+                    chunked = true;
+                } else if !value.eq_ignore_ascii_case("identity") {
+                    return Err(HeadError::Unsupported("unsupported Transfer-Encoding"));
+                }
+            }
+            "expect" => expect_continue = value.eq_ignore_ascii_case("100-continue"),
+            "connection" => {
+                for token in value.split(',').map(str::trim) {
+                    if token.eq_ignore_ascii_case("close") {
+                        close = true;
+                    } else if token.eq_ignore_ascii_case("keep-alive") {
+                        close = false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        headers.push((name, value.to_string()));
+    }
+    if chunked && length.is_some() {
+        return Err(HeadError::Bad(
+            "both Content-Length and chunked Transfer-Encoding",
+        ));
+    }
+    let body = match (chunked, length) {
+        (true, _) => BodyKind::Chunked,
+        (false, Some(0)) | (false, None) => BodyKind::None,
+        (false, Some(n)) => BodyKind::Length(n),
+    };
+    Ok(Head {
+        method,
+        target: req.path.unwrap_or("/").to_string(),
+        headers,
+        body,
+        expect_continue,
+        close,
+        len,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_simple_head() {
+        let raw = b"POST /v1/stream/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello";
+        let h = parse_head(raw, 1024, 16).unwrap();
+        assert_eq!(h.method, Method::Post);
+        assert_eq!(h.target, "/v1/stream/a");
+        assert_eq!(h.body, BodyKind::Length(5));
+        assert_eq!(h.header("content-type"), Some("text/plain"));
+        assert_eq!(&raw[h.len..], b"hello");
+        assert!(!h.close);
+    }
+
+    #[test]
+    fn partial_and_limits() {
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nHo", 1024, 16).unwrap_err(),
+            HeadError::Partial
+        );
+        let big = format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(100));
+        assert!(matches!(
+            parse_head(big.as_bytes(), 64, 16),
+            Err(HeadError::TooLarge(_))
+        ));
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(5));
+        assert!(matches!(
+            parse_head(many.as_bytes(), 1024, 4),
+            Err(HeadError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn body_framing_rules() {
+        let h = parse_head(
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            1024,
+            8,
+        )
+        .unwrap();
+        assert_eq!(h.body, BodyKind::Chunked);
+        let both = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
+        assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Bad(_))));
+        let gz = b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n";
+        assert!(matches!(
+            parse_head(gz, 1024, 8),
+            Err(HeadError::Unsupported(_))
+        ));
+        let bad = b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n";
+        assert!(matches!(parse_head(bad, 1024, 8), Err(HeadError::Bad(_))));
+        assert!(matches!(
+            parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8),
+            Err(HeadError::Bad(_))
+        ));
+    }
+
+    #[test]
+    fn connection_semantics() {
+        let h = parse_head(b"GET / HTTP/1.0\r\n\r\n", 1024, 8).unwrap();
+        assert!(h.close);
+        let h = parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 1024, 8).unwrap();
+        assert!(!h.close);
+        let h = parse_head(
+            b"GET / HTTP/1.1\r\nConnection: close\r\nExpect: 100-continue\r\n\r\n",
+            1024,
+            8,
+        )
+        .unwrap();
+        assert!(h.close && h.expect_continue);
+    }
+}

@@ -1,0 +1,124 @@
+//! Responses: status, headers and a body, rendered into one write buffer.
+
+use std::fmt::Write as _;
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+    /// For HEAD: the Content-Length to announce without a body.
+    pub head_length: Option<usize>,
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        412 => "Precondition Failed",
+        413 => "Payload Too Large",
+        415 => "Unsupported Media Type",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        507 => "Insufficient Storage",
+        _ => "Unknown",
+    }
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+            head_length: None,
+        }
+    }
+
+    /// A short plain-text error.
+    pub fn error(status: u16, why: &str) -> Self {
+        let mut r = Response::new(status);
+        r.headers
+            .push(("content-type", "text/plain; charset=utf-8".into()));
+        r.body = format!("{why}\n").into_bytes();
+        r
+    }
+
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
+        self.headers.push((name, value.into()));
+    }
+
+    pub fn with_body(mut self, body: Vec<u8>) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// Renders status line, headers and body (no body for 204/304 or HEAD).
+    pub fn render(&self, out: &mut Vec<u8>, close: bool) {
+        let mut head = String::with_capacity(256);
+        let _ = write!(head, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        for (n, v) in &self.headers {
+            let _ = write!(head, "{n}: {v}\r\n");
+        }
+        let bodyless = matches!(self.status, 204 | 304) || (100..200).contains(&self.status);
+        if !bodyless {
+            let len = self.head_length.unwrap_or(self.body.len());
+            let _ = write!(head, "content-length: {len}\r\n");
+        }
+        if close {
+            head.push_str("connection: close\r\n");
+        }
+        head.push_str("\r\n");
+        out.extend_from_slice(head.as_bytes());
+        if !bodyless && self.head_length.is_none() {
+            out.extend_from_slice(&self.body);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_lengths_and_bodyless_statuses() {
+        let mut out = Vec::new();
+        Response::error(404, "stream not found").render(&mut out, false);
+        let s = String::from_utf8(out).unwrap();
+        assert!(s.starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(s.contains("content-length: 17\r\n"));
+        assert!(s.ends_with("\r\n\r\nstream not found\n"));
+        let mut out = Vec::new();
+        Response::new(204)
+            .header("stream-next-offset", "1")
+            .render(&mut out, true);
+        let s = String::from_utf8(out).unwrap();
+        assert!(!s.contains("content-length"));
+        assert!(s.contains("connection: close"));
+        let mut out = Vec::new();
+        let mut r = Response::new(200);
+        r.head_length = Some(42);
+        r.render(&mut out, false);
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("content-length: 42\r\n\r\n"));
+    }
+}

@@ -1,0 +1,116 @@
+//! Request-target decoding: percent-decoded path segments and query pairs.
+//!
+//! Segments are split on raw `/` before decoding, so `%2F` inside a segment
+//! stays part of that segment (and is then refused by the id rules).
+
+/// Why a target could not be decoded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum UrlError {
+    BadPercent,
+    NotUtf8,
+    NotAbsolute,
+}
+
+impl UrlError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            UrlError::BadPercent => "invalid percent-encoding in URL",
+            UrlError::NotUtf8 => "URL is not valid UTF-8 after decoding",
+            UrlError::NotAbsolute => "request target must start with '/'",
+        }
+    }
+}
+
+/// A decoded request target.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target {
+    pub segments: Vec<String>,
+    pub query: Vec<(String, String)>,
+}
+
+impl Target {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn has(&self, name: &str) -> bool {
+        self.query.iter().any(|(k, _)| k == name)
+    }
+}
+
+/// Percent-decodes `s`; with `plus`, `+` means space (query strings).
+pub fn percent_decode(s: &str, plus: bool) -> Result<String, UrlError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = b.get(i + 1..i + 3).ok_or(UrlError::BadPercent)?;
+                let hi = (hex[0] as char).to_digit(16).ok_or(UrlError::BadPercent)?;
+                let lo = (hex[1] as char).to_digit(16).ok_or(UrlError::BadPercent)?;
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            b'+' if plus => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| UrlError::NotUtf8)
+}
+
+/// Splits and decodes a request target.
+pub fn parse_target(target: &str) -> Result<Target, UrlError> {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (target, ""),
+    };
+    let path = path.strip_prefix('/').ok_or(UrlError::NotAbsolute)?;
+    let mut segments = Vec::new();
+    if !path.is_empty() {
+        for seg in path.split('/') {
+            segments.push(percent_decode(seg, false)?);
+        }
+    }
+    let mut pairs = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        pairs.push((percent_decode(k, true)?, percent_decode(v, true)?));
+    }
+    Ok(Target {
+        segments,
+        query: pairs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_segments_and_query() {
+        let t =
+            parse_target("/b%20k/s%2Fx?offset=0000000000000001&live=long-poll&a+b=c%26d").unwrap();
+        assert_eq!(t.segments, vec!["b k", "s/x"]);
+        assert_eq!(t.param("offset"), Some("0000000000000001"));
+        assert_eq!(t.param("a b"), Some("c&d"));
+        assert!(t.has("live"));
+        assert_eq!(parse_target("/").unwrap().segments, Vec::<String>::new());
+    }
+
+    #[test]
+    fn rejects_bad_encoding() {
+        assert_eq!(parse_target("/a%zz"), Err(UrlError::BadPercent));
+        assert_eq!(parse_target("/a%2"), Err(UrlError::BadPercent));
+        assert_eq!(parse_target("/a%ff"), Err(UrlError::NotUtf8));
+        assert_eq!(parse_target("a"), Err(UrlError::NotAbsolute));
+    }
+}

@@ -1,0 +1,102 @@
+//! Cross-shard messages: connection handoff to a stream's owner shard, and
+//! request/reply for bucket-level operations (the only state shared by shards).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+
+/// One stream in a bucket listing.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub stream_id: String,
+    pub closed: bool,
+    pub content_type: String,
+    pub tail: u64,
+    pub created_ms: u64,
+    pub last_write_ms: u64,
+}
+
+/// Bucket-level requests between shards.
+#[derive(Debug)]
+pub enum BucketReq {
+    /// To the home shard: create the bucket.
+    Create { bucket: String },
+    /// To the home shard: delete the bucket if empty.
+    Delete { bucket: String },
+    /// To every shard: the bucket now exists.
+    Added { bucket: String, created_ms: u64 },
+    /// To every shard: stop creating streams in the bucket and count them.
+    PrepareDelete { bucket: String },
+    /// To every shard: the delete happened (`commit`) or was called off.
+    FinishDelete { bucket: String, commit: bool },
+    /// To every shard: count live streams in the bucket.
+    Count { bucket: String },
+    /// To every shard: streams after `after` matching `prefix`, at most `limit`.
+    List {
+        bucket: String,
+        prefix: String,
+        after: String,
+        limit: usize,
+    },
+}
+
+#[derive(Debug)]
+pub enum BucketRep {
+    Status(u16),
+    Count(u64),
+    Listing(Vec<Listed>),
+}
+
+pub enum Message {
+    /// A connection whose next request targets a stream this shard owns.
+    Handoff {
+        fd: RawFd,
+        buffered: Vec<u8>,
+    },
+    Request {
+        from: usize,
+        id: u64,
+        req: BucketReq,
+    },
+    Reply {
+        id: u64,
+        rep: BucketRep,
+    },
+}
+
+/// Replies this shard is waiting for.
+#[derive(Default)]
+pub struct Pending {
+    next_id: std::cell::Cell<u64>,
+    slots: RefCell<HashMap<u64, Option<BucketRep>>>,
+    signal: sluice_shards::signal::Signal,
+}
+
+impl Pending {
+    pub fn open(&self) -> u64 {
+        let id = self.next_id.get() + 1;
+        self.next_id.set(id);
+        self.slots.borrow_mut().insert(id, None);
+        id
+    }
+
+    pub fn complete(&self, id: u64, rep: BucketRep) {
+        if let Some(slot) = self.slots.borrow_mut().get_mut(&id) {
+            *slot = Some(rep);
+        }
+        self.signal.notify();
+    }
+
+    pub async fn wait(self: &Rc<Self>, id: u64) -> BucketRep {
+        loop {
+            let seen = self.signal.generation();
+            let ready = self.slots.borrow_mut().get_mut(&id).and_then(Option::take);
+            if let Some(rep) = ready {
+                self.slots.borrow_mut().remove(&id);
+                return rep;
+            }
+            self.signal.changed(seen).await;
+        }
+    }
+}

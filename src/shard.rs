@@ -1,0 +1,230 @@
+//! One shard's runtime on its pinned executor: recovery, the cross-shard mesh,
+//! bucket replication at start, and the accept loop on its SO_REUSEPORT socket.
+
+use crate::config::Config;
+use crate::conn;
+use crate::mesh::{BucketRep, BucketReq, Message, Pending};
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::{Latency, Shares};
+use sluice_shards::log::LogConfig;
+use sluice_shards::store::Shard;
+use std::cell::Cell;
+use std::os::fd::{FromRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What every task on this shard shares.
+pub struct Ctx {
+    pub id: usize,
+    pub shards: usize,
+    pub cfg: Config,
+    pub shard: Shard,
+    pub senders: Senders<Message>,
+    pub pending: Rc<Pending>,
+    pub connections: Cell<usize>,
+    pub in_flight: Cell<usize>,
+    pub waiters: Cell<usize>,
+    rng: Cell<u64>,
+}
+
+impl Ctx {
+    /// Wall-clock milliseconds (the protocol core never reads the clock itself).
+    pub fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+
+    /// Cheap xorshift randomness for cursor jitter.
+    pub fn random(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+
+    /// Sends `req` to shard `to` (or handles it here) and waits for the reply.
+    pub async fn ask(self: &Rc<Self>, to: usize, req: BucketReq) -> BucketRep {
+        if to == self.id {
+            return crate::handlers::bucket::serve_request(self, req).await;
+        }
+        let id = self.pending.open();
+        if self
+            .senders
+            .send_to(
+                to,
+                Message::Request {
+                    from: self.id,
+                    id,
+                    req,
+                },
+            )
+            .await
+            .is_err()
+        {
+            return BucketRep::Status(503);
+        }
+        self.pending.wait(id).await
+    }
+
+    /// Asks every shard and collects the replies in shard order.
+    pub async fn ask_all(self: &Rc<Self>, make: impl Fn() -> BucketReq) -> Vec<BucketRep> {
+        let mut out = Vec::with_capacity(self.shards);
+        for to in 0..self.shards {
+            out.push(self.ask(to, make()).await);
+        }
+        out
+    }
+}
+
+/// Start-up coordination with the main thread.
+pub struct Startup {
+    pub ready: mpsc::Sender<Result<(), String>>,
+    pub synced: Arc<AtomicUsize>,
+    pub shutdown: Arc<AtomicBool>,
+}
+
+pub async fn run(
+    id: usize,
+    cfg: Config,
+    fd: RawFd,
+    mesh: MeshBuilder<Message, Full>,
+    start: Startup,
+) {
+    let listener = unsafe { TcpListener::from_raw_fd(fd) };
+    let (senders, receivers) = match mesh.join().await {
+        Ok(pair) => pair,
+        Err(e) => {
+            let _ = start.ready.send(Err(format!(
+                "shard {id}: cannot join the cross-shard mesh: {e}"
+            )));
+            return;
+        }
+    };
+    let log_cfg = LogConfig {
+        dir: cfg.data_dir.join(format!("shard-{id}")),
+        segment_size: cfg.segment_bytes,
+        fsync: cfg.fsync,
+    };
+    let shard = match Shard::open(id, log_cfg).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = start.ready.send(Err(format!("shard {id}: {e}")));
+            return;
+        }
+    };
+    let shards = cfg.shards;
+    let ctx = Rc::new(Ctx {
+        id,
+        shards,
+        cfg,
+        shard,
+        senders,
+        pending: Rc::new(Pending::default()),
+        connections: Cell::new(0),
+        in_flight: Cell::new(0),
+        waiters: Cell::new(0),
+        rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1)),
+    });
+    // Handoffs and bucket messages get their own queue so a busy shard still
+    // picks them up promptly.
+    let tq =
+        glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
+    let mut receivers = receivers;
+    for (_, rx) in receivers.streams() {
+        let ctx = ctx.clone();
+        glommio::spawn_local_into(
+            async move {
+                while let Some(msg) = rx.recv().await {
+                    on_message(&ctx, msg);
+                }
+            },
+            tq,
+        )
+        .expect("mesh task queue exists")
+        .detach();
+    }
+    // Tell every shard about the buckets whose home is here.
+    let home: Vec<(String, u64)> = ctx
+        .shard
+        .store
+        .borrow()
+        .home_buckets
+        .iter()
+        .map(|(b, at)| (b.clone(), *at))
+        .collect();
+    for (bucket, created_ms) in home {
+        ctx.ask_all(|| BucketReq::Added {
+            bucket: bucket.clone(),
+            created_ms,
+        })
+        .await;
+    }
+    start.synced.fetch_add(1, Ordering::SeqCst);
+    while start.synced.load(Ordering::SeqCst) < shards {
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
+    let _ = start.ready.send(Ok(()));
+    accept_loop(&ctx, listener, &start.shutdown).await;
+    drain(&ctx).await;
+}
+
+fn on_message(ctx: &Rc<Ctx>, msg: Message) {
+    match msg {
+        Message::Handoff { fd, buffered } => {
+            let sock = unsafe { TcpStream::from_raw_fd(fd) };
+            glommio::spawn_local(conn::serve(ctx.clone(), sock, buffered)).detach();
+        }
+        Message::Request { from, id, req } => {
+            let ctx = ctx.clone();
+            glommio::spawn_local(async move {
+                let rep = crate::handlers::bucket::serve_request(&ctx, req).await;
+                let _ = ctx.senders.send_to(from, Message::Reply { id, rep }).await;
+            })
+            .detach();
+        }
+        Message::Reply { id, rep } => ctx.pending.complete(id, rep),
+    }
+}
+
+async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            while !shutdown.load(Ordering::Relaxed) {
+                glommio::timer::sleep(Duration::from_millis(50)).await;
+            }
+            None
+        })
+        .await;
+        match accepted {
+            None => return,
+            Some(Ok(sock)) => {
+                if ctx.connections.get() >= ctx.cfg.max_connections {
+                    // Over the limit: refuse cleanly; existing clients are unaffected.
+                    glommio::spawn_local(conn::refuse(sock)).detach();
+                    continue;
+                }
+                glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();
+            }
+            Some(Err(e)) => {
+                eprintln!("sluice: shard {}: accept failed: {e}", ctx.id);
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// After accepting stops: let in-flight requests finish, then make the log durable.
+async fn drain(ctx: &Rc<Ctx>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ctx.in_flight.get() > 0 && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = ctx.shard.log.durable(ctx.shard.log.assigned()).await;
+}
