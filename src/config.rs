@@ -105,11 +105,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     match it.next().map(String::as_str) {
         Some("serve") => {}
         Some("--help") | Some("-h") | Some("help") | None => return Ok(Command::Help),
-        Some(other) => {
-            return Err(format!(
-                "unknown command '{other}' (try: sluice serve --help)"
-            ))
-        }
+        Some(other) => return Err(format!("unknown command '{other}' (try: sluice serve --help)")),
     }
     let mut c = Config::default();
     while let Some(flag) = it.next() {
@@ -117,16 +113,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             return Ok(Command::Help);
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let num = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{flag}: '{v}' is not a number"))
-        };
+        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("{flag}: '{v}' is not a number"));
         match flag.as_str() {
-            "--listen" => {
-                c.listen = value
-                    .parse()
-                    .map_err(|_| format!("--listen: '{value}' is not ADDR:PORT"))?
-            }
+            "--listen" => c.listen = value.parse().map_err(|_| format!("--listen: '{value}' is not ADDR:PORT"))?,
             "--data-dir" => c.data_dir = PathBuf::from(value),
             "--shards" => {
                 c.shards = num(value)? as usize;
@@ -179,9 +168,9 @@ mod tests {
 
     #[test]
     fn flags() {
-        let Ok(Command::Serve(c)) = parse_args(&args(
-            "serve --listen 127.0.0.1:9 --shards 2 --fsync never --long-poll-timeout 2s",
-        )) else {
+        let Ok(Command::Serve(c)) =
+            parse_args(&args("serve --listen 127.0.0.1:9 --shards 2 --fsync never --long-poll-timeout 2s"))
+        else {
             panic!("should parse")
         };
         assert_eq!(c.listen.port(), 9);

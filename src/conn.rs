@@ -94,11 +94,7 @@ async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bo
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(
-    ctx: &Ctx,
-    sock: &mut TcpStream,
-    buf: &mut Vec<u8>,
-) -> Result<Option<Head>, Response> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {
     let started = std::time::Instant::now();
     loop {
         if !buf.is_empty() {
@@ -121,9 +117,7 @@ async fn read_head(
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
             ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
-            ReadOutcome::TimedOut => {
-                return Err(Response::error(408, "request head not received in time"))
-            }
+            ReadOutcome::TimedOut => return Err(Response::error(408, "request head not received in time")),
         }
     }
 }
@@ -153,9 +147,7 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration) -> 
         }
         Err(e) => {
             buf.truncate(start);
-            if e.kind() == std::io::ErrorKind::TimedOut
-                || e.kind() == std::io::ErrorKind::WouldBlock
-            {
+            if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock {
                 ReadOutcome::TimedOut
             } else {
                 ReadOutcome::Closed
@@ -165,12 +157,7 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration) -> 
 }
 
 /// Reads the request body (if any), consuming head and body from `buf`.
-async fn read_body(
-    ctx: &Ctx,
-    sock: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    head: &Head,
-) -> Result<Vec<u8>, Response> {
+async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Response> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
@@ -182,10 +169,7 @@ async fn read_body(
         }
         BodyKind::Length(n) => {
             if n > limit {
-                return Err(Response::error(
-                    413,
-                    "request body exceeds --max-body-bytes",
-                ));
+                return Err(Response::error(413, "request body exceeds --max-body-bytes"));
             }
             let need = head.len + n as usize;
             if head.expect_continue && buf.len() < need {
@@ -194,9 +178,7 @@ async fn read_body(
             while buf.len() < need {
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => {
-                        return Err(Response::error(400, "connection closed mid-body"))
-                    }
+                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
                     ReadOutcome::TimedOut => return Err(too_slow()),
                 }
             }
@@ -213,9 +195,7 @@ async fn read_body(
             buf.drain(..head.len);
             loop {
                 let used = dec.feed(buf, &mut body).map_err(|e| match e {
-                    ChunkError::TooLarge => {
-                        Response::error(413, "request body exceeds --max-body-bytes")
-                    }
+                    ChunkError::TooLarge => Response::error(413, "request body exceeds --max-body-bytes"),
                     ChunkError::Malformed(why) => Response::error(400, why),
                 })?;
                 buf.drain(..used);
@@ -224,9 +204,7 @@ async fn read_body(
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => {
-                        return Err(Response::error(400, "connection closed mid-body"))
-                    }
+                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
                     ReadOutcome::TimedOut => return Err(too_slow()),
                 }
             }
@@ -241,17 +219,9 @@ async fn handoff(ctx: &Ctx, sock: TcpStream, buf: Vec<u8>, owner: usize) {
     if fd < 0 {
         return;
     }
-    if let Err(e) = ctx
-        .senders
-        .send_to(owner, Message::Handoff { fd, buffered: buf })
-        .await
-    {
+    if let Err(e) = ctx.senders.send_to(owner, Message::Handoff { fd, buffered: buf }).await {
         // The owner is gone (shutting down): close our copy.
-        if let glommio::GlommioError::Closed(glommio::ResourceType::Channel(Message::Handoff {
-            fd,
-            ..
-        })) = e
-        {
+        if let glommio::GlommioError::Closed(glommio::ResourceType::Channel(Message::Handoff { fd, .. })) = e {
             unsafe { libc::close(fd) };
         }
     }

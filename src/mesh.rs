@@ -33,12 +33,13 @@ pub enum BucketReq {
     /// To every shard: count live streams in the bucket.
     Count { bucket: String },
     /// To every shard: streams after `after` matching `prefix`, at most `limit`.
-    List {
-        bucket: String,
-        prefix: String,
-        after: String,
-        limit: usize,
-    },
+    List { bucket: String, prefix: String, after: String, limit: usize },
+    /// To a fork source's shard: take a reference and describe the fork point.
+    ForkGrant { key: (String, String), offset: Option<u64>, sub: u64 },
+    /// To a fork source's shard: a fork of stream `handle` is gone.
+    ForkRelease { handle: u64 },
+    /// At start: a recovered fork still references stream `handle`.
+    ForkRef { handle: u64 },
 }
 
 #[derive(Debug)]
@@ -46,6 +47,7 @@ pub enum BucketRep {
     Status(u16),
     Count(u64),
     Listing(Vec<Listed>),
+    Fork(Result<sluice_shards::store::ForkGrant, (u16, &'static str)>),
 }
 
 pub enum Message {

@@ -29,8 +29,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     let signals = block_signals();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mesh =
-        MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
+    let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -38,19 +37,13 @@ pub fn run(cfg: Config) -> Result<(), String> {
     for (i, listener) in listeners.into_iter().enumerate() {
         let cfg = cfg.clone();
         let mesh = mesh.clone();
-        let start = shard::Startup {
-            ready: ready_tx.clone(),
-            synced: synced.clone(),
-            shutdown: shutdown.clone(),
-        };
+        let start = shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone() };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
             .name(&format!("shard-{i}"))
             .io_memory(cfg.io_memory)
             .spawn(move || shard::run(i, cfg, fd, mesh, start))
-            .map_err(|e| {
-                format!("cannot start shard {i} executor (io_uring or locked memory): {e}")
-            })?;
+            .map_err(|e| format!("cannot start shard {i} executor (io_uring or locked memory): {e}"))?;
         handles.push(h);
     }
     drop(ready_tx);
@@ -58,11 +51,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         match ready_rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                return Err(
-                    "a shard stopped during start-up (io_uring or locked memory failure?)".into(),
-                )
-            }
+            Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
     println!(
@@ -117,9 +106,7 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
                 .map_err(unwritable)?;
             f.sync_all().map_err(unwritable)?;
             std::fs::rename(&tmp, &meta).map_err(unwritable)?;
-            std::fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(unwritable)?;
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(unwritable)?;
         }
         Err(e) => return Err(unwritable(e)),
     }
@@ -134,16 +121,13 @@ fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {
     let addr = cfg.listen;
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(|e| format!("cannot create socket: {e}"))?;
-    s.set_reuse_address(true)
-        .map_err(|e| format!("SO_REUSEADDR: {e}"))?;
-    s.set_reuse_port(reuse_port)
-        .map_err(|e| format!("SO_REUSEPORT: {e}"))?;
+    s.set_reuse_address(true).map_err(|e| format!("SO_REUSEADDR: {e}"))?;
+    s.set_reuse_port(reuse_port).map_err(|e| format!("SO_REUSEPORT: {e}"))?;
     s.bind(&addr.into()).map_err(|e| match e.kind() {
         std::io::ErrorKind::AddrInUse => format!("cannot listen on {addr}: address already in use"),
         _ => format!("cannot listen on {addr}: {e}"),
     })?;
-    s.listen(1024)
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    s.listen(1024).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     Ok(s)
 }
 

@@ -34,9 +34,7 @@ pub struct Ctx {
 impl Ctx {
     /// Wall-clock milliseconds (the protocol core never reads the clock itself).
     pub fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
     }
 
     /// Cheap xorshift randomness for cursor jitter.
@@ -55,19 +53,7 @@ impl Ctx {
             return crate::handlers::bucket::serve_request(self, req).await;
         }
         let id = self.pending.open();
-        if self
-            .senders
-            .send_to(
-                to,
-                Message::Request {
-                    from: self.id,
-                    id,
-                    req,
-                },
-            )
-            .await
-            .is_err()
-        {
+        if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Status(503);
         }
         self.pending.wait(id).await
@@ -90,28 +76,17 @@ pub struct Startup {
     pub shutdown: Arc<AtomicBool>,
 }
 
-pub async fn run(
-    id: usize,
-    cfg: Config,
-    fd: RawFd,
-    mesh: MeshBuilder<Message, Full>,
-    start: Startup,
-) {
+pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
     let listener = unsafe { TcpListener::from_raw_fd(fd) };
     let (senders, receivers) = match mesh.join().await {
         Ok(pair) => pair,
         Err(e) => {
-            let _ = start.ready.send(Err(format!(
-                "shard {id}: cannot join the cross-shard mesh: {e}"
-            )));
+            let _ = start.ready.send(Err(format!("shard {id}: cannot join the cross-shard mesh: {e}")));
             return;
         }
     };
-    let log_cfg = LogConfig {
-        dir: cfg.data_dir.join(format!("shard-{id}")),
-        segment_size: cfg.segment_bytes,
-        fsync: cfg.fsync,
-    };
+    let log_cfg =
+        LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
     let shard = match Shard::open(id, log_cfg).await {
         Ok(s) => s,
         Err(e) => {
@@ -134,8 +109,7 @@ pub async fn run(
     });
     // Handoffs and bucket messages get their own queue so a busy shard still
     // picks them up promptly.
-    let tq =
-        glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
+    let tq = glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
     let mut receivers = receivers;
     for (_, rx) in receivers.streams() {
         let ctx = ctx.clone();
@@ -151,28 +125,47 @@ pub async fn run(
         .detach();
     }
     // Tell every shard about the buckets whose home is here.
-    let home: Vec<(String, u64)> = ctx
+    let home: Vec<(String, u64)> =
+        ctx.shard.store.borrow().home_buckets.iter().map(|(b, at)| (b.clone(), *at)).collect();
+    for (bucket, created_ms) in home {
+        ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms }).await;
+    }
+    // Count every recovered fork against its source, wherever that lives.
+    let parents: Vec<(usize, u64)> = ctx
         .shard
         .store
         .borrow()
-        .home_buckets
-        .iter()
-        .map(|(b, at)| (b.clone(), *at))
+        .streams
+        .values()
+        .filter_map(|e| e.state.fork.as_ref().map(|f| (f.parent_shard as usize, f.parent_handle)))
         .collect();
-    for (bucket, created_ms) in home {
-        ctx.ask_all(|| BucketReq::Added {
-            bucket: bucket.clone(),
-            created_ms,
-        })
-        .await;
+    for (shard, handle) in parents {
+        ctx.ask(shard, BucketReq::ForkRef { handle }).await;
     }
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
+    ctx.shard.purge_tombstones().await;
+    glommio::spawn_local(release_pump(ctx.clone())).detach();
     let _ = start.ready.send(Ok(()));
     accept_loop(&ctx, listener, &start.shutdown).await;
     drain(&ctx).await;
+}
+
+/// Sends the fork releases that deletes and expiries queue up.
+async fn release_pump(ctx: Rc<Ctx>) {
+    let signal = ctx.shard.store.borrow().release_signal.clone();
+    loop {
+        let seen = signal.generation();
+        let batch = std::mem::take(&mut ctx.shard.store.borrow_mut().releases);
+        for (shard, handle) in batch {
+            ctx.ask(shard as usize, BucketReq::ForkRelease { handle }).await;
+        }
+        if ctx.shard.store.borrow().releases.is_empty() {
+            signal.changed(seen).await;
+        }
+    }
 }
 
 fn on_message(ctx: &Rc<Ctx>, msg: Message) {

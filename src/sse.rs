@@ -55,13 +55,7 @@ pub fn encode_data_event(payload: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Appends one `control` event.
-pub fn encode_control(
-    next: u64,
-    cursor: Option<u64>,
-    up_to_date: bool,
-    closed: bool,
-    out: &mut Vec<u8>,
-) {
+pub fn encode_control(next: u64, cursor: Option<u64>, up_to_date: bool, closed: bool, out: &mut Vec<u8>) {
     let mut json = format!("{{\"streamNextOffset\":\"{}\"", Offset(next));
     if let Some(c) = cursor {
         json.push_str(&format!(",\"streamCursor\":\"{c}\""));
@@ -79,13 +73,7 @@ pub fn encode_control(
 }
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
-    let Some(content_type) = ctx
-        .shard
-        .store
-        .borrow()
-        .streams
-        .get(&req.key)
-        .map(|e| e.state.content_type.clone())
+    let Some(content_type) = ctx.shard.store.borrow().streams.get(&req.key).map(|e| e.state.content_type.clone())
     else {
         return;
     };
@@ -113,12 +101,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             let Some(e) = st.streams.get(&req.key) else {
                 return;
             };
-            (
-                e.signal.clone(),
-                e.signal.generation(),
-                e.state.visible.tail,
-                e.state.visible.closed,
-            )
+            (e.signal.clone(), e.signal.generation(), e.state.visible.tail, e.state.visible.closed)
         };
         if tail > offset {
             let Some(b) = read_batch(ctx, &req.key, offset, READ_CHUNK).await else {
@@ -196,9 +179,7 @@ mod tests {
         );
         let mut out = Vec::new();
         encode_control(5, None, true, true, &mut out);
-        assert!(String::from_utf8(out)
-            .unwrap()
-            .contains("\"streamClosed\":true}"));
+        assert!(String::from_utf8(out).unwrap().contains("\"streamClosed\":true}"));
     }
 
     #[test]

@@ -61,12 +61,10 @@ impl<'a> Cursor<'a> {
         self.take(1).map(|b| b[0])
     }
     pub fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        self.take(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
     }
     pub fn u64(&mut self) -> Option<u64> {
-        self.take(8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        self.take(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
     pub fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = self.u32()? as usize;

@@ -14,9 +14,7 @@ pub const RESERVED_STREAM_ID: &str = "streams";
 /// Checks `^[a-z0-9_-]{4,64}$`.
 pub fn valid_bucket_id(id: &str) -> bool {
     (4..=64).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 /// Why a stream id was refused.
@@ -33,9 +31,7 @@ impl StreamIdError {
         match self {
             StreamIdError::Empty => "stream id is empty",
             StreamIdError::TooLong => "stream id is longer than 122 bytes",
-            StreamIdError::BadCharacter => {
-                "stream id contains NUL, '..', or a '/' where none is allowed"
-            }
+            StreamIdError::BadCharacter => "stream id contains NUL, '..', or a '/' where none is allowed",
             StreamIdError::Reserved => "stream id 'streams' is reserved",
         }
     }
@@ -50,18 +46,11 @@ pub fn validate_stream_id(bucket: &str, id: &str) -> Result<(), StreamIdError> {
         return Err(StreamIdError::BadCharacter);
     }
     // The base-protocol surface takes paths ("chat/42"); buckets take single ids.
-    let slash_ok = bucket == BUILTIN_BUCKET
-        && !id.starts_with('/')
-        && !id.ends_with('/')
-        && !id.contains("//");
+    let slash_ok = bucket == BUILTIN_BUCKET && !id.starts_with('/') && !id.ends_with('/') && !id.contains("//");
     if id.contains('/') && !slash_ok {
         return Err(StreamIdError::BadCharacter);
     }
-    let key_len = if bucket == BUILTIN_BUCKET {
-        id.len()
-    } else {
-        bucket.len() + 1 + id.len()
-    };
+    let key_len = if bucket == BUILTIN_BUCKET { id.len() } else { bucket.len() + 1 + id.len() };
     if id.len() > MAX_STREAM_KEY || key_len > MAX_STREAM_KEY {
         return Err(StreamIdError::TooLong);
     }
@@ -110,44 +99,25 @@ mod tests {
     #[test]
     fn stream_ids() {
         assert_eq!(validate_stream_id("agents", "chat-1"), Ok(()));
-        assert_eq!(
-            validate_stream_id("agents", "a/b"),
-            Err(StreamIdError::BadCharacter)
-        );
-        assert_eq!(
-            validate_stream_id("agents", "a..b"),
-            Err(StreamIdError::BadCharacter)
-        );
+        assert_eq!(validate_stream_id("agents", "a/b"), Err(StreamIdError::BadCharacter));
+        assert_eq!(validate_stream_id("agents", "a..b"), Err(StreamIdError::BadCharacter));
         assert_eq!(validate_stream_id("agents", ""), Err(StreamIdError::Empty));
-        assert_eq!(
-            validate_stream_id("agents", "streams"),
-            Err(StreamIdError::Reserved)
-        );
+        assert_eq!(validate_stream_id("agents", "streams"), Err(StreamIdError::Reserved));
         // 6 + 1 + 115 = 122 fits, one more does not.
         assert_eq!(validate_stream_id("agents", &"x".repeat(115)), Ok(()));
-        assert_eq!(
-            validate_stream_id("agents", &"x".repeat(116)),
-            Err(StreamIdError::TooLong)
-        );
+        assert_eq!(validate_stream_id("agents", &"x".repeat(116)), Err(StreamIdError::TooLong));
         assert_eq!(validate_stream_id(BUILTIN_BUCKET, &"x".repeat(122)), Ok(()));
         assert_eq!(validate_stream_id(BUILTIN_BUCKET, "chat/42"), Ok(()));
-        assert_eq!(
-            validate_stream_id(BUILTIN_BUCKET, "chat//42"),
-            Err(StreamIdError::BadCharacter)
-        );
-        assert_eq!(
-            validate_stream_id(BUILTIN_BUCKET, "a/../b"),
-            Err(StreamIdError::BadCharacter)
-        );
+        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "chat//42"), Err(StreamIdError::BadCharacter));
+        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "a/../b"), Err(StreamIdError::BadCharacter));
     }
 
     #[test]
     fn placement_is_stable_and_spreads() {
         assert_eq!(stream_shard("b", "s", 4), stream_shard("b", "s", 4));
         // The separator keeps ("ab","c") and ("a","bc") apart.
-        let seen: std::collections::HashSet<usize> = (0..64)
-            .map(|i| stream_shard("bkt", &format!("s{i}"), 4))
-            .collect();
+        let seen: std::collections::HashSet<usize> =
+            (0..64).map(|i| stream_shard("bkt", &format!("s{i}"), 4)).collect();
         assert_eq!(seen.len(), 4);
     }
 }

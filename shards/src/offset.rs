@@ -86,10 +86,7 @@ mod tests {
 
     #[test]
     fn parse_round_trips_and_rejects_garbage() {
-        assert_eq!(
-            Offset::parse("0000000000000000_0000000000000042"),
-            Some(Offset(42))
-        );
+        assert_eq!(Offset::parse("0000000000000000_0000000000000042"), Some(Offset(42)));
         assert_eq!(Offset::parse(&Offset(77).to_string()), Some(Offset(77)));
         for bad in [
             "",

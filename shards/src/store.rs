@@ -43,13 +43,47 @@ pub struct Store {
     pub buckets: HashMap<String, BucketInfo>,
     /// Buckets whose authoritative record lives in this shard's log.
     pub home_buckets: HashMap<String, u64>,
+    /// This shard's id.
+    pub shard: u32,
+    /// Fork references to drop on other shards: (parent shard, parent handle).
+    pub releases: Vec<(u32, u64)>,
+    /// Notified when `releases` grows.
+    pub release_signal: Rc<Signal>,
 }
+
+/// What a parent shard hands a new fork: the inherited index and the
+/// materialized sub-offset prefix.
+#[derive(Debug, Clone)]
+pub struct ForkGrant {
+    pub parent_handle: u64,
+    pub content_type: String,
+    pub ttl_secs: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub inherited: Vec<crate::log::Extent>,
+    /// Location of the first `sub` units after the fork offset, copied into the fork.
+    pub prefix: Vec<(u32, u32, u64, u32)>,
+    pub prefix_messages: Vec<u32>,
+}
+
+/// A fork ready to be created on this shard.
+#[derive(Debug, Clone)]
+pub struct ForkPlan {
+    pub record: crate::log::ForkRecord,
+    /// Materialized prefix bytes and (JSON) their message lengths.
+    pub prefix: Vec<u8>,
+    pub prefix_messages: Vec<u32>,
+}
+
+/// Why a fork could not be granted (status code to return).
+pub type ForkRefusal = (u16, &'static str);
 
 /// Why a store operation failed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StoreError {
     NoBucket,
     NoStream,
+    /// Soft-deleted: forks still read it (410).
+    Gone,
     /// The bucket is being deleted.
     BucketBusy,
     Create(CreateError),
@@ -82,6 +116,10 @@ pub struct Shard {
     pub id: usize,
     pub store: RefCell<Store>,
     pub log: Log,
+    /// This shard's log directory.
+    dir: std::path::PathBuf,
+    /// Other shards' segments that forks here inherit bytes from.
+    foreign: RefCell<HashMap<(u32, u32), Rc<glommio::io::BufferedFile>>>,
 }
 
 impl Store {
@@ -109,6 +147,11 @@ impl Store {
                     self.streams.remove(&key);
                 }
             }
+            Record::SoftDelete { handle } => {
+                if let Some(e) = self.by_handle(handle) {
+                    e.state.deleted = true;
+                }
+            }
             Record::Attrs { handle, attrs } => {
                 if let Some(e) = self.by_handle(handle) {
                     e.state.attrs = attrs;
@@ -124,13 +167,8 @@ impl Store {
             self.handles.remove(&old.state.handle);
         }
         self.handles.insert(c.handle, key.clone());
-        self.streams.insert(
-            key,
-            Entry {
-                state: StreamState::from_create(c),
-                signal: Rc::new(Signal::default()),
-            },
-        );
+        self.streams
+            .insert(key, Entry { state: StreamState::from_create(c, self.shard), signal: Rc::new(Signal::default()) });
     }
 
     fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
@@ -146,38 +184,57 @@ impl Store {
     /// The live entry for a key, dropping it first if it has expired.
     /// Expired streams are removed from memory; the caller logs the delete.
     pub fn live(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut Entry> {
-        let expired = self.streams.get(key)?.state.lifetime.expired(now_ms);
-        if expired {
-            let e = self.streams.remove(key)?;
-            self.handles.remove(&e.state.handle);
+        let e = self.streams.get_mut(key)?;
+        if e.state.deleted {
+            return None;
+        }
+        let expired = e.state.lifetime.expired(now_ms);
+        if expired && e.state.forks > 0 {
+            // Forks still read its bytes: keep it as a tombstone.
+            e.state.deleted = true;
             e.signal.notify();
+            return None;
+        }
+        if expired {
+            let handle = e.state.handle;
+            self.remove_hard(handle);
             return None;
         }
         self.streams.get_mut(key)
     }
 
+    /// Removes a stream for good and queues the release of its fork parent.
+    pub fn remove_hard(&mut self, handle: u64) {
+        let Some(key) = self.handles.remove(&handle) else { return };
+        if let Some(e) = self.streams.remove(&key) {
+            e.signal.notify();
+            if let Some(f) = &e.state.fork {
+                self.releases.push((f.parent_shard, f.parent_handle));
+                self.release_signal.notify();
+            }
+        }
+    }
+
+    /// Whether `key` is a soft-deleted stream that forks still depend on (410).
+    pub fn is_tombstone(&self, key: &StreamKey) -> bool {
+        self.streams.get(key).is_some_and(|e| e.state.deleted)
+    }
+
     /// Number of live streams in a bucket at `now_ms`.
     pub fn count_in_bucket(&self, bucket: &str, now_ms: u64) -> u64 {
-        self.bucket_range(bucket)
-            .filter(|(_, e)| !e.state.lifetime.expired(now_ms))
-            .count() as u64
+        self.bucket_range(bucket).filter(|(_, e)| !e.state.lifetime.expired(now_ms)).count() as u64
     }
 
     /// Streams of a bucket, in stream-id order.
-    pub fn bucket_range<'a>(
-        &'a self,
-        bucket: &'a str,
-    ) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
-        self.streams
-            .range((bucket.to_string(), String::new())..)
-            .take_while(move |(k, _)| k.0 == bucket)
+    pub fn bucket_range<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+        self.streams.range((bucket.to_string(), String::new())..).take_while(move |(k, _)| k.0 == bucket)
     }
 }
 
 impl Shard {
     /// Opens shard `id`'s log under `cfg.dir`, replaying it.
     pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
-        let mut store = Store::default();
+        let mut store = Store { shard: id as u32, ..Store::default() };
         let tail = recovery::scan(&cfg.dir, |r, at| store.replay(r, at))?;
         let mut segments = Vec::new();
         for &no in &tail.segments {
@@ -192,34 +249,20 @@ impl Shard {
             None => (
                 crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
                     .await
-                    .map_err(|e| {
-                        format!(
-                            "cannot create the first log segment in {}: {e}",
-                            cfg.dir.display()
-                        )
-                    })?,
+                    .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
                 0,
             ),
         };
         for (b, at) in &store.home_buckets {
-            store.buckets.insert(
-                b.clone(),
-                BucketInfo {
-                    created_ms: *at,
-                    deleting: false,
-                },
-            );
+            store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
         }
+        let dir = cfg.dir.clone();
         let log = Log::start(cfg, active, write_pos, segments);
-        Ok(Shard {
-            id,
-            store: RefCell::new(store),
-            log,
-        })
+        Ok(Shard { id, store: RefCell::new(store), log, dir, foreign: RefCell::new(HashMap::new()) })
     }
 
-    /// Logs `records` (reserving room first) and returns the last commit number.
-    /// Must be followed by `log.durable` before acknowledging.
+    /// Reserves log room for a write of about `bytes` (plus slack for a lazy
+    /// expiry record); no await may come between this and the append.
     async fn reserve(&self, bytes: usize) -> Result<(), LogError> {
         self.log.reserve(bytes + 256).await
     }
@@ -230,15 +273,26 @@ impl Shard {
         key: &StreamKey,
         input: &CreateInput,
         body: &[u8],
+        fork: Option<ForkPlan>,
         now_ms: u64,
     ) -> Result<(bool, u64, bool), StoreError> {
-        self.reserve(
-            body.len() + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len(),
-        )
-        .await?;
+        let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
+        self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
+            .await?;
         let (lsn, created, handle) = {
             let mut st = self.store.borrow_mut();
-            let gone = self.expire(&mut st, key, now_ms);
+            self.expire(&mut st, key, now_ms);
+            if st.is_tombstone(key) {
+                return Err(StoreError::Create(CreateError::Conflict));
+            }
+            if let (Some(e), Some(plan)) = (st.streams.get(key), &fork) {
+                let same = e.state.fork.as_ref().is_some_and(|f| {
+                    f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
+                });
+                if !same {
+                    return Err(StoreError::Create(CreateError::Conflict));
+                }
+            }
             if !st.bucket_exists(&key.0) {
                 return Err(StoreError::NoBucket);
             }
@@ -250,10 +304,24 @@ impl Shard {
             match decision {
                 CreateDecision::Exists => {
                     let e = st.streams.get(key).expect("exists");
-                    let _ = gone;
                     (self.log.assigned(), false, e.state.handle)
                 }
-                CreateDecision::Create { data, messages } => {
+                CreateDecision::Create { mut data, mut messages } => {
+                    if let Some(plan) = &fork {
+                        // The materialized sub-offset prefix comes first.
+                        let mut all = plan.prefix.clone();
+                        all.extend_from_slice(&data);
+                        data = all;
+                        let mut lens = plan.prefix_messages.clone();
+                        if lens.is_empty() && !plan.prefix.is_empty() {
+                            lens.push(plan.prefix.len() as u32);
+                        }
+                        if messages.is_empty() && !body.is_empty() {
+                            messages.push(body.len() as u32);
+                        }
+                        lens.extend_from_slice(&messages);
+                        messages = lens;
+                    }
                     let handle = st.next_handle;
                     st.next_handle += 1;
                     let c = CreateRecord {
@@ -265,8 +333,7 @@ impl Shard {
                         ttl_secs: input.ttl_secs,
                         expires_at_ms: input.expires_at_ms,
                         closed: input.closed && data.is_empty(),
-                        fork: None,
-                        fork_records: 0,
+                        fork: fork.as_ref().map(|f| f.record.clone()),
                         attrs: input.attrs.clone(),
                     };
                     let mut lsn = self.log.append(&Record::Create(c.clone())).lsn;
@@ -308,9 +375,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
         self.reserve(
-            input.body.len()
-                + input.stream_seq.map_or(0, str::len)
-                + input.producer.as_ref().map_or(0, |p| p.id.len()),
+            input.body.len() + input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len()),
         )
         .await?;
         let (lsn, handle, out) = {
@@ -339,11 +404,7 @@ impl Shard {
                     let a = AppendRecord {
                         handle: e.state.handle,
                         at_ms: now_ms,
-                        stream_seq: if data.is_empty() {
-                            None
-                        } else {
-                            input.stream_seq.map(str::to_string)
-                        },
+                        stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
                         producer: input.producer.clone(),
                         close: input.close,
                         messages,
@@ -371,32 +432,129 @@ impl Shard {
         Ok(out)
     }
 
-    /// DELETE a stream.
+    /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
     pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(16).await?;
         let lsn = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
-            let e = st.streams.remove(key).ok_or(StoreError::NoStream)?;
-            st.handles.remove(&e.state.handle);
+            if st.is_tombstone(key) {
+                return Err(StoreError::Gone);
+            }
+            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let handle = e.state.handle;
             e.signal.notify();
-            self.log
-                .append(&Record::Delete {
-                    handle: e.state.handle,
-                })
-                .lsn
+            if e.state.forks > 0 {
+                e.state.deleted = true;
+                self.log.append(&Record::SoftDelete { handle }).lsn
+            } else {
+                st.remove_hard(handle);
+                self.log.append(&Record::Delete { handle }).lsn
+            }
         };
         self.log.durable(lsn).await?;
         Ok(())
     }
 
-    /// Replaces a stream's attributes.
-    pub async fn set_attrs(
+    /// Takes a fork reference on stream `key` at `offset` (default: tail) and
+    /// resolves the first `sub` units after it.
+    pub fn grant_fork(
         &self,
         key: &StreamKey,
-        attrs: Vec<u8>,
+        offset: Option<u64>,
+        sub: u64,
         now_ms: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<ForkGrant, ForkRefusal> {
+        let mut st = self.store.borrow_mut();
+        if st.is_tombstone(key) {
+            return Err((409, "the fork source was deleted"));
+        }
+        let e = st.live(key, now_ms).ok_or((404, "fork source not found"))?;
+        let s = &mut e.state;
+        let at = offset.unwrap_or(s.visible.tail);
+        if at > s.visible.tail {
+            return Err((400, "Stream-Fork-Offset is beyond the source tail"));
+        }
+        let mut inherited = Vec::new();
+        let mut prefix = Vec::new();
+        let mut prefix_messages = Vec::new();
+        let mut left = sub;
+        for m in &s.messages[..s.visible.messages] {
+            let end = m.offset + u64::from(m.len);
+            if m.offset < at {
+                let len = (end.min(at) - m.offset) as u32;
+                inherited.push(crate::log::Extent { shard: m.shard, segment: m.segment, pos: m.pos, len });
+            }
+            if end > at && left > 0 {
+                let skip = at.saturating_sub(m.offset);
+                if s.json {
+                    prefix.push((m.shard, m.segment, m.pos, m.len));
+                    prefix_messages.push(m.len);
+                    left -= 1;
+                } else {
+                    let take = (u64::from(m.len) - skip).min(left);
+                    prefix.push((m.shard, m.segment, m.pos + skip, take as u32));
+                    left -= take;
+                }
+            }
+        }
+        if left > 0 {
+            return Err((400, "Stream-Fork-Sub-Offset is past the end of the source"));
+        }
+        s.forks += 1;
+        Ok(ForkGrant {
+            parent_handle: s.handle,
+            content_type: s.content_type.clone(),
+            ttl_secs: s.lifetime.ttl_secs,
+            expires_at_ms: s.lifetime.expires_at_ms,
+            inherited,
+            prefix,
+            prefix_messages,
+        })
+    }
+
+    /// Counts a fork recovered on some shard against stream `handle`.
+    pub fn add_fork_ref(&self, handle: u64) {
+        if let Some(e) = self.store.borrow_mut().by_handle(handle) {
+            e.state.forks += 1;
+        }
+    }
+
+    /// After every shard has counted its forks: tombstones nobody reads any
+    /// more are deleted for good.
+    pub async fn purge_tombstones(&self) {
+        let dead: Vec<u64> = self
+            .store
+            .borrow()
+            .streams
+            .values()
+            .filter(|e| e.state.deleted && e.state.forks == 0)
+            .map(|e| e.state.handle)
+            .collect();
+        for handle in dead {
+            if self.reserve(16).await.is_ok() {
+                self.store.borrow_mut().remove_hard(handle);
+                self.log.append(&Record::Delete { handle });
+            }
+        }
+    }
+
+    /// Drops one fork reference; a soft-deleted stream with none left goes for good.
+    pub async fn release_fork(&self, handle: u64) {
+        if self.reserve(16).await.is_err() {
+            return;
+        }
+        let mut st = self.store.borrow_mut();
+        let Some(e) = st.by_handle(handle) else { return };
+        e.state.forks = e.state.forks.saturating_sub(1);
+        if e.state.deleted && e.state.forks == 0 {
+            st.remove_hard(handle);
+            self.log.append(&Record::Delete { handle });
+        }
+    }
+
+    /// Replaces a stream's attributes.
+    pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(attrs.len()).await?;
         let lsn = {
             let mut st = self.store.borrow_mut();
@@ -406,12 +564,7 @@ impl Shard {
                 self.log.assigned()
             } else {
                 e.state.attrs = attrs.clone();
-                self.log
-                    .append(&Record::Attrs {
-                        handle: e.state.handle,
-                        attrs,
-                    })
-                    .lsn
+                self.log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn
             }
         };
         self.log.durable(lsn).await?;
@@ -419,17 +572,19 @@ impl Shard {
     }
 
     /// Drops `key` if expired, logging the delete so a restart agrees.
-    fn expire(&self, st: &mut Store, key: &StreamKey, now_ms: u64) -> bool {
-        let handle = st.streams.get(key).map(|e| e.state.handle);
-        if st.live(key, now_ms).is_none() {
-            if let Some(handle) = handle {
-                // Reserved room is not guaranteed here; the record is tiny and
-                // the reserve slack (256 bytes) covers it.
-                self.log.append(&Record::Delete { handle });
-                return true;
-            }
+    /// The callers reserved log room; the reserve slack covers this record.
+    fn expire(&self, st: &mut Store, key: &StreamKey, now_ms: u64) {
+        let Some(handle) = st.streams.get(key).filter(|e| !e.state.deleted).map(|e| e.state.handle) else {
+            return;
+        };
+        if st.live(key, now_ms).is_some() {
+            return;
         }
-        false
+        if st.is_tombstone(key) {
+            self.log.append(&Record::SoftDelete { handle });
+        } else {
+            self.log.append(&Record::Delete { handle });
+        }
     }
 
     /// Logs a bucket record in this (home) shard and waits until durable.
@@ -440,33 +595,61 @@ impl Shard {
         Ok(())
     }
 
-    /// Reads `len` bytes of stream data starting at message `first`.
-    pub async fn read_messages(&self, parts: &[(u32, u64, u32)]) -> std::io::Result<Vec<u8>> {
-        let total: usize = parts.iter().map(|p| p.2 as usize).sum();
+    /// Reads message bytes given as (shard, segment, position, length),
+    /// coalescing physically adjacent pieces into one read.
+    pub async fn read_messages(&self, parts: &[(u32, u32, u64, u32)]) -> std::io::Result<Vec<u8>> {
+        let total: usize = parts.iter().map(|p| p.3 as usize).sum();
         let mut out = Vec::with_capacity(total);
         let mut i = 0;
         while i < parts.len() {
-            // Coalesce physically adjacent messages into one read.
-            let (seg, pos, mut len) = (parts[i].0, parts[i].1, parts[i].2 as u64);
+            let (shard, seg, pos, first) = parts[i];
+            let mut len = u64::from(first);
             let mut j = i + 1;
-            while j < parts.len() && parts[j].0 == seg && parts[j].1 == pos + len && len < (4 << 20)
+            while j < parts.len()
+                && (parts[j].0, parts[j].1) == (shard, seg)
+                && parts[j].2 == pos + len
+                && len < (4 << 20)
             {
-                len += u64::from(parts[j].2);
+                len += u64::from(parts[j].3);
                 j += 1;
             }
-            let r = self.log.read(seg, pos, len as usize).await?;
-            out.extend_from_slice(&r);
+            if shard as usize == self.id {
+                out.extend_from_slice(&self.log.read(seg, pos, len as usize).await?);
+            } else {
+                out.extend_from_slice(&self.read_foreign(shard, seg, pos, len as usize).await?);
+            }
             i = j;
         }
         Ok(out)
+    }
+
+    /// Reads another shard's (immutable, already durable) segment bytes that a
+    /// fork inherited. Segment files are opened read-only and cached.
+    async fn read_foreign(&self, shard: u32, seg: u32, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let cached = self.foreign.borrow().get(&(shard, seg)).cloned();
+        let file = match cached {
+            Some(f) => f,
+            None => {
+                let dir = self.dir.parent().unwrap_or(&self.dir).join(format!("shard-{shard}"));
+                let f = glommio::io::OpenOptions::new()
+                    .read(true)
+                    .buffered_open(crate::log::segment::segment_path(&dir, seg))
+                    .await
+                    .map_err(std::io::Error::from)?;
+                let f = Rc::new(f);
+                self.foreign.borrow_mut().insert((shard, seg), f.clone());
+                f
+            }
+        };
+        let r = file.read_at(pos, len).await.map_err(std::io::Error::from)?;
+        if r.len() != len {
+            return Err(std::io::Error::other("short read from an inherited segment"));
+        }
+        Ok(r.to_vec())
     }
 }
 
 /// The stamp helper used by the HTTP edge.
 pub fn stamp(id: &str, epoch: u64, seq: u64) -> ProducerStamp {
-    ProducerStamp {
-        id: id.to_string(),
-        epoch,
-        seq,
-    }
+    ProducerStamp { id: id.to_string(), epoch, seq }
 }

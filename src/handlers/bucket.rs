@@ -15,28 +15,12 @@ const MAX_LIST: usize = 1000;
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
     let home = bucket_shard(bucket, ctx.shards);
     match method {
-        Method::Put => match ctx
-            .ask(
-                home,
-                BucketReq::Create {
-                    bucket: bucket.into(),
-                },
-            )
-            .await
-        {
+        Method::Put => match ctx.ask(home, BucketReq::Create { bucket: bucket.into() }).await {
             BucketRep::Status(201) => Response::new(201).header("location", format!("/{bucket}")),
             BucketRep::Status(409) => Response::error(409, "bucket already exists"),
             _ => Response::error(503, "bucket create failed; retry"),
         },
-        Method::Delete => match ctx
-            .ask(
-                home,
-                BucketReq::Delete {
-                    bucket: bucket.into(),
-                },
-            )
-            .await
-        {
+        Method::Delete => match ctx.ask(home, BucketReq::Delete { bucket: bucket.into() }).await {
             BucketRep::Status(204) => Response::new(204),
             BucketRep::Status(404) => Response::error(404, "bucket not found"),
             BucketRep::Status(409) => Response::error(409, "bucket is not empty"),
@@ -48,12 +32,7 @@ pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
                 return Response::error(404, "bucket not found");
             };
             let mut streams = 0;
-            for rep in ctx
-                .ask_all(|| BucketReq::Count {
-                    bucket: bucket.into(),
-                })
-                .await
-            {
+            for rep in ctx.ask_all(|| BucketReq::Count { bucket: bucket.into() }).await {
                 if let BucketRep::Count(n) = rep {
                     streams += n;
                 }
@@ -71,10 +50,7 @@ pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
 
 fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
     if bucket == BUILTIN_BUCKET {
-        return Some(BucketInfo {
-            created_ms: 0,
-            deleting: false,
-        });
+        return Some(BucketInfo { created_ms: 0, deleting: false });
     }
     ctx.shard.store.borrow().buckets.get(bucket).copied()
 }
@@ -144,34 +120,16 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     let now = ctx.now_ms();
     match req {
         BucketReq::Create { bucket } => {
-            if bucket == BUILTIN_BUCKET
-                || ctx.shard.store.borrow().home_buckets.contains_key(&bucket)
-            {
+            if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
                 return BucketRep::Status(409);
             }
             // Reserve the name before the log write so a concurrent create sees it.
-            ctx.shard
-                .store
-                .borrow_mut()
-                .home_buckets
-                .insert(bucket.clone(), now);
-            if ctx
-                .shard
-                .log_bucket(Record::BucketCreate {
-                    bucket: bucket.clone(),
-                    at_ms: now,
-                })
-                .await
-                .is_err()
-            {
+            ctx.shard.store.borrow_mut().home_buckets.insert(bucket.clone(), now);
+            if ctx.shard.log_bucket(Record::BucketCreate { bucket: bucket.clone(), at_ms: now }).await.is_err() {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
                 return BucketRep::Status(503);
             }
-            Box::pin(ctx.ask_all(|| BucketReq::Added {
-                bucket: bucket.clone(),
-                created_ms: now,
-            }))
-            .await;
+            Box::pin(ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms: now })).await;
             BucketRep::Status(201)
         }
         BucketReq::Delete { bucket } => {
@@ -182,32 +140,18 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                 return BucketRep::Status(404);
             }
             let mut streams = 0;
-            for rep in Box::pin(ctx.ask_all(|| BucketReq::PrepareDelete {
-                bucket: bucket.clone(),
-            }))
-            .await
-            {
+            for rep in Box::pin(ctx.ask_all(|| BucketReq::PrepareDelete { bucket: bucket.clone() })).await {
                 streams += match rep {
                     BucketRep::Count(n) => n,
                     _ => 1,
                 };
             }
-            let commit = streams == 0
-                && ctx
-                    .shard
-                    .log_bucket(Record::BucketDelete {
-                        bucket: bucket.clone(),
-                    })
-                    .await
-                    .is_ok();
+            let commit =
+                streams == 0 && ctx.shard.log_bucket(Record::BucketDelete { bucket: bucket.clone() }).await.is_ok();
             if commit {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
             }
-            Box::pin(ctx.ask_all(|| BucketReq::FinishDelete {
-                bucket: bucket.clone(),
-                commit,
-            }))
-            .await;
+            Box::pin(ctx.ask_all(|| BucketReq::FinishDelete { bucket: bucket.clone(), commit })).await;
             BucketRep::Status(if commit {
                 204
             } else if streams > 0 {
@@ -217,13 +161,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             })
         }
         BucketReq::Added { bucket, created_ms } => {
-            ctx.shard.store.borrow_mut().buckets.insert(
-                bucket,
-                BucketInfo {
-                    created_ms,
-                    deleting: false,
-                },
-            );
+            ctx.shard.store.borrow_mut().buckets.insert(bucket, BucketInfo { created_ms, deleting: false });
             BucketRep::Status(200)
         }
         BucketReq::PrepareDelete { bucket } => {
@@ -242,20 +180,22 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             }
             BucketRep::Status(200)
         }
-        BucketReq::Count { bucket } => {
-            BucketRep::Count(ctx.shard.store.borrow().count_in_bucket(&bucket, now))
+        BucketReq::Count { bucket } => BucketRep::Count(ctx.shard.store.borrow().count_in_bucket(&bucket, now)),
+        BucketReq::ForkGrant { key, offset, sub } => BucketRep::Fork(ctx.shard.grant_fork(&key, offset, sub, now)),
+        BucketReq::ForkRelease { handle } => {
+            ctx.shard.release_fork(handle).await;
+            BucketRep::Status(200)
         }
-        BucketReq::List {
-            bucket,
-            prefix,
-            after,
-            limit,
-        } => {
+        BucketReq::ForkRef { handle } => {
+            ctx.shard.add_fork_ref(handle);
+            BucketRep::Status(200)
+        }
+        BucketReq::List { bucket, prefix, after, limit } => {
             let st = ctx.shard.store.borrow();
             let out = st
                 .bucket_range(&bucket)
                 .filter(|(k, e)| {
-                    k.1.starts_with(&prefix) && k.1 > after && !e.state.lifetime.expired(now)
+                    k.1.starts_with(&prefix) && k.1 > after && !e.state.deleted && !e.state.lifetime.expired(now)
                 })
                 .take(limit)
                 .map(|(k, e)| Listed {

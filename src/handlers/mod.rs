@@ -9,9 +9,7 @@ use crate::http::url::Target;
 use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
-use sluice_shards::ids::{
-    stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID,
-};
+use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
@@ -66,9 +64,7 @@ pub fn route(_head: &Head, t: &Target) -> Route {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
                 2 | 3 => match validate_stream_id(bucket, &seg[1]) {
-                    Ok(()) => {
-                        Route::Stream((bucket.to_string(), seg[1].clone()), seg.get(2).cloned())
-                    }
+                    Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg.get(2).cloned()),
                     Err(e) => Route::Bad(e.reason()),
                 },
                 _ => Route::NotFound,
@@ -109,9 +105,9 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
     }
     let resp = match route {
         Route::Health => match head.method {
-            Method::Get | Method::Head => Response::new(200)
-                .header("content-type", "text/plain")
-                .with_body(b"ok\n".to_vec()),
+            Method::Get | Method::Head => {
+                Response::new(200).header("content-type", "text/plain").with_body(b"ok\n".to_vec())
+            }
             _ => Response::error(405, "method not allowed"),
         },
         Route::Bad(why) => Response::error(400, why),

@@ -51,9 +51,7 @@ pub fn resolve(ctx: &Ctx, key: &StreamKey, q: OffsetQuery, now: u64) -> Start {
     match q {
         OffsetQuery::Start => Start::At(0),
         OffsetQuery::Now => Start::At(s.visible.tail),
-        OffsetQuery::At(Offset(o)) if o > s.visible.tail => {
-            Start::Invalid("offset is beyond the stream tail")
-        }
+        OffsetQuery::At(Offset(o)) if o > s.visible.tail => Start::Invalid("offset is beyond the stream tail"),
         OffsetQuery::At(Offset(o)) if s.json && !s.is_boundary(o) => {
             Start::Invalid("offset is not a message boundary of this JSON stream")
         }
@@ -76,20 +74,13 @@ pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: u64) -> Op
             if end > from && end - from + u64::from(m.len) > limit {
                 break;
             }
-            parts.push((m.segment, m.pos + skip, m.len - skip as u32));
+            parts.push((m.shard, m.segment, m.pos + skip, m.len - skip as u32));
             end = m.offset + u64::from(m.len);
             i += 1;
         }
         let up_to_date = end == s.visible.tail;
         let closed = up_to_date && s.visible.closed;
-        let etag = format!(
-            "\"{}.{}.{}.{}{}\"",
-            ctx.id,
-            s.handle,
-            from,
-            end,
-            if closed { ".c" } else { "" }
-        );
+        let etag = format!("\"{}.{}.{}.{}{}\"", ctx.id, s.handle, from, end, if closed { ".c" } else { "" });
         let batch = Batch {
             data: Vec::new(),
             end,
@@ -139,12 +130,7 @@ fn read_response(b: &Batch, cache: &'static str) -> Response {
 
 /// Parses `offset` and `live`, enforcing one non-empty offset.
 pub fn parse_read_query(t: &Target) -> Result<(Option<OffsetQuery>, Option<&str>), &'static str> {
-    let offsets: Vec<&str> = t
-        .query
-        .iter()
-        .filter(|(k, _)| k == "offset")
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
         return Err("offset given more than once");
     }
@@ -172,16 +158,12 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
     let now = ctx.now_ms();
     let from = match resolve(ctx, key, q, now) {
         Start::At(o) => o,
-        Start::Missing => return Reply::Full(Response::error(404, "stream not found")),
+        Start::Missing => return Reply::Full(super::stream::missing(ctx, key)),
         Start::Invalid(why) => return Reply::Full(Response::error(400, why)),
     };
     let cursor = || next_cursor(ctx.now_ms(), t.param("cursor"), ctx.random()).to_string();
     match live {
-        Some("sse") => Reply::Sse(SseRequest {
-            key: key.clone(),
-            from,
-            cursor: t.param("cursor").map(str::to_string),
-        }),
+        Some("sse") => Reply::Sse(SseRequest { key: key.clone(), from, cursor: t.param("cursor").map(str::to_string) }),
         Some(_) => Reply::Full(long_poll(ctx, key, from, &cursor).await),
         None => {
             let Some(b) = read_batch(ctx, key, from, READ_CHUNK).await else {
@@ -193,11 +175,7 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
             if head.header("if-none-match") == Some(b.etag.as_str()) {
                 return Reply::Full(Response::new(304).header("etag", b.etag.clone()));
             }
-            let cache = if b.up_to_date {
-                "no-cache"
-            } else {
-                "public, max-age=60, stale-while-revalidate=300"
-            };
+            let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
             let r = read_response(&b, cache).header("etag", b.etag.clone());
             Reply::Full(r)
         }
@@ -205,12 +183,7 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
 }
 
 /// Parks until the stream grows past `from`, closes, or the timeout passes.
-async fn long_poll(
-    ctx: &Rc<Ctx>,
-    key: &StreamKey,
-    from: u64,
-    cursor: &dyn Fn() -> String,
-) -> Response {
+async fn long_poll(ctx: &Rc<Ctx>, key: &StreamKey, from: u64, cursor: &dyn Fn() -> String) -> Response {
     let deadline = Instant::now() + ctx.cfg.long_poll_timeout;
     loop {
         let (signal, seen, tail, closed) = {
@@ -218,12 +191,7 @@ async fn long_poll(
             let Some(e) = st.streams.get(key) else {
                 return Response::error(404, "stream not found");
             };
-            (
-                e.signal.clone(),
-                e.signal.generation(),
-                e.state.visible.tail,
-                e.state.visible.closed,
-            )
+            (e.signal.clone(), e.signal.generation(), e.state.visible.tail, e.state.visible.closed)
         };
         if tail > from {
             let Some(b) = read_batch(ctx, key, from, READ_CHUNK).await else {
@@ -244,8 +212,7 @@ async fn long_poll(
             return r;
         }
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
-            return Response::error(503, "too many parked readers (--max-waiters)")
-                .header("retry-after", "1");
+            return Response::error(503, "too many parked readers (--max-waiters)").header("retry-after", "1");
         }
         park(ctx, &signal, seen, left).await;
     }

@@ -35,13 +35,7 @@ pub struct ChunkedDecoder {
 
 impl ChunkedDecoder {
     pub fn new(limit: u64) -> Self {
-        ChunkedDecoder {
-            state: State::Size,
-            size: 0,
-            size_digits: 0,
-            limit,
-            total: 0,
-        }
+        ChunkedDecoder { state: State::Size, size: 0, size_digits: 0, limit, total: 0 }
     }
 
     pub fn is_done(&self) -> bool {
@@ -91,11 +85,8 @@ impl ChunkedDecoder {
                     if self.total > self.limit {
                         return Err(ChunkError::TooLarge);
                     }
-                    self.state = if self.size == 0 {
-                        State::Trailer { line_empty: true }
-                    } else {
-                        State::Data(self.size)
-                    };
+                    self.state =
+                        if self.size == 0 { State::Trailer { line_empty: true } } else { State::Data(self.size) };
                     self.size = 0;
                     self.size_digits = 0;
                 }
@@ -103,11 +94,7 @@ impl ChunkedDecoder {
                     let n = (left.min((input.len() - i) as u64)) as usize;
                     out.extend_from_slice(&input[i..i + n]);
                     i += n;
-                    self.state = if left == n as u64 {
-                        State::DataCr
-                    } else {
-                        State::Data(left - n as u64)
-                    };
+                    self.state = if left == n as u64 { State::DataCr } else { State::Data(left - n as u64) };
                 }
                 State::DataCr => {
                     if b != b'\r' {
@@ -136,11 +123,7 @@ impl ChunkedDecoder {
                         return Err(ChunkError::Malformed("expected LF in trailer"));
                     }
                     i += 1;
-                    self.state = if line_empty {
-                        State::Done
-                    } else {
-                        State::Trailer { line_empty: true }
-                    };
+                    self.state = if line_empty { State::Done } else { State::Trailer { line_empty: true } };
                 }
                 State::Done => unreachable!("loop guard"),
             }
@@ -178,24 +161,12 @@ mod tests {
     #[test]
     fn rejects_bad_framing_and_oversize() {
         let mut d = ChunkedDecoder::new(4);
-        assert_eq!(
-            d.feed(b"5\r\nhello\r\n", &mut Vec::new()),
-            Err(ChunkError::TooLarge)
-        );
+        assert_eq!(d.feed(b"5\r\nhello\r\n", &mut Vec::new()), Err(ChunkError::TooLarge));
         let mut d = ChunkedDecoder::new(100);
-        assert!(matches!(
-            d.feed(b"zz\r\n", &mut Vec::new()),
-            Err(ChunkError::Malformed(_))
-        ));
+        assert!(matches!(d.feed(b"zz\r\n", &mut Vec::new()), Err(ChunkError::Malformed(_))));
         let mut d = ChunkedDecoder::new(100);
-        assert!(matches!(
-            d.feed(b"2\r\nabc\r\n", &mut Vec::new()),
-            Err(ChunkError::Malformed(_))
-        ));
+        assert!(matches!(d.feed(b"2\r\nabc\r\n", &mut Vec::new()), Err(ChunkError::Malformed(_))));
         let mut d = ChunkedDecoder::new(u64::MAX);
-        assert_eq!(
-            d.feed(b"ffffffffffffffffff\r\n", &mut Vec::new()),
-            Err(ChunkError::TooLarge)
-        );
+        assert_eq!(d.feed(b"ffffffffffffffffff\r\n", &mut Vec::new()), Err(ChunkError::TooLarge));
     }
 }

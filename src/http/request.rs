@@ -40,10 +40,7 @@ pub struct Head {
 impl Head {
     /// The first value of header `name` (lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 }
 
@@ -73,9 +70,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
                 Err(HeadError::Partial)
             };
         }
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(HeadError::TooLarge("too many headers"))
-        }
+        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge("too many headers")),
         Err(_) => return Err(HeadError::Bad("malformed request head")),
     };
     if len > max_head {
@@ -98,14 +93,10 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let mut close = http10;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
-        let value = std::str::from_utf8(h.value)
-            .map_err(|_| HeadError::Bad("header value is not UTF-8"))?
-            .trim();
+        let value = std::str::from_utf8(h.value).map_err(|_| HeadError::Bad("header value is not UTF-8"))?.trim();
         match name.as_str() {
             "content-length" => {
-                let v: u64 = value
-                    .parse()
-                    .map_err(|_| HeadError::Bad("invalid Content-Length"))?;
+                let v: u64 = value.parse().map_err(|_| HeadError::Bad("invalid Content-Length"))?;
                 if length.is_some_and(|l| l != v) {
                     return Err(HeadError::Bad("conflicting Content-Length headers"));
                 }
@@ -133,24 +124,14 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         headers.push((name, value.to_string()));
     }
     if chunked && length.is_some() {
-        return Err(HeadError::Bad(
-            "both Content-Length and chunked Transfer-Encoding",
-        ));
+        return Err(HeadError::Bad("both Content-Length and chunked Transfer-Encoding"));
     }
     let body = match (chunked, length) {
         (true, _) => BodyKind::Chunked,
         (false, Some(0)) | (false, None) => BodyKind::None,
         (false, Some(n)) => BodyKind::Length(n),
     };
-    Ok(Head {
-        method,
-        target: req.path.unwrap_or("/").to_string(),
-        headers,
-        body,
-        expect_continue,
-        close,
-        len,
-    })
+    Ok(Head { method, target: req.path.unwrap_or("/").to_string(), headers, body, expect_continue, close, len })
 }
 
 #[cfg(test)]
@@ -159,7 +140,8 @@ mod tests {
 
     #[test]
     fn parses_a_simple_head() {
-        let raw = b"POST /v1/stream/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello";
+        let raw =
+            b"POST /v1/stream/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello";
         let h = parse_head(raw, 1024, 16).unwrap();
         assert_eq!(h.method, Method::Post);
         assert_eq!(h.target, "/v1/stream/a");
@@ -171,44 +153,24 @@ mod tests {
 
     #[test]
     fn partial_and_limits() {
-        assert_eq!(
-            parse_head(b"GET / HTTP/1.1\r\nHo", 1024, 16).unwrap_err(),
-            HeadError::Partial
-        );
+        assert_eq!(parse_head(b"GET / HTTP/1.1\r\nHo", 1024, 16).unwrap_err(), HeadError::Partial);
         let big = format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(100));
-        assert!(matches!(
-            parse_head(big.as_bytes(), 64, 16),
-            Err(HeadError::TooLarge(_))
-        ));
+        assert!(matches!(parse_head(big.as_bytes(), 64, 16), Err(HeadError::TooLarge(_))));
         let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(5));
-        assert!(matches!(
-            parse_head(many.as_bytes(), 1024, 4),
-            Err(HeadError::TooLarge(_))
-        ));
+        assert!(matches!(parse_head(many.as_bytes(), 1024, 4), Err(HeadError::TooLarge(_))));
     }
 
     #[test]
     fn body_framing_rules() {
-        let h = parse_head(
-            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            1024,
-            8,
-        )
-        .unwrap();
+        let h = parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 1024, 8).unwrap();
         assert_eq!(h.body, BodyKind::Chunked);
         let both = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
         assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Bad(_))));
         let gz = b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n";
-        assert!(matches!(
-            parse_head(gz, 1024, 8),
-            Err(HeadError::Unsupported(_))
-        ));
+        assert!(matches!(parse_head(gz, 1024, 8), Err(HeadError::Unsupported(_))));
         let bad = b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n";
         assert!(matches!(parse_head(bad, 1024, 8), Err(HeadError::Bad(_))));
-        assert!(matches!(
-            parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8),
-            Err(HeadError::Bad(_))
-        ));
+        assert!(matches!(parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8), Err(HeadError::Bad(_))));
     }
 
     #[test]
@@ -217,12 +179,7 @@ mod tests {
         assert!(h.close);
         let h = parse_head(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 1024, 8).unwrap();
         assert!(!h.close);
-        let h = parse_head(
-            b"GET / HTTP/1.1\r\nConnection: close\r\nExpect: 100-continue\r\n\r\n",
-            1024,
-            8,
-        )
-        .unwrap();
+        let h = parse_head(b"GET / HTTP/1.1\r\nConnection: close\r\nExpect: 100-continue\r\n\r\n", 1024, 8).unwrap();
         assert!(h.close && h.expect_continue);
     }
 }

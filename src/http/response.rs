@@ -40,19 +40,13 @@ pub fn reason(status: u16) -> &'static str {
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        Response {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-            head_length: None,
-        }
+        Response { status, headers: Vec::new(), body: Vec::new(), head_length: None }
     }
 
     /// A short plain-text error.
     pub fn error(status: u16, why: &str) -> Self {
         let mut r = Response::new(status);
-        r.headers
-            .push(("content-type", "text/plain; charset=utf-8".into()));
+        r.headers.push(("content-type", "text/plain; charset=utf-8".into()));
         r.body = format!("{why}\n").into_bytes();
         r
     }
@@ -107,9 +101,7 @@ mod tests {
         assert!(s.contains("content-length: 17\r\n"));
         assert!(s.ends_with("\r\n\r\nstream not found\n"));
         let mut out = Vec::new();
-        Response::new(204)
-            .header("stream-next-offset", "1")
-            .render(&mut out, true);
+        Response::new(204).header("stream-next-offset", "1").render(&mut out, true);
         let s = String::from_utf8(out).unwrap();
         assert!(!s.contains("content-length"));
         assert!(s.contains("connection: close"));
@@ -117,8 +109,6 @@ mod tests {
         let mut r = Response::new(200);
         r.head_length = Some(42);
         r.render(&mut out, false);
-        assert!(String::from_utf8(out)
-            .unwrap()
-            .ends_with("content-length: 42\r\n\r\n"));
+        assert!(String::from_utf8(out).unwrap().ends_with("content-length: 42\r\n\r\n"));
     }
 }

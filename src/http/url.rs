@@ -30,10 +30,7 @@ pub struct Target {
 
 impl Target {
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
     pub fn has(&self, name: &str) -> bool {
         self.query.iter().any(|(k, _)| k == name)
@@ -85,10 +82,7 @@ pub fn parse_target(target: &str) -> Result<Target, UrlError> {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         pairs.push((percent_decode(k, true)?, percent_decode(v, true)?));
     }
-    Ok(Target {
-        segments,
-        query: pairs,
-    })
+    Ok(Target { segments, query: pairs })
 }
 
 #[cfg(test)]
@@ -97,8 +91,7 @@ mod tests {
 
     #[test]
     fn decodes_segments_and_query() {
-        let t =
-            parse_target("/b%20k/s%2Fx?offset=0000000000000001&live=long-poll&a+b=c%26d").unwrap();
+        let t = parse_target("/b%20k/s%2Fx?offset=0000000000000001&live=long-poll&a+b=c%26d").unwrap();
         assert_eq!(t.segments, vec!["b k", "s/x"]);
         assert_eq!(t.param("offset"), Some("0000000000000001"));
         assert_eq!(t.param("a b"), Some("c&d"));

@@ -58,9 +58,7 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
     if s.closed {
         let same_closer = input.producer.is_some() && input.producer == s.closed_by;
         return if (close_only && input.producer.is_none()) || same_closer {
-            Ok(AppendDecision::Duplicate {
-                producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
-            })
+            Ok(AppendDecision::Duplicate { producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)) })
         } else {
             Err(AppendError::Closed)
         };
@@ -68,9 +66,7 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
     if !close_only {
         match input.content_type {
             None => return Err(AppendError::Bad("missing Content-Type")),
-            Some(ct) if media_type(ct) != media_type(&s.content_type) => {
-                return Err(AppendError::ContentType)
-            }
+            Some(ct) if media_type(ct) != media_type(&s.content_type) => return Err(AppendError::ContentType),
             Some(_) => {}
         }
     }
@@ -78,17 +74,13 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
         match check(s.producers.get(&p.id), p) {
             ProducerCheck::Accept => {}
             ProducerCheck::Duplicate { epoch, last_seq } => {
-                return Ok(AppendDecision::Duplicate {
-                    producer: Some((epoch, last_seq)),
-                })
+                return Ok(AppendDecision::Duplicate { producer: Some((epoch, last_seq)) })
             }
             ProducerCheck::StaleEpoch { current } => return Err(AppendError::StaleEpoch(current)),
             ProducerCheck::EpochNeedsSeqZero => {
                 return Err(AppendError::Bad("a new producer epoch must start at seq 0"))
             }
-            ProducerCheck::Gap { expected, received } => {
-                return Err(AppendError::Gap { expected, received })
-            }
+            ProducerCheck::Gap { expected, received } => return Err(AppendError::Gap { expected, received }),
         }
     }
     if let (Some(seq), Some(last)) = (input.stream_seq, &s.last_stream_seq) {
@@ -109,15 +101,9 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
             JsonError::Invalid => AppendError::Bad("body is not valid JSON"),
             JsonError::EmptyArray => AppendError::Bad("empty JSON array appends nothing"),
         })?;
-        Ok(AppendDecision::Write {
-            data: n.bytes,
-            messages: n.lengths,
-        })
+        Ok(AppendDecision::Write { data: n.bytes, messages: n.lengths })
     } else {
-        Ok(AppendDecision::Write {
-            data: input.body.to_vec(),
-            messages: Vec::new(),
-        })
+        Ok(AppendDecision::Write { data: input.body.to_vec(), messages: Vec::new() })
     }
 }
 
@@ -128,38 +114,29 @@ mod tests {
     use crate::log::{AppendRecord, CreateRecord};
 
     fn stream(ct: &str) -> StreamState {
-        StreamState::from_create(&CreateRecord {
-            handle: 1,
-            bucket: "b".into(),
-            stream: "s".into(),
-            content_type: ct.into(),
-            created_ms: 0,
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            fork_records: 0,
-            attrs: vec![],
-        })
+        StreamState::from_create(
+            &CreateRecord {
+                handle: 1,
+                bucket: "b".into(),
+                stream: "s".into(),
+                content_type: ct.into(),
+                created_ms: 0,
+                ttl_secs: None,
+                expires_at_ms: None,
+                closed: false,
+                fork: None,
+                attrs: vec![],
+            },
+            0,
+        )
     }
 
     fn input<'a>(ct: Option<&'a str>, body: &'a [u8]) -> AppendInput<'a> {
-        AppendInput {
-            content_type: ct,
-            body,
-            close: false,
-            stream_seq: None,
-            producer: None,
-            record_match: None,
-        }
+        AppendInput { content_type: ct, body, close: false, stream_seq: None, producer: None, record_match: None }
     }
 
     fn stamp(epoch: u64, seq: u64) -> ProducerStamp {
-        ProducerStamp {
-            id: "p".into(),
-            epoch,
-            seq,
-        }
+        ProducerStamp { id: "p".into(), epoch, seq }
     }
 
     #[test]
@@ -167,39 +144,18 @@ mod tests {
         let s = stream("text/plain");
         assert_eq!(
             decide(&s, &input(Some("text/plain; charset=utf-8"), b"hi")),
-            Ok(AppendDecision::Write {
-                data: b"hi".to_vec(),
-                messages: vec![]
-            })
+            Ok(AppendDecision::Write { data: b"hi".to_vec(), messages: vec![] })
         );
-        assert_eq!(
-            decide(&s, &input(Some("application/json"), b"hi")),
-            Err(AppendError::ContentType)
-        );
-        assert_eq!(
-            decide(&s, &input(None, b"hi")),
-            Err(AppendError::Bad("missing Content-Type"))
-        );
-        assert_eq!(
-            decide(&s, &input(Some("text/plain"), b"")),
-            Err(AppendError::Bad("empty append body"))
-        );
+        assert_eq!(decide(&s, &input(Some("application/json"), b"hi")), Err(AppendError::ContentType));
+        assert_eq!(decide(&s, &input(None, b"hi")), Err(AppendError::Bad("missing Content-Type")));
+        assert_eq!(decide(&s, &input(Some("text/plain"), b"")), Err(AppendError::Bad("empty append body")));
         let j = stream("application/json");
         assert_eq!(
             decide(&j, &input(Some("application/json"), b"[1, 2]")),
-            Ok(AppendDecision::Write {
-                data: b"1,2,".to_vec(),
-                messages: vec![2, 2]
-            })
+            Ok(AppendDecision::Write { data: b"1,2,".to_vec(), messages: vec![2, 2] })
         );
-        assert!(matches!(
-            decide(&j, &input(Some("application/json"), b"[]")),
-            Err(AppendError::Bad(_))
-        ));
-        assert!(matches!(
-            decide(&j, &input(Some("application/json"), b"{x")),
-            Err(AppendError::Bad(_))
-        ));
+        assert!(matches!(decide(&j, &input(Some("application/json"), b"[]")), Err(AppendError::Bad(_))));
+        assert!(matches!(decide(&j, &input(Some("application/json"), b"{x")), Err(AppendError::Bad(_))));
     }
 
     #[test]
@@ -221,23 +177,12 @@ mod tests {
             1,
             0,
         );
-        assert_eq!(
-            decide(&s, &close),
-            Ok(AppendDecision::Duplicate { producer: None })
-        );
-        assert_eq!(
-            decide(&s, &input(Some("text/plain"), b"more")),
-            Err(AppendError::Closed)
-        );
+        assert_eq!(decide(&s, &close), Ok(AppendDecision::Duplicate { producer: None }));
+        assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(AppendError::Closed));
         let mut retry = input(Some("text/plain"), b"other body");
         retry.close = true;
         retry.producer = Some(stamp(0, 0));
-        assert_eq!(
-            decide(&s, &retry),
-            Ok(AppendDecision::Duplicate {
-                producer: Some((0, 0))
-            })
-        );
+        assert_eq!(decide(&s, &retry), Ok(AppendDecision::Duplicate { producer: Some((0, 0)) }));
         retry.producer = Some(stamp(0, 1));
         assert_eq!(decide(&s, &retry), Err(AppendError::Closed));
     }
@@ -245,35 +190,18 @@ mod tests {
     #[test]
     fn producer_dedup_runs_before_stream_seq() {
         let mut s = stream("text/plain");
-        s.producers.insert(
-            "p".into(),
-            ProducerState {
-                epoch: 0,
-                last_seq: 0,
-            },
-        );
+        s.producers.insert("p".into(), ProducerState { epoch: 0, last_seq: 0 });
         s.last_stream_seq = Some("b".into());
         let mut dup = input(Some("text/plain"), b"x");
         dup.producer = Some(stamp(0, 0));
         dup.stream_seq = Some("b");
-        assert_eq!(
-            decide(&s, &dup),
-            Ok(AppendDecision::Duplicate {
-                producer: Some((0, 0))
-            })
-        );
+        assert_eq!(decide(&s, &dup), Ok(AppendDecision::Duplicate { producer: Some((0, 0)) }));
         dup.producer = Some(stamp(0, 1));
         assert_eq!(decide(&s, &dup), Err(AppendError::SeqRegression));
         dup.stream_seq = Some("c");
         assert!(matches!(decide(&s, &dup), Ok(AppendDecision::Write { .. })));
         dup.producer = Some(stamp(0, 3));
-        assert_eq!(
-            decide(&s, &dup),
-            Err(AppendError::Gap {
-                expected: 1,
-                received: 3
-            })
-        );
+        assert_eq!(decide(&s, &dup), Err(AppendError::Gap { expected: 1, received: 3 }));
     }
 
     #[test]

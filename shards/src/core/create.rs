@@ -31,43 +31,26 @@ pub enum CreateError {
 }
 
 /// Decides a PUT given the live stream at that name, if any.
-pub fn decide(
-    existing: Option<&StreamState>,
-    input: &CreateInput,
-    body: &[u8],
-) -> Result<CreateDecision, CreateError> {
+pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) -> Result<CreateDecision, CreateError> {
     if let Some(s) = existing {
         let same = media_type(&s.content_type) == media_type(&input.content_type)
             && s.lifetime.ttl_secs == input.ttl_secs
             && s.lifetime.expires_at_ms == input.expires_at_ms
             && s.closed == input.closed
             && s.attrs == input.attrs;
-        return if same {
-            Ok(CreateDecision::Exists)
-        } else {
-            Err(CreateError::Conflict)
-        };
+        return if same { Ok(CreateDecision::Exists) } else { Err(CreateError::Conflict) };
     }
     if super::is_json(&input.content_type) {
         if body.is_empty() {
-            return Ok(CreateDecision::Create {
-                data: vec![],
-                messages: vec![],
-            });
+            return Ok(CreateDecision::Create { data: vec![], messages: vec![] });
         }
         let n = normalize(body, true).map_err(|e| match e {
             JsonError::Invalid => CreateError::Bad("initial body is not valid JSON"),
             JsonError::EmptyArray => CreateError::Bad("empty JSON array"),
         })?;
-        Ok(CreateDecision::Create {
-            data: n.bytes,
-            messages: n.lengths,
-        })
+        Ok(CreateDecision::Create { data: n.bytes, messages: n.lengths })
     } else {
-        Ok(CreateDecision::Create {
-            data: body.to_vec(),
-            messages: vec![],
-        })
+        Ok(CreateDecision::Create { data: body.to_vec(), messages: vec![] })
     }
 }
 
@@ -77,55 +60,42 @@ mod tests {
     use crate::log::CreateRecord;
 
     fn input(ct: &str) -> CreateInput {
-        CreateInput {
-            content_type: ct.into(),
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            attrs: vec![],
-        }
+        CreateInput { content_type: ct.into(), ttl_secs: None, expires_at_ms: None, closed: false, attrs: vec![] }
     }
 
     #[test]
     fn new_existing_and_conflicting() {
         assert_eq!(
             decide(None, &input("text/plain"), b"abc"),
-            Ok(CreateDecision::Create {
-                data: b"abc".to_vec(),
-                messages: vec![]
-            })
+            Ok(CreateDecision::Create { data: b"abc".to_vec(), messages: vec![] })
         );
         assert_eq!(
             decide(None, &input("application/json"), b"[]"),
-            Ok(CreateDecision::Create {
-                data: vec![],
-                messages: vec![]
-            })
+            Ok(CreateDecision::Create { data: vec![], messages: vec![] })
         );
         assert_eq!(
             decide(None, &input("application/json"), b"{"),
             Err(CreateError::Bad("initial body is not valid JSON"))
         );
-        let s = StreamState::from_create(&CreateRecord {
-            handle: 1,
-            bucket: "b".into(),
-            stream: "s".into(),
-            content_type: "text/plain".into(),
-            created_ms: 0,
-            ttl_secs: Some(5),
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            fork_records: 0,
-            attrs: vec![],
-        });
+        let s = StreamState::from_create(
+            &CreateRecord {
+                handle: 1,
+                bucket: "b".into(),
+                stream: "s".into(),
+                content_type: "text/plain".into(),
+                created_ms: 0,
+                ttl_secs: Some(5),
+                expires_at_ms: None,
+                closed: false,
+                fork: None,
+                attrs: vec![],
+            },
+            0,
+        );
         let mut same = input("TEXT/PLAIN");
         same.ttl_secs = Some(5);
         assert_eq!(decide(Some(&s), &same, b""), Ok(CreateDecision::Exists));
-        assert_eq!(
-            decide(Some(&s), &input("text/plain"), b""),
-            Err(CreateError::Conflict)
-        );
+        assert_eq!(decide(Some(&s), &input("text/plain"), b""), Err(CreateError::Conflict));
         same.closed = true;
         assert_eq!(decide(Some(&s), &same, b""), Err(CreateError::Conflict));
     }

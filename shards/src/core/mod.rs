@@ -19,12 +19,7 @@ pub use stream::{Message, StreamState};
 
 /// The media type of a Content-Type value: lower-cased, parameters dropped.
 pub fn media_type(content_type: &str) -> String {
-    content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase()
+    content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
 
 /// Whether a content type selects JSON mode.
@@ -38,10 +33,7 @@ mod tests {
 
     #[test]
     fn media_types() {
-        assert_eq!(
-            media_type("Application/JSON; charset=utf-8"),
-            "application/json"
-        );
+        assert_eq!(media_type("Application/JSON; charset=utf-8"), "application/json");
         assert!(is_json("application/json;charset=utf-8"));
         assert!(!is_json("text/plain"));
     }

@@ -42,34 +42,21 @@ pub fn check(state: Option<&ProducerState>, stamp: &ProducerStamp) -> ProducerCh
         return if stamp.seq == 0 {
             ProducerCheck::Accept
         } else {
-            ProducerCheck::Gap {
-                expected: 0,
-                received: stamp.seq,
-            }
+            ProducerCheck::Gap { expected: 0, received: stamp.seq }
         };
     };
     if stamp.epoch < s.epoch {
         return ProducerCheck::StaleEpoch { current: s.epoch };
     }
     if stamp.epoch > s.epoch {
-        return if stamp.seq == 0 {
-            ProducerCheck::Accept
-        } else {
-            ProducerCheck::EpochNeedsSeqZero
-        };
+        return if stamp.seq == 0 { ProducerCheck::Accept } else { ProducerCheck::EpochNeedsSeqZero };
     }
     if stamp.seq <= s.last_seq {
-        ProducerCheck::Duplicate {
-            epoch: s.epoch,
-            last_seq: s.last_seq,
-        }
+        ProducerCheck::Duplicate { epoch: s.epoch, last_seq: s.last_seq }
     } else if stamp.seq == s.last_seq + 1 {
         ProducerCheck::Accept
     } else {
-        ProducerCheck::Gap {
-            expected: s.last_seq + 1,
-            received: stamp.seq,
-        }
+        ProducerCheck::Gap { expected: s.last_seq + 1, received: stamp.seq }
     }
 }
 
@@ -78,61 +65,27 @@ mod tests {
     use super::*;
 
     fn stamp(epoch: u64, seq: u64) -> ProducerStamp {
-        ProducerStamp {
-            id: "p".into(),
-            epoch,
-            seq,
-        }
+        ProducerStamp { id: "p".into(), epoch, seq }
     }
 
     #[test]
     fn state_machine() {
-        let s = ProducerState {
-            epoch: 1,
-            last_seq: 2,
-        };
+        let s = ProducerState { epoch: 1, last_seq: 2 };
         assert_eq!(check(None, &stamp(0, 0)), ProducerCheck::Accept);
         assert_eq!(check(None, &stamp(3, 0)), ProducerCheck::Accept);
-        assert_eq!(
-            check(None, &stamp(0, 1)),
-            ProducerCheck::Gap {
-                expected: 0,
-                received: 1
-            }
-        );
-        assert_eq!(
-            check(Some(&s), &stamp(0, 9)),
-            ProducerCheck::StaleEpoch { current: 1 }
-        );
+        assert_eq!(check(None, &stamp(0, 1)), ProducerCheck::Gap { expected: 0, received: 1 });
+        assert_eq!(check(Some(&s), &stamp(0, 9)), ProducerCheck::StaleEpoch { current: 1 });
         assert_eq!(check(Some(&s), &stamp(2, 0)), ProducerCheck::Accept);
-        assert_eq!(
-            check(Some(&s), &stamp(2, 5)),
-            ProducerCheck::EpochNeedsSeqZero
-        );
-        assert_eq!(
-            check(Some(&s), &stamp(1, 1)),
-            ProducerCheck::Duplicate {
-                epoch: 1,
-                last_seq: 2
-            }
-        );
+        assert_eq!(check(Some(&s), &stamp(2, 5)), ProducerCheck::EpochNeedsSeqZero);
+        assert_eq!(check(Some(&s), &stamp(1, 1)), ProducerCheck::Duplicate { epoch: 1, last_seq: 2 });
         assert_eq!(check(Some(&s), &stamp(1, 3)), ProducerCheck::Accept);
-        assert_eq!(
-            check(Some(&s), &stamp(1, 5)),
-            ProducerCheck::Gap {
-                expected: 3,
-                received: 5
-            }
-        );
+        assert_eq!(check(Some(&s), &stamp(1, 5)), ProducerCheck::Gap { expected: 3, received: 5 });
     }
 
     #[test]
     fn integer_syntax() {
         assert_eq!(parse_producer_int("0"), Some(0));
-        assert_eq!(
-            parse_producer_int("9007199254740991"),
-            Some(MAX_PRODUCER_INT)
-        );
+        assert_eq!(parse_producer_int("9007199254740991"), Some(MAX_PRODUCER_INT));
         for bad in ["", "-1", "1e3", "0xyz", "1abc", "9007199254740992", " 1"] {
             assert_eq!(parse_producer_int(bad), None, "{bad}");
         }

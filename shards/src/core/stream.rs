@@ -7,7 +7,7 @@
 
 use super::producer::ProducerState;
 use super::ttl::Lifetime;
-use crate::log::{AppendRecord, CreateRecord, ProducerStamp};
+use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp};
 use std::collections::HashMap;
 
 /// One message (an append, or one JSON record) and where its bytes live.
@@ -16,6 +16,8 @@ pub struct Message {
     /// Stream offset of the first byte.
     pub offset: u64,
     pub len: u32,
+    /// The shard whose segments hold the bytes (an ancestor's, for forks).
+    pub shard: u32,
     pub segment: u32,
     /// File position in the segment.
     pub pos: u64,
@@ -50,11 +52,30 @@ pub struct StreamState {
     pub producers: HashMap<String, ProducerState>,
     pub messages: Vec<Message>,
     pub visible: Visible,
+    /// The shard this stream lives on.
+    pub shard: u32,
+    /// Fork origin, as requested (for idempotent re-creation and release).
+    pub fork: Option<ForkRecord>,
+    /// Live forks whose parent is this stream.
+    pub forks: u32,
+    /// Deleted while forks remain: every request gets 410.
+    pub deleted: bool,
 }
 
 impl StreamState {
     /// State of a stream as its create record describes it.
-    pub fn from_create(c: &CreateRecord) -> StreamState {
+    pub fn from_create(c: &CreateRecord, shard: u32) -> StreamState {
+        let mut messages = Vec::new();
+        let mut tail = 0;
+        for e in c.fork.iter().flat_map(|f| f.inherited.iter()) {
+            messages.push(Message { offset: tail, len: e.len, shard: e.shard, segment: e.segment, pos: e.pos });
+            tail += u64::from(e.len);
+        }
+        let inherited = messages.len();
+        let mut fork = c.fork.clone();
+        if let Some(f) = &mut fork {
+            f.inherited = Vec::new();
+        }
         StreamState {
             handle: c.handle,
             bucket: c.bucket.clone(),
@@ -63,23 +84,19 @@ impl StreamState {
             content_type: c.content_type.clone(),
             created_ms: c.created_ms,
             last_write_ms: c.created_ms,
-            lifetime: Lifetime {
-                ttl_secs: c.ttl_secs,
-                expires_at_ms: c.expires_at_ms,
-                last_access_ms: c.created_ms,
-            },
+            lifetime: Lifetime { ttl_secs: c.ttl_secs, expires_at_ms: c.expires_at_ms, last_access_ms: c.created_ms },
             attrs: c.attrs.clone(),
-            tail: 0,
+            tail,
             closed: c.closed,
             closed_by: None,
             last_stream_seq: None,
             producers: HashMap::new(),
-            messages: Vec::new(),
-            visible: Visible {
-                tail: 0,
-                closed: c.closed,
-                messages: 0,
-            },
+            messages,
+            visible: Visible { tail, closed: c.closed, messages: inherited },
+            shard,
+            fork,
+            forks: 0,
+            deleted: false,
         }
     }
 
@@ -102,13 +119,7 @@ impl StreamState {
             self.last_stream_seq = Some(s.clone());
         }
         if let Some(p) = &a.producer {
-            self.producers.insert(
-                p.id.clone(),
-                ProducerState {
-                    epoch: p.epoch,
-                    last_seq: p.seq,
-                },
-            );
+            self.producers.insert(p.id.clone(), ProducerState { epoch: p.epoch, last_seq: p.seq });
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
@@ -116,12 +127,7 @@ impl StreamState {
     }
 
     fn push_message(&mut self, len: u32, segment: u32, pos: u64) {
-        self.messages.push(Message {
-            offset: self.tail,
-            len,
-            segment,
-            pos,
-        });
+        self.messages.push(Message { offset: self.tail, len, shard: self.shard, segment, pos });
         self.tail += u64::from(len);
     }
 
@@ -137,16 +143,13 @@ impl StreamState {
 
     /// Index of the first visible message that ends after `offset`.
     pub fn message_at(&self, offset: u64) -> usize {
-        self.messages[..self.visible.messages]
-            .partition_point(|m| m.offset + u64::from(m.len) <= offset)
+        self.messages[..self.visible.messages].partition_point(|m| m.offset + u64::from(m.len) <= offset)
     }
 
     /// Whether `offset` is a message boundary within the visible stream.
     pub fn is_boundary(&self, offset: u64) -> bool {
         offset == self.visible.tail
-            || self.messages[..self.visible.messages]
-                .binary_search_by_key(&offset, |m| m.offset)
-                .is_ok()
+            || self.messages[..self.visible.messages].binary_search_by_key(&offset, |m| m.offset).is_ok()
     }
 }
 
@@ -155,35 +158,25 @@ mod tests {
     use super::*;
 
     pub(crate) fn create(json: bool) -> StreamState {
-        StreamState::from_create(&CreateRecord {
-            handle: 1,
-            bucket: "b".into(),
-            stream: "s".into(),
-            content_type: if json {
-                "application/json".into()
-            } else {
-                "text/plain".into()
+        StreamState::from_create(
+            &CreateRecord {
+                handle: 1,
+                bucket: "b".into(),
+                stream: "s".into(),
+                content_type: if json { "application/json".into() } else { "text/plain".into() },
+                created_ms: 100,
+                ttl_secs: None,
+                expires_at_ms: None,
+                closed: false,
+                fork: None,
+                attrs: vec![],
             },
-            created_ms: 100,
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            fork_records: 0,
-            attrs: vec![],
-        })
+            0,
+        )
     }
 
     fn append(data: &[u8], messages: Vec<u32>, close: bool) -> AppendRecord<'_> {
-        AppendRecord {
-            handle: 1,
-            at_ms: 200,
-            stream_seq: None,
-            producer: None,
-            close,
-            messages,
-            data,
-        }
+        AppendRecord { handle: 1, at_ms: 200, stream_seq: None, producer: None, close, messages, data }
     }
 
     #[test]
@@ -193,32 +186,10 @@ mod tests {
         assert_eq!(s.apply_append(&append(b"ab", vec![], true), 1, 2000), 7);
         assert_eq!(s.visible, Visible::default());
         s.publish(5, false);
-        assert_eq!(
-            s.visible,
-            Visible {
-                tail: 5,
-                closed: false,
-                messages: 1
-            }
-        );
+        assert_eq!(s.visible, Visible { tail: 5, closed: false, messages: 1 });
         s.publish(7, true);
-        assert_eq!(
-            s.visible,
-            Visible {
-                tail: 7,
-                closed: true,
-                messages: 2
-            }
-        );
-        assert_eq!(
-            s.messages[1],
-            Message {
-                offset: 5,
-                len: 2,
-                segment: 1,
-                pos: 2000
-            }
-        );
+        assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
+        assert_eq!(s.messages[1], Message { offset: 5, len: 2, segment: 1, pos: 2000 });
         assert_eq!(s.message_at(0), 0);
         assert_eq!(s.message_at(5), 1);
         assert_eq!(s.message_at(6), 1);
@@ -232,14 +203,6 @@ mod tests {
         s.apply_append(&append(b"1,22,", vec![2, 3], false), 1, 10);
         s.publish(5, false);
         assert_eq!(s.messages.len(), 2);
-        assert_eq!(
-            s.messages[1],
-            Message {
-                offset: 2,
-                len: 3,
-                segment: 1,
-                pos: 12
-            }
-        );
+        assert_eq!(s.messages[1], Message { offset: 2, len: 3, segment: 1, pos: 12 });
     }
 }

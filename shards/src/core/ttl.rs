@@ -3,8 +3,7 @@
 
 /// Parses `Stream-TTL`: decimal digits, no sign, no leading zeros (but `0` itself).
 pub fn parse_ttl(v: &str) -> Option<u64> {
-    let ok =
-        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
+    let ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
     if ok {
         v.parse().ok()
     } else {
@@ -20,9 +19,7 @@ pub fn parse_rfc3339(v: &str) -> Option<u64> {
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let s = v.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
+        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
@@ -94,13 +91,7 @@ pub fn format_rfc3339(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms % 1000
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
 }
 
 /// A stream's lifetime settings and its last access.
@@ -115,9 +106,7 @@ impl Lifetime {
     /// Whether the stream is gone at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|at| now_ms >= at)
-            || self
-                .ttl_secs
-                .is_some_and(|t| now_ms >= self.last_access_ms.saturating_add(t * 1000))
+            || self.ttl_secs.is_some_and(|t| now_ms >= self.last_access_ms.saturating_add(t * 1000))
     }
 
     /// Renews the sliding TTL window.
@@ -142,48 +131,26 @@ mod tests {
     #[test]
     fn rfc3339_round_trip() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339("2025-01-01T00:00:00.5Z"),
-            Some(1_735_689_600_500)
-        );
-        assert_eq!(
-            parse_rfc3339("2025-01-01T01:00:00+01:00"),
-            Some(1_735_689_600_000)
-        );
-        assert_eq!(
-            format_rfc3339(1_735_689_600_500),
-            "2025-01-01T00:00:00.500Z"
-        );
+        assert_eq!(parse_rfc3339("2025-01-01T00:00:00.5Z"), Some(1_735_689_600_500));
+        assert_eq!(parse_rfc3339("2025-01-01T01:00:00+01:00"), Some(1_735_689_600_000));
+        assert_eq!(format_rfc3339(1_735_689_600_500), "2025-01-01T00:00:00.500Z");
         let ms = parse_rfc3339("2031-07-09T13:14:15.123Z").unwrap();
         assert_eq!(format_rfc3339(ms), "2031-07-09T13:14:15.123Z");
-        for bad in [
-            "",
-            "not-a-date",
-            "2025-13-01T00:00:00Z",
-            "2025-01-01",
-            "2025-01-01T00:00:00",
-            "2025-01-01T00:00:00+0100",
-        ] {
+        for bad in
+            ["", "not-a-date", "2025-13-01T00:00:00Z", "2025-01-01", "2025-01-01T00:00:00", "2025-01-01T00:00:00+0100"]
+        {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn expiry_and_renewal() {
-        let mut l = Lifetime {
-            ttl_secs: Some(2),
-            expires_at_ms: None,
-            last_access_ms: 1000,
-        };
+        let mut l = Lifetime { ttl_secs: Some(2), expires_at_ms: None, last_access_ms: 1000 };
         assert!(!l.expired(2999));
         assert!(l.expired(3000));
         l.touch(2500);
         assert!(!l.expired(4000));
-        let abs = Lifetime {
-            ttl_secs: None,
-            expires_at_ms: Some(50),
-            last_access_ms: 0,
-        };
+        let abs = Lifetime { ttl_secs: None, expires_at_ms: Some(50), last_access_ms: 0 };
         assert!(abs.expired(50) && !abs.expired(49));
     }
 }

@@ -5,5 +5,5 @@ pub mod recovery;
 pub mod segment;
 pub mod writer;
 
-pub use record::{AppendRecord, CreateRecord, ProducerStamp, Record, SnapshotRecord};
+pub use record::{AppendRecord, CreateRecord, Extent, ForkRecord, ProducerStamp, Record, SnapshotRecord};
 pub use writer::{Appended, FsyncMode, Log, LogConfig, LogError};

@@ -21,12 +21,32 @@ pub struct CreateRecord {
     pub ttl_secs: Option<u64>,
     pub expires_at_ms: Option<u64>,
     pub closed: bool,
-    /// Fork source: parent handle and the fork offset.
-    pub fork: Option<(u64, u64)>,
-    /// Record ordinal the fork starts at (JSON streams).
-    pub fork_records: u64,
+    /// Set when the stream is a fork of another stream.
+    pub fork: Option<ForkRecord>,
     /// Canonical attribute JSON ("" when none).
     pub attrs: Vec<u8>,
+}
+
+/// Where inherited bytes live: a message of an ancestor stream, possibly in
+/// another shard's segments. Forks share their parent's bytes this way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub shard: u32,
+    pub segment: u32,
+    pub pos: u64,
+    pub len: u32,
+}
+
+/// A fork's origin: the parent it holds a reference on, the request that made
+/// it (for idempotent re-creation), and the ancestor messages it inherits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkRecord {
+    pub parent_shard: u32,
+    pub parent_handle: u64,
+    pub from: String,
+    pub offset: Option<u64>,
+    pub sub: u64,
+    pub inherited: Vec<Extent>,
 }
 
 /// Idempotent-producer identity carried by an append.
@@ -64,15 +84,35 @@ pub struct SnapshotRecord<'a> {
 /// Every durable state change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
-    BucketCreate { bucket: String, at_ms: u64 },
-    BucketDelete { bucket: String },
+    BucketCreate {
+        bucket: String,
+        at_ms: u64,
+    },
+    BucketDelete {
+        bucket: String,
+    },
     Create(CreateRecord),
     Append(AppendRecord<'a>),
-    Delete { handle: u64 },
-    Attrs { handle: u64, attrs: Vec<u8> },
+    Delete {
+        handle: u64,
+    },
+    /// Deleted while forks still read its bytes: answers 410 until they are gone.
+    SoftDelete {
+        handle: u64,
+    },
+    Attrs {
+        handle: u64,
+        attrs: Vec<u8>,
+    },
     Snapshot(SnapshotRecord<'a>),
-    Retention { handle: u64, offset: u64 },
-    SnapshotDelete { handle: u64, offset: u64 },
+    Retention {
+        handle: u64,
+        offset: u64,
+    },
+    SnapshotDelete {
+        handle: u64,
+        offset: u64,
+    },
 }
 
 const K_BUCKET_CREATE: u8 = 1;
@@ -84,6 +124,7 @@ const K_ATTRS: u8 = 6;
 const K_SNAPSHOT: u8 = 7;
 const K_RETENTION: u8 = 8;
 const K_SNAPSHOT_DELETE: u8 = 9;
+const K_SOFT_DELETE: u8 = 10;
 
 /// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,9 +160,24 @@ impl Record<'_> {
                 out.put_opt_u64(c.ttl_secs);
                 out.put_opt_u64(c.expires_at_ms);
                 out.put_u8(c.closed as u8);
-                out.put_opt_u64(c.fork.map(|f| f.0));
-                out.put_u64(c.fork.map_or(0, |f| f.1));
-                out.put_u64(c.fork_records);
+                match &c.fork {
+                    None => out.put_u8(0),
+                    Some(f) => {
+                        out.put_u8(1);
+                        out.put_u32(f.parent_shard);
+                        out.put_u64(f.parent_handle);
+                        out.put_bytes(f.from.as_bytes());
+                        out.put_opt_u64(f.offset);
+                        out.put_u64(f.sub);
+                        out.put_u32(f.inherited.len() as u32);
+                        for e in &f.inherited {
+                            out.put_u32(e.shard);
+                            out.put_u32(e.segment);
+                            out.put_u64(e.pos);
+                            out.put_u32(e.len);
+                        }
+                    }
+                }
                 out.put_bytes(&c.attrs);
             }
             Record::Append(a) => {
@@ -157,6 +213,10 @@ impl Record<'_> {
                 out.put_u8(K_DELETE);
                 out.put_u64(*handle);
             }
+            Record::SoftDelete { handle } => {
+                out.put_u8(K_SOFT_DELETE);
+                out.put_u64(*handle);
+            }
             Record::Attrs { handle, attrs } => {
                 out.put_u8(K_ATTRS);
                 out.put_u64(*handle);
@@ -188,10 +248,7 @@ impl Record<'_> {
         let crc = crc32c::crc32c(body);
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
         out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
-        Encoded {
-            frame_len: out.len() - start,
-            data_at,
-        }
+        Encoded { frame_len: out.len() - start, data_at }
     }
 }
 
@@ -199,11 +256,7 @@ impl Record<'_> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
     /// A valid record; `len` is the whole frame length, `data_at` as in [`Encoded`].
-    Record {
-        record: Record<'a>,
-        len: usize,
-        data_at: usize,
-    },
+    Record { record: Record<'a>, len: usize, data_at: usize },
     /// Zero-filled space: the segment's written part ends here.
     End,
     /// A short, CRC-bad or undecodable frame.
@@ -213,11 +266,7 @@ pub enum Frame<'a> {
 /// Reads the frame at the start of `buf`.
 pub fn read_frame(buf: &[u8]) -> Frame<'_> {
     if buf.len() < FRAME_HEADER {
-        return if buf.iter().all(|b| *b == 0) {
-            Frame::End
-        } else {
-            Frame::Damaged
-        };
+        return if buf.iter().all(|b| *b == 0) { Frame::End } else { Frame::Damaged };
     }
     let len = u32::from_le_bytes(buf[0..4].try_into().expect("4")) as usize;
     let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4"));
@@ -232,16 +281,8 @@ pub fn read_frame(buf: &[u8]) -> Frame<'_> {
     }
     match decode(body) {
         Some((record, data_at)) => {
-            let data_at = if data_at == 0 {
-                0
-            } else {
-                data_at + FRAME_HEADER
-            };
-            Frame::Record {
-                record,
-                len: FRAME_HEADER + len,
-                data_at,
-            }
+            let data_at = if data_at == 0 { 0 } else { data_at + FRAME_HEADER };
+            Frame::Record { record, len: FRAME_HEADER + len, data_at }
         }
         None => Frame::Damaged,
     }
@@ -252,13 +293,8 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
     let kind = c.u8()?;
     let mut data_at = 0;
     let record = match kind {
-        K_BUCKET_CREATE => Record::BucketCreate {
-            bucket: c.string()?,
-            at_ms: c.u64()?,
-        },
-        K_BUCKET_DELETE => Record::BucketDelete {
-            bucket: c.string()?,
-        },
+        K_BUCKET_CREATE => Record::BucketCreate { bucket: c.string()?, at_ms: c.u64()? },
+        K_BUCKET_DELETE => Record::BucketDelete { bucket: c.string()? },
         K_CREATE => {
             let handle = c.u64()?;
             let bucket = c.string()?;
@@ -268,9 +304,22 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let ttl_secs = c.opt_u64()?;
             let expires_at_ms = c.opt_u64()?;
             let closed = c.u8()? != 0;
-            let parent = c.opt_u64()?;
-            let fork_offset = c.u64()?;
-            let fork_records = c.u64()?;
+            let fork = match c.u8()? {
+                0 => None,
+                _ => {
+                    let parent_shard = c.u32()?;
+                    let parent_handle = c.u64()?;
+                    let from = c.string()?;
+                    let offset = c.opt_u64()?;
+                    let sub = c.u64()?;
+                    let n = c.u32()? as usize;
+                    let mut inherited = Vec::with_capacity(n.min(body.len() / 20));
+                    for _ in 0..n {
+                        inherited.push(Extent { shard: c.u32()?, segment: c.u32()?, pos: c.u64()?, len: c.u32()? });
+                    }
+                    Some(ForkRecord { parent_shard, parent_handle, from, offset, sub, inherited })
+                }
+            };
             let attrs = c.bytes()?.to_vec();
             Record::Create(CreateRecord {
                 handle,
@@ -281,8 +330,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                 ttl_secs,
                 expires_at_ms,
                 closed,
-                fork: parent.map(|p| (p, fork_offset)),
-                fork_records,
+                fork,
                 attrs,
             })
         }
@@ -295,11 +343,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             };
             let producer = match c.u8()? {
                 0 => None,
-                _ => Some(ProducerStamp {
-                    id: c.string()?,
-                    epoch: c.u64()?,
-                    seq: c.u64()?,
-                }),
+                _ => Some(ProducerStamp { id: c.string()?, epoch: c.u64()?, seq: c.u64()? }),
             };
             let close = c.u8()? != 0;
             let n = c.u32()? as usize;
@@ -310,21 +354,11 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let len = c.u32()? as usize;
             data_at = c.position();
             let data = c.take(len)?;
-            Record::Append(AppendRecord {
-                handle,
-                at_ms,
-                stream_seq,
-                producer,
-                close,
-                messages,
-                data,
-            })
+            Record::Append(AppendRecord { handle, at_ms, stream_seq, producer, close, messages, data })
         }
         K_DELETE => Record::Delete { handle: c.u64()? },
-        K_ATTRS => Record::Attrs {
-            handle: c.u64()?,
-            attrs: c.bytes()?.to_vec(),
-        },
+        K_SOFT_DELETE => Record::SoftDelete { handle: c.u64()? },
+        K_ATTRS => Record::Attrs { handle: c.u64()?, attrs: c.bytes()?.to_vec() },
         K_SNAPSHOT => {
             let handle = c.u64()?;
             let offset = c.u64()?;
@@ -333,22 +367,10 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let len = c.u32()? as usize;
             data_at = c.position();
             let body = c.take(len)?;
-            Record::Snapshot(SnapshotRecord {
-                handle,
-                offset,
-                content_type,
-                digest,
-                body,
-            })
+            Record::Snapshot(SnapshotRecord { handle, offset, content_type, digest, body })
         }
-        K_RETENTION => Record::Retention {
-            handle: c.u64()?,
-            offset: c.u64()?,
-        },
-        K_SNAPSHOT_DELETE => Record::SnapshotDelete {
-            handle: c.u64()?,
-            offset: c.u64()?,
-        },
+        K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()? },
+        K_SNAPSHOT_DELETE => Record::SnapshotDelete { handle: c.u64()?, offset: c.u64()? },
         _ => return None,
     };
     c.is_empty().then_some((record, data_at))
@@ -360,13 +382,8 @@ mod tests {
 
     fn samples() -> Vec<Record<'static>> {
         vec![
-            Record::BucketCreate {
-                bucket: "agents".into(),
-                at_ms: 5,
-            },
-            Record::BucketDelete {
-                bucket: "agents".into(),
-            },
+            Record::BucketCreate { bucket: "agents".into(), at_ms: 5 },
+            Record::BucketDelete { bucket: "agents".into() },
             Record::Create(CreateRecord {
                 handle: 3,
                 bucket: "agents".into(),
@@ -376,28 +393,28 @@ mod tests {
                 ttl_secs: Some(60),
                 expires_at_ms: None,
                 closed: true,
-                fork: Some((1, 40)),
-                fork_records: 2,
+                fork: Some(ForkRecord {
+                    parent_shard: 1,
+                    parent_handle: 7,
+                    from: "/v1/stream/p".into(),
+                    offset: Some(40),
+                    sub: 2,
+                    inherited: vec![Extent { shard: 1, segment: 2, pos: 3, len: 4 }],
+                }),
                 attrs: br#"{"title":"t"}"#.to_vec(),
             }),
             Record::Append(AppendRecord {
                 handle: 3,
                 at_ms: 10,
                 stream_seq: Some("0007".into()),
-                producer: Some(ProducerStamp {
-                    id: "p".into(),
-                    epoch: 2,
-                    seq: 9,
-                }),
+                producer: Some(ProducerStamp { id: "p".into(), epoch: 2, seq: 9 }),
                 close: true,
                 messages: vec![2, 3],
                 data: b"hello",
             }),
             Record::Delete { handle: 3 },
-            Record::Attrs {
-                handle: 3,
-                attrs: vec![],
-            },
+            Record::SoftDelete { handle: 3 },
+            Record::Attrs { handle: 3, attrs: vec![] },
             Record::Snapshot(SnapshotRecord {
                 handle: 3,
                 offset: 5,
@@ -405,14 +422,8 @@ mod tests {
                 digest: "d".into(),
                 body: b"snap",
             }),
-            Record::Retention {
-                handle: 3,
-                offset: 5,
-            },
-            Record::SnapshotDelete {
-                handle: 3,
-                offset: 5,
-            },
+            Record::Retention { handle: 3, offset: 5 },
+            Record::SnapshotDelete { handle: 3, offset: 5 },
         ]
     }
 
@@ -423,11 +434,7 @@ mod tests {
             let enc = r.encode(&mut buf);
             assert_eq!(enc.frame_len, buf.len());
             match read_frame(&buf) {
-                Frame::Record {
-                    record,
-                    len,
-                    data_at,
-                } => {
+                Frame::Record { record, len, data_at } => {
                     assert_eq!(record, r);
                     assert_eq!(len, buf.len());
                     assert_eq!(data_at, enc.data_at);
@@ -447,10 +454,7 @@ mod tests {
         for i in 0..buf.len() {
             let mut bad = buf.clone();
             bad[i] ^= 0x40;
-            assert!(
-                !matches!(read_frame(&bad), Frame::Record { .. }),
-                "flip at {i}"
-            );
+            assert!(!matches!(read_frame(&bad), Frame::Record { .. }), "flip at {i}");
         }
         assert_eq!(read_frame(&buf[..buf.len() - 1]), Frame::Damaged);
         assert_eq!(read_frame(&[0u8; 32]), Frame::End);

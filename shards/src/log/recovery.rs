@@ -44,31 +44,16 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
             ));
         }
     }
-    let mut tail = Tail {
-        segments: segments.clone(),
-        write_pos: 0,
-        torn_bytes: 0,
-    };
+    let mut tail = Tail { segments: segments.clone(), write_pos: 0, torn_bytes: 0 };
     for (i, &no) in segments.iter().enumerate() {
         let path = segment_path(dir, no);
-        let buf =
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let last = i + 1 == segments.len();
         let mut pos = 0usize;
         loop {
             match read_frame(&buf[pos..]) {
-                Frame::Record {
-                    record,
-                    len,
-                    data_at,
-                } => {
-                    apply(
-                        record,
-                        Position {
-                            segment: no,
-                            data_pos: (pos + data_at) as u64,
-                        },
-                    );
+                Frame::Record { record, len, data_at } => {
+                    apply(record, Position { segment: no, data_pos: (pos + data_at) as u64 });
                     pos += len;
                 }
                 Frame::End => break,
@@ -81,9 +66,8 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
                         ));
                     }
                     let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
-                    zero_range(&path, pos as u64, end - pos).map_err(|e| {
-                        format!("cannot repair torn tail of {}: {e}", path.display())
-                    })?;
+                    zero_range(&path, pos as u64, end - pos)
+                        .map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))?;
                     tail.torn_bytes = (end - pos) as u64;
                     break;
                 }
@@ -100,7 +84,7 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
 fn valid_frame_after(buf: &[u8], from: usize) -> bool {
     (from..buf.len()).any(|p| {
         let b = &buf[p..];
-        if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=9).contains(&b[8]) {
+        if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=10).contains(&b[8]) {
             return false;
         }
         matches!(read_frame(b), Frame::Record { .. })
@@ -184,9 +168,7 @@ mod tests {
         let mut buf = write_segment(&d, 1, &[del(1), del(2), del(3)], 256);
         buf[20] ^= 0xff;
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d)
-            .unwrap_err()
-            .contains("damaged record at byte 17"));
+        assert!(replay(&d).unwrap_err().contains("damaged record at byte 17"));
     }
 
     #[test]

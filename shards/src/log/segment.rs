@@ -45,11 +45,7 @@ pub async fn open_segment(dir: &Path, no: u32) -> std::io::Result<Segment> {
         .await
         .map_err(std::io::Error::from)?;
     let size = file.file_size().await.map_err(std::io::Error::from)?;
-    Ok(Segment {
-        no,
-        file: Rc::new(file),
-        size,
-    })
+    Ok(Segment { no, file: Rc::new(file), size })
 }
 
 /// Creates segment `no` of `size` zero bytes, durable (file and directory entry).
@@ -66,10 +62,7 @@ pub async fn create_segment(dir: &Path, no: u32, size: u64) -> std::io::Result<S
     let mut pos = 0u64;
     while pos < size {
         let n = FILL_CHUNK.min((size - pos) as usize);
-        let written = file
-            .write_at(vec![0u8; n], pos)
-            .await
-            .map_err(std::io::Error::from)?;
+        let written = file.write_at(vec![0u8; n], pos).await.map_err(std::io::Error::from)?;
         if written == 0 {
             return Err(std::io::Error::other("short write while preallocating"));
         }
@@ -77,11 +70,7 @@ pub async fn create_segment(dir: &Path, no: u32, size: u64) -> std::io::Result<S
     }
     file.fdatasync().await.map_err(std::io::Error::from)?;
     sync_dir(dir).await?;
-    Ok(Segment {
-        no,
-        file: Rc::new(file),
-        size,
-    })
+    Ok(Segment { no, file: Rc::new(file), size })
 }
 
 /// Makes directory entries (new or removed files) durable.

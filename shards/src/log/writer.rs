@@ -146,9 +146,7 @@ impl Log {
                     let (dir, no) = (s.cfg.dir.clone(), s.active.no + 1);
                     s.next = None;
                     drop(s);
-                    let seg = create_segment(&dir, no, len as u64)
-                        .await
-                        .map_err(io_to_log)?;
+                    let seg = create_segment(&dir, no, len as u64).await.map_err(io_to_log)?;
                     self.inner.borrow_mut().roll(seg);
                     self.prepare_next();
                     continue;
@@ -178,18 +176,11 @@ impl Log {
         let at = s.buf.len();
         let Encoded { frame_len, data_at } = record.encode(&mut s.buf);
         let pos = s.write_pos;
-        assert!(
-            pos + frame_len as u64 <= s.active.size,
-            "log append without reserve"
-        );
+        assert!(pos + frame_len as u64 <= s.active.size, "log append without reserve");
         debug_assert_eq!(s.buf_pos + at as u64, pos);
         s.write_pos += frame_len as u64;
         s.assigned += 1;
-        let out = Appended {
-            lsn: s.assigned,
-            segment: s.active.no,
-            data_pos: pos + data_at as u64,
-        };
+        let out = Appended { lsn: s.assigned, segment: s.active.no, data_pos: pos + data_at as u64 };
         drop(s);
         self.work.notify();
         out
@@ -220,8 +211,7 @@ impl Log {
     /// Reads `len` bytes at `pos` of segment `segment`.
     pub async fn read(&self, segment: u32, pos: u64, len: usize) -> std::io::Result<ReadResult> {
         let file = self.inner.borrow().segments.get(&segment).cloned();
-        let file =
-            file.ok_or_else(|| std::io::Error::other(format!("segment {segment} is gone")))?;
+        let file = file.ok_or_else(|| std::io::Error::other(format!("segment {segment} is gone")))?;
         let r = file.read_at(pos, len).await.map_err(std::io::Error::from)?;
         if r.len() != len {
             return Err(std::io::Error::other("short read from segment"));
@@ -268,11 +258,7 @@ impl Log {
                     let bytes = std::mem::replace(&mut s.buf, Vec::with_capacity(1 << 16));
                     let pos = s.buf_pos;
                     s.buf_pos += bytes.len() as u64;
-                    chunks.push(Chunk {
-                        file: s.active.file.clone(),
-                        pos,
-                        bytes,
-                    });
+                    chunks.push(Chunk { file: s.active.file.clone(), pos, bytes });
                 }
                 (chunks, s.assigned, s.cfg.fsync)
             };
@@ -296,11 +282,7 @@ impl Inner {
     fn roll(&mut self, next: Segment) {
         if !self.buf.is_empty() {
             let bytes = std::mem::take(&mut self.buf);
-            self.sealed.push(Chunk {
-                file: self.active.file.clone(),
-                pos: self.buf_pos,
-                bytes,
-            });
+            self.sealed.push(Chunk { file: self.active.file.clone(), pos: self.buf_pos, bytes });
         }
         self.segments.insert(next.no, next.file.clone());
         self.active = next;
@@ -313,11 +295,8 @@ async fn write_and_sync(chunks: &[Chunk], mode: FsyncMode) -> std::io::Result<()
     for c in chunks {
         let mut done = 0;
         while done < c.bytes.len() {
-            let n = c
-                .file
-                .write_at(c.bytes[done..].to_vec(), c.pos + done as u64)
-                .await
-                .map_err(std::io::Error::from)?;
+            let n =
+                c.file.write_at(c.bytes[done..].to_vec(), c.pos + done as u64).await.map_err(std::io::Error::from)?;
             if n == 0 {
                 return Err(std::io::Error::other("short write"));
             }
