@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(s.visible, Visible { tail: 5, closed: false, messages: 1 });
         s.publish(7, true);
         assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
-        assert_eq!(s.messages[1], Message { offset: 5, len: 2, segment: 1, pos: 2000 });
+        assert_eq!(s.messages[1], Message { offset: 5, len: 2, shard: 0, segment: 1, pos: 2000 });
         assert_eq!(s.message_at(0), 0);
         assert_eq!(s.message_at(5), 1);
         assert_eq!(s.message_at(6), 1);
@@ -203,6 +203,6 @@ mod tests {
         s.apply_append(&append(b"1,22,", vec![2, 3], false), 1, 10);
         s.publish(5, false);
         assert_eq!(s.messages.len(), 2);
-        assert_eq!(s.messages[1], Message { offset: 2, len: 3, segment: 1, pos: 12 });
+        assert_eq!(s.messages[1], Message { offset: 2, len: 3, shard: 0, segment: 1, pos: 12 });
     }
 }
