@@ -219,10 +219,8 @@ async fn handoff(ctx: &Ctx, sock: TcpStream, buf: Vec<u8>, owner: usize) {
     if fd < 0 {
         return;
     }
-    if let Err(e) = ctx.senders.send_to(owner, Message::Handoff { fd, buffered: buf }).await {
+    if ctx.senders.send_to(owner, Message::Handoff { fd, buffered: buf }).await.is_err() {
         // The owner is gone (shutting down): close our copy.
-        if let glommio::GlommioError::Closed(glommio::ResourceType::Channel(Message::Handoff { fd, .. })) = e {
-            unsafe { libc::close(fd) };
-        }
+        unsafe { libc::close(fd) };
     }
 }

@@ -52,7 +52,7 @@ pub async fn sub_resource(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, sub: &str
             }
         }
         ("attrs", Method::Put) => {
-            let json = head.header("content-type").is_some_and(|ct| sluice_shards::core::is_json(ct));
+            let json = head.header("content-type").is_some_and(sluice_shards::core::is_json);
             if !json {
                 return Response::error(400, "attributes need Content-Type: application/json");
             }

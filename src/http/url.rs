@@ -32,9 +32,6 @@ impl Target {
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
-    pub fn has(&self, name: &str) -> bool {
-        self.query.iter().any(|(k, _)| k == name)
-    }
 }
 
 /// Percent-decodes `s`; with `plus`, `+` means space (query strings).
@@ -95,7 +92,7 @@ mod tests {
         assert_eq!(t.segments, vec!["b k", "s/x"]);
         assert_eq!(t.param("offset"), Some("0000000000000001"));
         assert_eq!(t.param("a b"), Some("c&d"));
-        assert!(t.has("live"));
+        assert_eq!(t.param("live"), Some("long-poll"));
         assert_eq!(parse_target("/").unwrap().segments, Vec::<String>::new());
     }
 

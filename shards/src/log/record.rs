@@ -252,7 +252,9 @@ impl Record<'_> {
     }
 }
 
-/// What reading one frame from a segment found.
+/// What reading one frame from a segment found (short-lived, so the size
+/// difference between variants does not matter).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
     /// A valid record; `len` is the whole frame length, `data_at` as in [`Encoded`].

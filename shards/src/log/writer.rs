@@ -124,49 +124,52 @@ impl Log {
     /// Waits until `len` more bytes fit in the active segment.
     /// Call right before [`Log::append`], with no await in between.
     pub async fn reserve(&self, len: usize) -> Result<(), LogError> {
+        enum Step {
+            Fail(LogError),
+            Big(PathBuf, u32),
+            Prepare,
+            Wait,
+        }
         loop {
             let seen = self.ready.generation();
-            let mut s = self.inner.borrow_mut();
-            if let Some(f) = &s.failed {
-                return Err(LogError::Failed(f.clone()));
-            }
-            if s.write_pos + len as u64 <= s.active.size {
-                return Ok(());
-            }
-            if !s.preparing {
-                if let Some(e) = s.prepare_error.take() {
+            let step = {
+                let mut s = self.inner.borrow_mut();
+                if let Some(f) = &s.failed {
+                    return Err(LogError::Failed(f.clone()));
+                }
+                if s.write_pos + len as u64 <= s.active.size {
+                    return Ok(());
+                }
+                if s.preparing {
+                    Step::Wait
+                } else if let Some(e) = s.prepare_error.take() {
                     // Report it once; the next reserve tries to preallocate again.
-                    drop(s);
+                    Step::Fail(e)
+                } else if len as u64 > s.cfg.segment_size {
+                    // Bigger than a standard segment: replace the prepared one
+                    // with a segment that fits, keeping numbers in order.
+                    s.next = None;
+                    Step::Big(s.cfg.dir.clone(), s.active.no + 1)
+                } else {
+                    if let Some(next) = s.next.take() {
+                        s.roll(next);
+                    }
+                    Step::Prepare
+                }
+            };
+            match step {
+                Step::Fail(e) => {
                     self.prepare_next();
                     return Err(e);
                 }
-                if len as u64 > s.cfg.segment_size {
-                    // Bigger than a standard segment: replace the prepared one
-                    // with a segment that fits, keeping numbers in order.
-                    let (dir, no) = (s.cfg.dir.clone(), s.active.no + 1);
-                    s.next = None;
-                    drop(s);
+                Step::Big(dir, no) => {
                     let seg = create_segment(&dir, no, len as u64).await.map_err(io_to_log)?;
                     self.inner.borrow_mut().roll(seg);
                     self.prepare_next();
-                    continue;
                 }
-                match s.next.take() {
-                    Some(next) => {
-                        s.roll(next);
-                        drop(s);
-                        self.prepare_next();
-                        continue;
-                    }
-                    None => {
-                        drop(s);
-                        self.prepare_next();
-                        continue;
-                    }
-                }
+                Step::Prepare => self.prepare_next(),
+                Step::Wait => self.ready.changed(seen).await,
             }
-            drop(s);
-            self.ready.changed(seen).await;
         }
     }
 
