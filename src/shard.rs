@@ -69,6 +69,12 @@ impl Ctx {
     }
 }
 
+/// A per-shard, per-start random seed (never zero, as xorshift needs).
+fn seed(id: usize) -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
+}
+
 /// Start-up coordination with the main thread.
 pub struct Startup {
     pub ready: mpsc::Sender<Result<(), String>>,
@@ -105,7 +111,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         connections: Cell::new(0),
         in_flight: Cell::new(0),
         waiters: Cell::new(0),
-        rng: Cell::new(0x9e37_79b9_7f4a_7c15 ^ (id as u64 + 1)),
+        rng: Cell::new(seed(id)),
     });
     // Handoffs and bucket messages get their own queue so a busy shard still
     // picks them up promptly.

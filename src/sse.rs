@@ -2,7 +2,7 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
-use crate::handlers::read::{park, read_batch, render_body, READ_CHUNK};
+use crate::handlers::read::{envelope, messages, park, read_batch, render_body, Limit, View};
 use crate::http::Response;
 use crate::shard::Ctx;
 use base64::Engine;
@@ -19,6 +19,19 @@ pub struct SseRequest {
     pub key: StreamKey,
     pub from: u64,
     pub cursor: Option<String>,
+    pub view: View,
+    pub limit: Limit,
+}
+
+/// What a control event reports.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Control {
+    pub next: u64,
+    pub cursor: Option<u64>,
+    pub up_to_date: bool,
+    pub closed: bool,
+    /// Record-aware reads: first retained record and the next record.
+    pub records: Option<(usize, usize)>,
 }
 
 /// Whether SSE data for this content type travels as base64.
@@ -55,15 +68,18 @@ pub fn encode_data_event(payload: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Appends one `control` event.
-pub fn encode_control(next: u64, cursor: Option<u64>, up_to_date: bool, closed: bool, out: &mut Vec<u8>) {
-    let mut json = format!("{{\"streamNextOffset\":\"{}\"", Offset(next));
-    if let Some(c) = cursor {
-        json.push_str(&format!(",\"streamCursor\":\"{c}\""));
+pub fn encode_control(c: Control, out: &mut Vec<u8>) {
+    let mut json = format!("{{\"streamNextOffset\":\"{}\"", Offset(c.next));
+    if let Some(cursor) = c.cursor {
+        json.push_str(&format!(",\"streamCursor\":\"{cursor}\""));
     }
-    if up_to_date {
+    if let Some((first, next)) = c.records {
+        json.push_str(&format!(",\"streamFirstRecord\":{first},\"streamNextRecord\":{next}"));
+    }
+    if c.up_to_date {
         json.push_str(",\"upToDate\":true");
     }
-    if closed {
+    if c.closed {
         json.push_str(",\"streamClosed\":true");
     }
     json.push('}');
@@ -73,17 +89,28 @@ pub fn encode_control(next: u64, cursor: Option<u64>, up_to_date: bool, closed: 
 }
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
-    let Some(content_type) = ctx.shard.store.borrow().streams.get(&req.key).map(|e| e.state.content_type.clone())
+    let Some((content_type, json)) =
+        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))
     else {
         return;
     };
+    let record_aware = json && req.view != View::Offsets;
     let binary = is_binary(&content_type);
     let mut head = Response::new(200)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
         .header("stream-data-content-type", content_type.clone());
+    if req.view == View::Envelope {
+        head.headers.retain(|(n, _)| *n != "stream-data-content-type");
+    }
     if binary {
         head.set("stream-sse-data-encoding", "base64");
+    }
+    if req.view == View::Envelope {
+        head.set("stream-data-content-type", "application/vnd.durable-stream-record+json");
+    }
+    if json {
+        head.set("stream-extensions", crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
     render_stream_head(crate::handlers::finish(head), &mut out);
@@ -104,18 +131,33 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             (e.signal.clone(), e.signal.generation(), e.state.visible.tail, e.state.visible.closed)
         };
         if tail > offset {
-            let Some(b) = read_batch(ctx, &req.key, offset, READ_CHUNK).await else {
-                return;
-            };
-            let body = render_body(&b);
-            if binary {
-                let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
-                encode_data_event(b64.as_bytes(), &mut out);
-            } else {
-                encode_data_event(&body, &mut out);
+            let Some(b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
+            match req.view {
+                View::Envelope => {
+                    for (i, m) in messages(&b).enumerate() {
+                        let mut line = Vec::with_capacity(m.len() + 32);
+                        envelope(b.records.1 + i, m, &mut line);
+                        encode_data_event(&line, &mut out);
+                    }
+                }
+                view => {
+                    let body = render_body(&b, if view == View::Records { View::Offsets } else { view });
+                    if binary {
+                        let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
+                        encode_data_event(b64.as_bytes(), &mut out);
+                    } else {
+                        encode_data_event(&body, &mut out);
+                    }
+                }
             }
-            let c = (!b.closed).then(cursor);
-            encode_control(b.end, c, b.up_to_date, b.closed, &mut out);
+            let control = Control {
+                next: b.end,
+                cursor: (!b.closed).then(cursor),
+                up_to_date: b.up_to_date,
+                closed: b.closed,
+                records: record_aware.then_some((b.records.0, b.records.2)),
+            };
+            encode_control(control, &mut out);
             offset = b.end;
             announced = true;
             if sock.write_all(&out).await.is_err() || b.closed {
@@ -123,13 +165,18 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             }
             continue;
         }
+        let records = if record_aware { records_at(ctx, &req.key) } else { None };
         if closed {
-            encode_control(offset, None, true, true, &mut out);
+            encode_control(
+                Control { next: offset, up_to_date: true, closed: true, records, ..Control::default() },
+                &mut out,
+            );
             let _ = sock.write_all(&out).await;
             return;
         }
         if !announced {
-            encode_control(offset, Some(cursor()), true, false, &mut out);
+            let c = Control { next: offset, cursor: Some(cursor()), up_to_date: true, records, ..Control::default() };
+            encode_control(c, &mut out);
             announced = true;
             if sock.write_all(&out).await.is_err() {
                 return;
@@ -141,6 +188,11 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         }
         park(ctx, &signal, seen, left).await;
     }
+}
+
+/// First retained and next record of a stream.
+fn records_at(ctx: &Ctx, key: &StreamKey) -> Option<(usize, usize)> {
+    ctx.shard.store.borrow().streams.get(key).map(|e| (e.state.first_message, e.state.visible.messages))
 }
 
 /// Status line and headers for a body that ends when the connection closes.
@@ -172,14 +224,19 @@ mod tests {
     #[test]
     fn control_fields() {
         let mut out = Vec::new();
-        encode_control(5, Some(7), true, false, &mut out);
+        encode_control(Control { next: 5, cursor: Some(7), up_to_date: true, ..Control::default() }, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "event: control\ndata:{\"streamNextOffset\":\"0000000000000000_0000000000000005\",\"streamCursor\":\"7\",\"upToDate\":true}\n\n"
         );
         let mut out = Vec::new();
-        encode_control(5, None, true, true, &mut out);
-        assert!(String::from_utf8(out).unwrap().contains("\"streamClosed\":true}"));
+        encode_control(
+            Control { next: 5, up_to_date: true, closed: true, records: Some((1, 4)), ..Control::default() },
+            &mut out,
+        );
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\"streamFirstRecord\":1,\"streamNextRecord\":4"));
+        assert!(text.contains("\"streamClosed\":true}"));
     }
 
     #[test]

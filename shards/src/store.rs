@@ -7,6 +7,8 @@
 
 use crate::core::append::{self, AppendDecision, AppendError, AppendInput};
 use crate::core::create::{self, CreateDecision, CreateError, CreateInput};
+use crate::core::snapshot;
+use crate::core::stream::Snapshot;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::recovery::{self, Position};
@@ -65,6 +67,24 @@ pub struct ForkGrant {
     pub prefix_messages: Vec<u32>,
 }
 
+/// What a PUT did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateOutcome {
+    pub created: bool,
+    pub tail: u64,
+    pub closed: bool,
+    /// Record ordinals the initial body created: [start, next).
+    pub records: (u64, u64),
+}
+
+/// A snapshot or retention position as the request named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotAt {
+    Offset(u64),
+    /// `?record=N` on a JSON stream.
+    Record(u64),
+}
+
 /// A fork ready to be created on this shard.
 #[derive(Debug, Clone)]
 pub struct ForkPlan {
@@ -84,6 +104,8 @@ pub enum StoreError {
     NoStream,
     /// Soft-deleted: forks still read it (410).
     Gone,
+    /// An extension rule refused the request: status and reason.
+    Refused(u16, &'static str),
     /// The bucket is being deleted.
     BucketBusy,
     Create(CreateError),
@@ -157,7 +179,30 @@ impl Store {
                     e.state.attrs = attrs;
                 }
             }
-            Record::Snapshot(_) | Record::Retention { .. } | Record::SnapshotDelete { .. } => {}
+            Record::Snapshot(r) => {
+                if let Some(e) = self.by_handle(r.handle) {
+                    e.state.snapshot = Some(crate::core::stream::Snapshot {
+                        offset: r.offset,
+                        content_type: r.content_type,
+                        digest: r.digest,
+                        segment: at.segment,
+                        pos: at.data_pos,
+                        len: r.body.len() as u32,
+                    });
+                }
+            }
+            Record::Retention { handle, offset } => {
+                if let Some(e) = self.by_handle(handle) {
+                    e.state.retain_from(offset);
+                }
+            }
+            Record::SnapshotDelete { handle, offset } => {
+                if let Some(e) = self.by_handle(handle) {
+                    if e.state.snapshot.as_ref().is_some_and(|s| s.offset == offset) {
+                        e.state.snapshot = None;
+                    }
+                }
+            }
         }
     }
 
@@ -275,7 +320,7 @@ impl Shard {
         body: &[u8],
         fork: Option<ForkPlan>,
         now_ms: u64,
-    ) -> Result<(bool, u64, bool), StoreError> {
+    ) -> Result<CreateOutcome, StoreError> {
         let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
         self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
             .await?;
@@ -304,7 +349,7 @@ impl Shard {
             match decision {
                 CreateDecision::Exists => {
                     let e = st.streams.get(key).expect("exists");
-                    (self.log.assigned(), false, e.state.handle)
+                    (self.log.assigned(), None, e.state.handle)
                 }
                 CreateDecision::Create { mut data, mut messages } => {
                     if let Some(plan) = &fork {
@@ -338,6 +383,7 @@ impl Shard {
                     };
                     let mut lsn = self.log.append(&Record::Create(c.clone())).lsn;
                     st.insert(&c);
+                    let start = st.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
                     if !data.is_empty() {
                         let a = AppendRecord {
                             handle,
@@ -353,18 +399,69 @@ impl Shard {
                         let e = st.by_handle(handle).expect("just inserted");
                         e.state.apply_append(&a, at.segment, at.data_pos);
                     }
-                    (lsn, true, handle)
+                    (lsn, Some(start), handle)
                 }
             }
         };
         self.log.durable(lsn).await?;
         let mut st = self.store.borrow_mut();
         let e = st.by_handle(handle).ok_or(StoreError::NoStream)?;
-        if created {
+        if created.is_some() {
             let (tail, closed) = (e.state.tail, e.state.closed);
             e.state.publish(tail, closed);
         }
-        Ok((created, e.state.visible.tail, e.state.visible.closed))
+        let next = e.state.visible.messages as u64;
+        Ok(CreateOutcome {
+            created: created.is_some(),
+            tail: e.state.visible.tail,
+            closed: e.state.visible.closed,
+            records: (created.unwrap_or(next), next),
+        })
+    }
+
+    /// Decides and logs one append against `e` (no await: the caller reserved room).
+    fn append_one(
+        &self,
+        e: &mut Entry,
+        input: &AppendInput<'_>,
+        now_ms: u64,
+    ) -> Result<(u64, AppendOutcome), AppendError> {
+        e.state.lifetime.touch(now_ms);
+        let decision = append::decide(&e.state, input)?;
+        let records_before = e.state.messages.len() as u64;
+        let (data, messages) = match decision {
+            AppendDecision::Duplicate { producer } => {
+                // A retry answers with what the original append answered.
+                let ack = input.producer.as_ref().and_then(|p| e.state.producers.get(&p.id)).map(|p| p.ack);
+                let (next_offset, records) = match ack {
+                    Some((offset, start, next)) if producer.is_some() => (offset, (start, next)),
+                    _ => (e.state.tail, (records_before, records_before)),
+                };
+                let out = AppendOutcome { next_offset, closed: e.state.closed, wrote: false, producer, records };
+                return Ok((self.log.assigned(), out));
+            }
+            AppendDecision::Write { data, messages } => (data, messages),
+            AppendDecision::Close => (Vec::new(), Vec::new()),
+        };
+        let a = AppendRecord {
+            handle: e.state.handle,
+            at_ms: now_ms,
+            stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
+            producer: input.producer.clone(),
+            close: input.close,
+            messages,
+            data: &data,
+        };
+        let at = self.log.append(&Record::Append(a.clone()));
+        let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
+        let out = AppendOutcome {
+            next_offset,
+            closed: e.state.closed,
+            wrote: !data.is_empty(),
+            producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
+            records: (records_before, e.state.messages.len() as u64),
+        };
+        Ok((at.lsn, out))
     }
 
     /// POST: append (and/or close).
@@ -374,62 +471,158 @@ impl Shard {
         input: &AppendInput<'_>,
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
-        self.reserve(
-            input.body.len() + input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len()),
-        )
-        .await?;
+        let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
+        self.reserve(input.body.len() + extra).await?;
         let (lsn, handle, out) = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
-            e.state.lifetime.touch(now_ms);
-            let decision = append::decide(&e.state, input).map_err(StoreError::Append)?;
-            let records_before = e.state.messages.len() as u64;
-            match decision {
-                AppendDecision::Duplicate { producer } => {
-                    let out = AppendOutcome {
-                        next_offset: e.state.tail,
-                        closed: e.state.closed,
-                        wrote: false,
-                        producer,
-                        records: (records_before, records_before),
-                    };
-                    (self.log.assigned(), e.state.handle, out)
-                }
-                AppendDecision::Close | AppendDecision::Write { .. } => {
-                    let (data, messages) = match decision {
-                        AppendDecision::Write { data, messages } => (data, messages),
-                        _ => (Vec::new(), Vec::new()),
-                    };
-                    let a = AppendRecord {
+            let (lsn, out) = self.append_one(e, input, now_ms).map_err(StoreError::Append)?;
+            (lsn, e.state.handle, out)
+        };
+        self.log.durable(lsn).await?;
+        self.publish(handle, out.next_offset, out.closed);
+        Ok(out)
+    }
+
+    /// Append-batch: each frame is its own append; one durable wait for all.
+    pub async fn append_batch(
+        &self,
+        key: &StreamKey,
+        content_type: &str,
+        frames: &[&[u8]],
+        now_ms: u64,
+    ) -> Result<Vec<Result<AppendOutcome, AppendError>>, StoreError> {
+        let total: usize = frames.iter().map(|f| f.len() + 64).sum();
+        self.reserve(total).await?;
+        let (lsn, handle, results) = {
+            let mut st = self.store.borrow_mut();
+            self.expire(&mut st, key, now_ms);
+            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let mut lsn = self.log.assigned();
+            let mut results = Vec::with_capacity(frames.len());
+            for frame in frames {
+                let input = AppendInput {
+                    content_type: Some(content_type),
+                    body: frame,
+                    close: false,
+                    stream_seq: None,
+                    producer: None,
+                    record_match: None,
+                };
+                results.push(self.append_one(e, &input, now_ms).map(|(l, out)| {
+                    lsn = l;
+                    out
+                }));
+            }
+            (lsn, e.state.handle, results)
+        };
+        self.log.durable(lsn).await?;
+        if let Some(Ok(last)) = results.iter().rev().find(|r| r.is_ok()) {
+            self.publish(handle, last.next_offset, last.closed);
+        }
+        Ok(results)
+    }
+
+    fn publish(&self, handle: u64, tail: u64, closed: bool) {
+        if let Some(e) = self.store.borrow_mut().by_handle(handle) {
+            e.state.publish(tail, closed);
+            e.signal.notify();
+        }
+    }
+
+    /// Resolves a snapshot/retention position: an offset, or a record ordinal.
+    fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
+        match at {
+            SnapshotAt::Offset(o) => Ok(o),
+            SnapshotAt::Record(r) if (r as usize) < s.first_message => {
+                Err(StoreError::Refused(410, "record is older than the first retained record"))
+            }
+            SnapshotAt::Record(r) => {
+                s.record_offset(r as usize).ok_or(StoreError::Refused(409, "record is beyond the record tail"))
+            }
+        }
+    }
+
+    /// PUT {stream}/snapshot/{offset}: publishes a snapshot; returns its digest.
+    pub async fn publish_snapshot(
+        &self,
+        key: &StreamKey,
+        at: SnapshotAt,
+        content_type: &str,
+        body: &[u8],
+        expected: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(u64, String), StoreError> {
+        self.reserve(body.len() + content_type.len() + 128).await?;
+        let (lsn, offset, digest) = {
+            let mut st = self.store.borrow_mut();
+            self.expire(&mut st, key, now_ms);
+            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
+            let offset = Self::position(&e.state, at)?;
+            match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
+                Err((status, why)) => return Err(StoreError::Refused(status, why)),
+                Ok(snapshot::Publish::Same(d)) => (self.log.assigned(), offset, d),
+                Ok(snapshot::Publish::Write(d)) => {
+                    let rec = crate::log::SnapshotRecord {
                         handle: e.state.handle,
-                        at_ms: now_ms,
-                        stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
-                        producer: input.producer.clone(),
-                        close: input.close,
-                        messages,
-                        data: &data,
+                        offset,
+                        content_type: content_type.to_string(),
+                        digest: d.clone(),
+                        body,
                     };
-                    let at = self.log.append(&Record::Append(a.clone()));
-                    let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
-                    let out = AppendOutcome {
-                        next_offset,
-                        closed: e.state.closed,
-                        wrote: !data.is_empty(),
-                        producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
-                        records: (records_before, e.state.messages.len() as u64),
-                    };
-                    (at.lsn, e.state.handle, out)
+                    let at = self.log.append(&Record::Snapshot(rec));
+                    e.state.snapshot = Some(Snapshot {
+                        offset,
+                        content_type: content_type.to_string(),
+                        digest: d.clone(),
+                        segment: at.segment,
+                        pos: at.data_pos,
+                        len: body.len() as u32,
+                    });
+                    (at.lsn, offset, d)
                 }
             }
         };
         self.log.durable(lsn).await?;
-        let mut st = self.store.borrow_mut();
-        if let Some(e) = st.by_handle(handle) {
-            e.state.publish(out.next_offset, out.closed);
-            e.signal.notify();
-        }
-        Ok(out)
+        Ok((offset, digest))
+    }
+
+    /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
+    pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
+        self.reserve(32).await?;
+        let (lsn, offset) = {
+            let mut st = self.store.borrow_mut();
+            self.expire(&mut st, key, now_ms);
+            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
+            let offset = Self::position(&e.state, at)?;
+            match snapshot::decide_retention(&e.state, offset) {
+                Err((status, why)) => return Err(StoreError::Refused(status, why)),
+                Ok(false) => (self.log.assigned(), offset),
+                Ok(true) => {
+                    let lsn = self.log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
+                    e.state.retain_from(offset);
+                    (lsn, offset)
+                }
+            }
+        };
+        self.log.durable(lsn).await?;
+        Ok(offset)
+    }
+
+    /// DELETE {stream}/snapshot/{offset}.
+    pub async fn delete_snapshot(&self, key: &StreamKey, offset: u64, now_ms: u64) -> Result<(), StoreError> {
+        self.reserve(32).await?;
+        let lsn = {
+            let mut st = self.store.borrow_mut();
+            self.expire(&mut st, key, now_ms);
+            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
+            snapshot::decide_delete(&e.state, offset).map_err(|(status, why)| StoreError::Refused(status, why))?;
+            e.state.snapshot = None;
+            self.log.append(&Record::SnapshotDelete { handle: e.state.handle, offset }).lsn
+        };
+        self.log.durable(lsn).await?;
+        Ok(())
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.

@@ -1,8 +1,13 @@
 //! Routing and the protocol's HTTP surface: maps requests onto shard
 //! operations and shard outcomes onto status codes and headers.
 
+pub mod attrs;
+pub mod batch;
+pub mod bootstrap;
 pub mod bucket;
+pub mod fork;
 pub mod read;
+pub mod snapshot;
 pub mod stream;
 
 use crate::http::url::Target;
@@ -20,7 +25,8 @@ pub enum Route {
     Health,
     Bucket(String),
     BucketList(String),
-    Stream(StreamKey, Option<String>),
+    /// A stream and the sub-resource path after it (bucketed surface only).
+    Stream(StreamKey, Vec<String>),
     Bad(&'static str),
     NotFound,
 }
@@ -50,7 +56,7 @@ pub fn route(_head: &Head, t: &Target) -> Route {
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
-                    Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), None),
+                    Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), Vec::new()),
                     Err(e) => Route::Bad(e.reason()),
                 }
             }
@@ -63,8 +69,8 @@ pub fn route(_head: &Head, t: &Target) -> Route {
             match seg.len() {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
-                2 | 3 => match validate_stream_id(bucket, &seg[1]) {
-                    Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg.get(2).cloned()),
+                2..=4 => match validate_stream_id(bucket, &seg[1]) {
+                    Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg[2..].to_vec()),
                     Err(e) => Route::Bad(e.reason()),
                 },
                 _ => Route::NotFound,
@@ -117,8 +123,25 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get => bucket::list(ctx, &b, t).await,
             _ => Response::error(405, "method not allowed"),
         },
-        Route::Stream(key, None) => return stream::stream(ctx, head, t, &key, body).await,
-        Route::Stream(key, Some(sub)) => stream::sub_resource(ctx, head, &key, &sub, body).await,
+        Route::Stream(key, sub) if sub.is_empty() => return stream::stream(ctx, head, t, &key, body).await,
+        Route::Stream(key, sub) => {
+            if !ctx.shard.store.borrow().bucket_exists(&key.0) {
+                return Reply::Full(Response::error(404, "bucket not found"));
+            }
+            let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
+            match sub.as_slice() {
+                ["attrs"] => attrs::attrs(ctx, head, &key, body).await,
+                ["snapshot", rest @ ..] if rest.len() <= 1 => {
+                    snapshot::snapshot(ctx, head, t, &key, rest.first().copied(), body).await
+                }
+                ["retention", rest @ ..] if rest.len() <= 1 => {
+                    snapshot::retention(ctx, head, t, &key, rest.first().copied()).await
+                }
+                ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, &key).await,
+                ["append-batch"] => batch::append_batch(ctx, head, &key, &body).await,
+                _ => Response::error(404, "no such stream sub-resource"),
+            }
+        }
     };
     Reply::Full(resp)
 }

@@ -1,27 +1,21 @@
-//! Stream operations: create (PUT), append/close (POST), metadata (HEAD),
-//! delete, and the attribute sub-resource.
+//! Stream operations: create (PUT), append/close (POST), metadata (HEAD)
+//! and delete, plus the mapping of store errors to status codes.
 
-use super::Route;
+use super::attrs::canonical_attrs;
+use super::fork::fork_plan;
 use super::{read, Reply};
-use crate::http::url::parse_target;
 use crate::http::url::Target;
 use crate::http::{Head, Method, Response};
-use crate::mesh::{BucketRep, BucketReq};
+use crate::mesh::BucketReq;
 use crate::shard::Ctx;
 use sluice_shards::core::append::{AppendError, AppendInput};
 use sluice_shards::core::create::{CreateError, CreateInput};
-use sluice_shards::core::media_type;
 use sluice_shards::core::producer::parse_producer_int;
 use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl};
-use sluice_shards::ids::stream_shard;
-use sluice_shards::log::{ForkRecord, LogError, ProducerStamp};
+use sluice_shards::log::{LogError, ProducerStamp};
 use sluice_shards::offset::Offset;
-use sluice_shards::store::ForkPlan;
-use sluice_shards::store::{StoreError, StreamKey};
+use sluice_shards::store::{CreateOutcome, StoreError, StreamKey};
 use std::rc::Rc;
-
-/// Largest encoded attribute object (spec section 5.1).
-const MAX_ATTRS: usize = 16 * 1024;
 
 pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, body: Vec<u8>) -> Reply {
     let resp = match head.method {
@@ -33,71 +27,6 @@ pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, bod
         _ => Response::error(405, "method not allowed"),
     };
     Reply::Full(resp)
-}
-
-pub async fn sub_resource(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, sub: &str, body: Vec<u8>) -> Response {
-    match (sub, head.method) {
-        ("attrs", Method::Get) => {
-            let now = ctx.now_ms();
-            let mut st = ctx.shard.store.borrow_mut();
-            if !st.bucket_exists(&key.0) {
-                return Response::error(404, "bucket not found");
-            }
-            match st.live(key, now) {
-                Some(e) => {
-                    let body = if e.state.attrs.is_empty() { b"{}".to_vec() } else { e.state.attrs.clone() };
-                    Response::new(200).header("content-type", "application/json").with_body(body)
-                }
-                None => Response::error(404, "stream not found"),
-            }
-        }
-        ("attrs", Method::Put) => {
-            let json = head.header("content-type").is_some_and(sluice_shards::core::is_json);
-            if !json {
-                return Response::error(400, "attributes need Content-Type: application/json");
-            }
-            let attrs = match canonical_attrs(&body) {
-                Ok(a) => a,
-                Err(why) => return Response::error(400, why),
-            };
-            if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-                return Response::error(404, "bucket not found");
-            }
-            match ctx.shard.set_attrs(key, attrs, ctx.now_ms()).await {
-                Ok(()) => Response::new(204),
-                Err(e) => store_error(ctx, key, e),
-            }
-        }
-        ("attrs", _) => Response::error(405, "method not allowed"),
-        _ => Response::error(404, "no such stream sub-resource"),
-    }
-}
-
-/// Validates an attribute object and keeps only `title` and `metadata`.
-/// `{}` (or no fields) is stored as no attributes.
-pub fn canonical_attrs(raw: &[u8]) -> Result<Vec<u8>, &'static str> {
-    if raw.len() > MAX_ATTRS {
-        return Err("attribute object exceeds 16 KiB");
-    }
-    let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| "attributes are not valid JSON")?;
-    let obj = v.as_object().ok_or("attributes must be a JSON object")?;
-    let mut out = serde_json::Map::new();
-    if let Some(title) = obj.get("title") {
-        if !title.is_string() {
-            return Err("attribute 'title' must be a string");
-        }
-        out.insert("title".into(), title.clone());
-    }
-    if let Some(meta) = obj.get("metadata") {
-        if !meta.is_object() {
-            return Err("attribute 'metadata' must be an object");
-        }
-        out.insert("metadata".into(), meta.clone());
-    }
-    if out.is_empty() {
-        return Ok(Vec::new());
-    }
-    Ok(serde_json::to_vec(&serde_json::Value::Object(out)).expect("serializable"))
 }
 
 fn header_true(head: &Head, name: &str) -> Result<bool, &'static str> {
@@ -143,12 +72,12 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     };
     let release = fork.as_ref().map(|f| (f.record.parent_shard as usize, f.record.parent_handle));
     let result = ctx.shard.create(key, &input, body, fork, ctx.now_ms()).await;
-    if let (Some((shard, handle)), false) = (release, matches!(result, Ok((true, _, _)))) {
+    if let (Some((shard, handle)), false) = (release, matches!(result, Ok(CreateOutcome { created: true, .. }))) {
         // The fork was not created: give the reference back.
         ctx.ask(shard, BucketReq::ForkRelease { handle }).await;
     }
     match result {
-        Ok((created, tail, closed)) => {
+        Ok(CreateOutcome { created, tail, closed, records }) => {
             let content_type = ctx
                 .shard
                 .store
@@ -166,82 +95,24 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
             if closed {
                 r.set("stream-closed", "true");
             }
+            if json_stream(ctx, key) {
+                set_record_range(&mut r, records);
+            }
             r
         }
         Err(e) => store_error(ctx, key, e),
     }
 }
 
-/// Resolves fork headers: asks the source's shard for a reference, the
-/// inherited index and the sub-offset prefix, and fills in inherited settings.
-async fn fork_plan(
-    ctx: &Rc<Ctx>,
-    head: &Head,
-    input: &mut CreateInput,
-    explicit_type: bool,
-) -> Result<Option<ForkPlan>, Response> {
-    let from = head.header("stream-forked-from");
-    let sub = match head.header("stream-fork-sub-offset") {
-        None => None,
-        Some(v) if v == "0" || (!v.starts_with('0') && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) => {
-            Some(v.parse::<u64>().map_err(|_| Response::error(400, "Stream-Fork-Sub-Offset is too large"))?)
-        }
-        Some(_) => return Err(Response::error(400, "Stream-Fork-Sub-Offset must be a non-negative integer")),
-    };
-    let Some(from) = from else {
-        return match sub {
-            Some(_) => Err(Response::error(400, "Stream-Fork-Sub-Offset needs Stream-Forked-From")),
-            None => Ok(None),
-        };
-    };
-    let offset = match head.header("stream-fork-offset") {
-        None => None,
-        Some(v) => Some(Offset::parse(v).ok_or_else(|| Response::error(400, "malformed Stream-Fork-Offset"))?.0),
-    };
-    let sub = sub.unwrap_or(0);
-    if sub > 0 && offset.is_none() {
-        return Err(Response::error(400, "Stream-Fork-Sub-Offset needs Stream-Fork-Offset"));
-    }
-    let target = parse_target(from).map_err(|e| Response::error(400, e.reason()))?;
-    let Route::Stream(source, None) = super::route(head, &target) else {
-        return Err(Response::error(400, "Stream-Forked-From must be a stream path"));
-    };
-    let owner = stream_shard(&source.0, &source.1, ctx.shards);
-    let grant = match ctx.ask(owner, BucketReq::ForkGrant { key: source, offset, sub }).await {
-        BucketRep::Fork(Ok(g)) => g,
-        BucketRep::Fork(Err((status, why))) => return Err(Response::error(status, why)),
-        _ => return Err(Response::error(503, "fork source shard unavailable")),
-    };
-    let release = || ctx.ask(owner, BucketReq::ForkRelease { handle: grant.parent_handle });
-    if explicit_type && media_type(&input.content_type) != media_type(&grant.content_type) {
-        release().await;
-        return Err(Response::error(409, "fork Content-Type differs from the source"));
-    }
-    input.content_type = grant.content_type.clone();
-    if input.ttl_secs.is_none() && input.expires_at_ms.is_none() {
-        input.ttl_secs = grant.ttl_secs;
-        input.expires_at_ms = grant.expires_at_ms;
-    }
-    let prefix = match ctx.shard.read_messages(&grant.prefix).await {
-        Ok(p) => p,
-        Err(_) => {
-            release().await;
-            return Err(Response::error(503, "cannot read the fork source"));
-        }
-    };
-    Ok(Some(ForkPlan {
-        record: ForkRecord {
-            parent_shard: owner as u32,
-            parent_handle: grant.parent_handle,
-            from: from.to_string(),
-            offset,
-            sub,
-            inherited: grant.inherited,
-        },
-        prefix,
-        prefix_messages: grant.prefix_messages,
-    }))
+/// Adds the JSON record coordinates of a create or append.
+pub fn set_record_range(r: &mut Response, (start, next): (u64, u64)) {
+    r.set("stream-extensions", JSON_RECORDS);
+    r.set("stream-record-start", start.to_string());
+    r.set("stream-record-next", next.to_string());
 }
+
+/// Extension token of JSON record coordinates.
+pub const JSON_RECORDS: &str = "json-record-coordinates-v1";
 
 /// 404, or 410 for a stream deleted while forks still read it.
 pub fn missing(ctx: &Ctx, key: &StreamKey) -> Response {
@@ -311,9 +182,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
                 r.set("stream-closed", "true");
             }
             if json_stream(ctx, key) {
-                r.set("stream-extensions", "json-record-coordinates-v1");
-                r.set("stream-record-start", out.records.0.to_string());
-                r.set("stream-record-next", out.records.1.to_string());
+                set_record_range(&mut r, out.records);
             }
             r
         }
@@ -321,7 +190,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     }
 }
 
-fn json_stream(ctx: &Ctx, key: &StreamKey) -> bool {
+pub fn json_stream(ctx: &Ctx, key: &StreamKey) -> bool {
     ctx.shard.store.borrow().streams.get(key).is_some_and(|e| e.state.json)
 }
 
@@ -350,9 +219,13 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Response {
         r.set("stream-closed", "true");
     }
     if s.json {
-        r.set("stream-extensions", "json-record-coordinates-v1");
-        r.set("stream-record-first", "0");
+        r.set("stream-extensions", JSON_RECORDS);
+        r.set("stream-record-first", s.first_message.to_string());
         r.set("stream-record-next", s.visible.messages.to_string());
+    }
+    if let Some(snap) = &s.snapshot {
+        r.set("stream-snapshot-offset", Offset(snap.offset).to_string());
+        r.set("stream-snapshot-digest", snap.digest.clone());
     }
     r.head_length = Some(0);
     r
@@ -375,6 +248,7 @@ pub fn store_error(ctx: &Ctx, key: &StreamKey, e: StoreError) -> Response {
         StoreError::NoBucket => Response::error(404, "bucket not found"),
         StoreError::NoStream => missing(ctx, key),
         StoreError::Gone => Response::error(410, "stream was deleted; its forks keep its data"),
+        StoreError::Refused(status, why) => Response::error(status, why),
         StoreError::BucketBusy => Response::error(409, "bucket is being deleted"),
         StoreError::Create(CreateError::Conflict) => {
             Response::error(409, "stream exists with a different configuration")

@@ -8,10 +8,13 @@
 //! from one code path.
 
 pub mod append;
+pub mod batch;
 pub mod create;
 pub mod cursor;
 pub mod json;
 pub mod producer;
+pub mod records;
+pub mod snapshot;
 pub mod stream;
 pub mod ttl;
 

@@ -8,6 +8,9 @@ use crate::log::ProducerStamp;
 pub struct ProducerState {
     pub epoch: u64,
     pub last_seq: u64,
+    /// What the last accepted request was answered with: next offset and
+    /// its record range, returned again to a deduplicated retry.
+    pub ack: (u64, u64, u64),
 }
 
 /// The verdict on a producer stamp.
@@ -70,7 +73,7 @@ mod tests {
 
     #[test]
     fn state_machine() {
-        let s = ProducerState { epoch: 1, last_seq: 2 };
+        let s = ProducerState { epoch: 1, last_seq: 2, ack: (0, 0, 0) };
         assert_eq!(check(None, &stamp(0, 0)), ProducerCheck::Accept);
         assert_eq!(check(None, &stamp(3, 0)), ProducerCheck::Accept);
         assert_eq!(check(None, &stamp(0, 1)), ProducerCheck::Gap { expected: 0, received: 1 });

@@ -60,6 +60,23 @@ pub struct StreamState {
     pub forks: u32,
     /// Deleted while forks remain: every request gets 410.
     pub deleted: bool,
+    /// The latest visible snapshot.
+    pub snapshot: Option<Snapshot>,
+    /// Earliest retained offset; reads below it get 410.
+    pub retained: u64,
+    /// Index of the first retained message (record ordinal F).
+    pub first_message: usize,
+}
+
+/// A published snapshot and where its blob lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub offset: u64,
+    pub content_type: String,
+    pub digest: String,
+    pub segment: u32,
+    pub pos: u64,
+    pub len: u32,
 }
 
 impl StreamState {
@@ -97,12 +114,16 @@ impl StreamState {
             fork,
             forks: 0,
             deleted: false,
+            snapshot: None,
+            retained: 0,
+            first_message: 0,
         }
     }
 
     /// Applies a decided append whose bytes sit at `(segment, data_pos)`.
     /// Returns the tail after it. Visibility is advanced separately.
     pub fn apply_append(&mut self, a: &AppendRecord<'_>, segment: u32, data_pos: u64) -> u64 {
+        let records_before = self.messages.len() as u64;
         let mut pos = data_pos;
         if a.messages.is_empty() && !a.data.is_empty() {
             self.push_message(a.data.len() as u32, segment, pos);
@@ -119,7 +140,8 @@ impl StreamState {
             self.last_stream_seq = Some(s.clone());
         }
         if let Some(p) = &a.producer {
-            self.producers.insert(p.id.clone(), ProducerState { epoch: p.epoch, last_seq: p.seq });
+            let ack = (self.tail, records_before, self.messages.len() as u64);
+            self.producers.insert(p.id.clone(), ProducerState { epoch: p.epoch, last_seq: p.seq, ack });
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
@@ -144,6 +166,21 @@ impl StreamState {
     /// Index of the first visible message that ends after `offset`.
     pub fn message_at(&self, offset: u64) -> usize {
         self.messages[..self.visible.messages].partition_point(|m| m.offset + u64::from(m.len) <= offset)
+    }
+
+    /// Moves the retention boundary to `offset` (a visible message boundary).
+    pub fn retain_from(&mut self, offset: u64) {
+        self.retained = self.retained.max(offset);
+        self.first_message = self.messages.partition_point(|m| m.offset < self.retained);
+    }
+
+    /// Offset of record ordinal `r` (the tail when `r` is the record tail).
+    pub fn record_offset(&self, r: usize) -> Option<u64> {
+        match r.cmp(&self.visible.messages) {
+            std::cmp::Ordering::Less => Some(self.messages[r].offset),
+            std::cmp::Ordering::Equal => Some(self.visible.tail),
+            std::cmp::Ordering::Greater => None,
+        }
     }
 
     /// Whether `offset` is a message boundary within the visible stream.

@@ -33,11 +33,19 @@ pub struct Tail {
 /// Replays every record under `dir`, repairing a torn tail.
 pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
     let segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    // Numbering starts at 1 and segments are never removed: the first one
+    // missing is as much a hole as one in the middle.
+    if let Some(&first) = segments.first().filter(|&&n| n != 1) {
+        return Err(format!(
+            "{}: segment 1 is missing (the oldest is {first}): acknowledged data is gone",
+            segment_path(dir, 1).display()
+        ));
+    }
     for pair in segments.windows(2) {
         if pair[1] != pair[0] + 1 {
             return Err(format!(
                 "{}: segment {} is missing (found {} then {}): acknowledged data is gone",
-                dir.display(),
+                segment_path(dir, pair[0] + 1).display(),
                 pair[0] + 1,
                 pair[0],
                 pair[1]
@@ -56,14 +64,19 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
                     apply(record, Position { segment: no, data_pos: (pos + data_at) as u64 });
                     pos += len;
                 }
-                Frame::End => break,
+                Frame::End => {
+                    // Zeros followed by valid records: a lost block, not the end.
+                    if valid_frame_after(&buf, pos + 1) {
+                        return Err(hole(&path, pos, "zeroed"));
+                    }
+                    break;
+                }
                 Frame::Damaged => {
-                    if !last || valid_frame_after(&buf, pos + 1) {
-                        return Err(format!(
-                            "{}: damaged record at byte {pos} with acknowledged records after it; \
-                             refusing to serve a log with a hole (restore the file or remove the shard's data)",
-                            path.display()
-                        ));
+                    // The newest segment with records is usually followed by
+                    // the preallocated (all-zero) next one: its tail is still
+                    // the log's tail.
+                    if valid_frame_after(&buf, pos + 1) || !blank_after(dir, &segments[i + 1..])? {
+                        return Err(hole(&path, pos, "damaged"));
                     }
                     let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
                     zero_range(&path, pos as u64, end - pos)
@@ -78,6 +91,26 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
         }
     }
     Ok(tail)
+}
+
+fn hole(path: &Path, pos: usize, what: &str) -> String {
+    format!(
+        "{}: {what} record at byte {pos} with acknowledged records after it; \
+         refusing to serve a log with a hole (restore the file or remove the shard's data)",
+        path.display()
+    )
+}
+
+/// Whether every segment in `later` is all zeros (preallocated, never written).
+fn blank_after(dir: &Path, later: &[u32]) -> Result<bool, String> {
+    for &no in later {
+        let path = segment_path(dir, no);
+        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if buf.iter().any(|b| *b != 0) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Whether any valid frame starts at or after `from`.

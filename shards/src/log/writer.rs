@@ -148,7 +148,11 @@ impl Log {
                 } else if len as u64 > s.cfg.segment_size {
                     // Bigger than a standard segment: replace the prepared one
                     // with a segment that fits, keeping numbers in order.
+                    // `preparing` stays set until it is active, so no other
+                    // reserve prepares (or rolls into) the same segment number
+                    // meanwhile: two files with one number overwrite each other.
                     s.next = None;
+                    s.preparing = true;
                     Step::Big(s.cfg.dir.clone(), s.active.no + 1)
                 } else {
                     if let Some(next) = s.next.take() {
@@ -163,8 +167,21 @@ impl Log {
                     return Err(e);
                 }
                 Step::Big(dir, no) => {
-                    let seg = create_segment(&dir, no, len as u64).await.map_err(io_to_log)?;
-                    self.inner.borrow_mut().roll(seg);
+                    let r = create_segment(&dir, no, len as u64).await;
+                    let mut s = self.inner.borrow_mut();
+                    s.preparing = false;
+                    match r {
+                        Ok(seg) => s.roll(seg),
+                        Err(e) => {
+                            let _ = std::fs::remove_file(super::segment::segment_path(&dir, no));
+                            drop(s);
+                            self.ready.notify();
+                            self.prepare_next();
+                            return Err(io_to_log(e));
+                        }
+                    }
+                    drop(s);
+                    self.ready.notify();
                     self.prepare_next();
                 }
                 Step::Prepare => self.prepare_next(),
@@ -328,5 +345,81 @@ fn io_to_log(e: std::io::Error) -> LogError {
         LogError::NoSpace
     } else {
         LogError::Failed(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::record::AppendRecord;
+    use crate::log::recovery;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sluice-writer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn append(handle: u64, data: &[u8]) -> Record<'_> {
+        Record::Append(AppendRecord {
+            handle,
+            at_ms: 0,
+            stream_seq: None,
+            producer: None,
+            close: false,
+            messages: vec![data.len() as u32],
+            data,
+        })
+    }
+
+    /// A record bigger than a segment gets a segment of its own while small
+    /// writers keep rolling: they must never prepare or roll into the same
+    /// segment number (which overwrote the big record).
+    #[test]
+    fn big_records_racing_small_ones_keep_every_byte() {
+        let d = dir("big");
+        let d2 = d.clone();
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
+                let active = create_segment(&d2, 1, 4096).await.unwrap();
+                let log = Log::start(cfg, active, 0, Vec::new());
+                let mut tasks = Vec::new();
+                for w in 0..8u64 {
+                    let log = log.clone();
+                    tasks.push(glommio::spawn_local(async move {
+                        for i in 0..150u64 {
+                            let data = if w == 0 && i % 10 == 0 {
+                                vec![b'A' + (i / 10) as u8; 10_000 + i as usize]
+                            } else {
+                                format!("w{w}i{i};").into_bytes()
+                            };
+                            log.reserve(data.len() + 256).await.unwrap();
+                            let lsn = log.append(&append(w, &data)).lsn;
+                            log.durable(lsn).await.unwrap();
+                        }
+                    }));
+                }
+                for t in tasks {
+                    t.await;
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        recovery::scan(&d, |r, _| {
+            if let Record::Append(a) = r {
+                seen.push(a.data.to_vec());
+            }
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 8 * 150);
+        for i in (0..150u64).step_by(10) {
+            let want = vec![b'A' + (i / 10) as u8; 10_000 + i as usize];
+            assert!(seen.contains(&want), "big record {i} lost");
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -1,0 +1,100 @@
+//! Bootstrap (extension section 3): the latest snapshot plus every retained
+//! message after it, one MIME part per message, as `multipart/mixed`.
+
+use super::stream::{missing, JSON_RECORDS};
+use crate::http::url::Target;
+use crate::http::{Head, Method, Response};
+use crate::shard::Ctx;
+use sluice_shards::offset::Offset;
+use sluice_shards::store::StreamKey;
+use std::rc::Rc;
+
+/// Appends one part: delimiter, Content-Type, blank line, body.
+pub fn push_part(out: &mut Vec<u8>, boundary: &str, content_type: &str, body: &[u8]) {
+    out.extend_from_slice(b"--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(content_type.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Response {
+    if head.method != Method::Get {
+        return Response::error(405, "method not allowed");
+    }
+    if !t.query.is_empty() {
+        return Response::error(400, "/bootstrap takes no query parameters (tail with ordinary reads afterwards)");
+    }
+    let now = ctx.now_ms();
+    let (snapshot, parts, lens, tail, json, content_type, records) = {
+        let mut st = ctx.shard.store.borrow_mut();
+        let Some(e) = st.live(key, now) else {
+            drop(st);
+            return missing(ctx, key);
+        };
+        e.state.lifetime.touch(now);
+        let s = &e.state;
+        let from = s.snapshot.as_ref().map_or(s.retained, |snap| snap.offset);
+        let first = s.message_at(from).max(s.first_message);
+        let msgs = &s.messages[first..s.visible.messages];
+        let parts: Vec<_> = msgs.iter().map(|m| (m.shard, m.segment, m.pos, m.len)).collect();
+        let lens: Vec<u32> = msgs.iter().map(|m| m.len).collect();
+        let records = (s.first_message, s.visible.messages);
+        (s.snapshot.clone(), parts, lens, s.visible.tail, s.json, s.content_type.clone(), records)
+    };
+    let blob = match &snapshot {
+        Some(s) => ctx.shard.read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)]).await,
+        None => Ok(Vec::new()),
+    };
+    let (Ok(blob), Ok(data)) = (blob, ctx.shard.read_messages(&parts).await) else {
+        return Response::error(503, "cannot read the stream");
+    };
+    // A boundary must not occur inside any part.
+    let mut boundary = format!("sluice-bootstrap-{:016x}", ctx.random());
+    while contains(&blob, boundary.as_bytes()) || contains(&data, boundary.as_bytes()) {
+        boundary = format!("sluice-bootstrap-{:016x}{:016x}", ctx.random(), ctx.random());
+    }
+    let mut body = Vec::with_capacity(data.len() + blob.len() + lens.len() * 64 + 128);
+    let snapshot_type = snapshot.as_ref().map_or("application/octet-stream", |s| s.content_type.as_str());
+    push_part(&mut body, &boundary, snapshot_type, &blob);
+    let mut at = 0usize;
+    for len in lens {
+        let msg = &data[at..at + len as usize];
+        at += len as usize;
+        let msg = if json { msg.strip_suffix(b",").unwrap_or(msg) } else { msg };
+        push_part(&mut body, &boundary, &content_type, msg);
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let snapshot_offset = snapshot.as_ref().map_or("-1".to_string(), |s| Offset(s.offset).to_string());
+    let mut r = Response::new(200)
+        .header("content-type", format!("multipart/mixed; boundary={boundary}"))
+        .header("stream-snapshot-offset", snapshot_offset)
+        .header("stream-next-offset", Offset(tail).to_string())
+        .header("stream-up-to-date", "true")
+        .header("cache-control", "no-store")
+        .with_body(body);
+    if json {
+        r.set("stream-extensions", JSON_RECORDS);
+        r.set("stream-record-first", records.0.to_string());
+        r.set("stream-record-next", records.1.to_string());
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_delimited() {
+        let mut out = Vec::new();
+        push_part(&mut out, "b", "text/plain", b"hi");
+        assert_eq!(out, b"--b\r\nContent-Type: text/plain\r\n\r\nhi\r\n");
+    }
+}
