@@ -153,11 +153,30 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     ctx.shard.purge_tombstones().await;
+    if let Err(e) = ctx.shard.reclaim_space().await {
+        eprintln!("sluice: shard {id}: space reclamation failed: {e}");
+    }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
+    glommio::spawn_local(reclaimer(ctx.clone())).detach();
     let _ = start.ready.send(Ok(()));
     accept_loop(&ctx, listener, &start.shutdown).await;
     drain(&ctx).await;
 }
+
+/// Deletes log segments that no live stream needs, a little after deletes.
+async fn reclaimer(ctx: Rc<Ctx>) {
+    loop {
+        glommio::timer::sleep(RECLAIM_EVERY).await;
+        if ctx.shard.store.borrow().reclaim_due {
+            if let Err(e) = ctx.shard.reclaim_space().await {
+                eprintln!("sluice: shard {}: space reclamation failed: {e}", ctx.id);
+            }
+        }
+    }
+}
+
+/// How often a shard checks whether deleted streams freed whole segments.
+const RECLAIM_EVERY: Duration = Duration::from_secs(2);
 
 /// Sends the fork releases that deletes and expiries queue up.
 async fn release_pump(ctx: Rc<Ctx>) {

@@ -51,6 +51,10 @@ pub struct Store {
     pub releases: Vec<(u32, u64)>,
     /// Notified when `releases` grows.
     pub release_signal: Rc<Signal>,
+    /// Segment holding each home bucket's create record.
+    bucket_segments: HashMap<String, u32>,
+    /// Something was deleted since the last space reclamation.
+    pub reclaim_due: bool,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -149,14 +153,16 @@ impl Store {
     pub fn replay(&mut self, record: Record<'_>, at: Position) {
         match record {
             Record::BucketCreate { bucket, at_ms } => {
+                self.bucket_segments.insert(bucket.clone(), at.segment);
                 self.home_buckets.insert(bucket, at_ms);
             }
             Record::BucketDelete { bucket } => {
+                self.bucket_segments.remove(&bucket);
                 self.home_buckets.remove(&bucket);
             }
             Record::Create(c) => {
                 self.next_handle = self.next_handle.max(c.handle + 1);
-                self.insert(&c);
+                self.insert(&c, at.segment);
             }
             Record::Append(a) => {
                 if let Some(e) = self.by_handle(a.handle) {
@@ -206,14 +212,15 @@ impl Store {
         }
     }
 
-    fn insert(&mut self, c: &CreateRecord) {
+    fn insert(&mut self, c: &CreateRecord, segment: u32) {
         let key = (c.bucket.clone(), c.stream.clone());
         if let Some(old) = self.streams.remove(&key) {
             self.handles.remove(&old.state.handle);
         }
         self.handles.insert(c.handle, key.clone());
-        self.streams
-            .insert(key, Entry { state: StreamState::from_create(c, self.shard), signal: Rc::new(Signal::default()) });
+        let mut state = StreamState::from_create(c, self.shard);
+        state.first_segment = segment;
+        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()) });
     }
 
     fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
@@ -251,6 +258,7 @@ impl Store {
     /// Removes a stream for good and queues the release of its fork parent.
     pub fn remove_hard(&mut self, handle: u64) {
         let Some(key) = self.handles.remove(&handle) else { return };
+        self.reclaim_due = true;
         if let Some(e) = self.streams.remove(&key) {
             e.signal.notify();
             if let Some(f) = &e.state.fork {
@@ -258,6 +266,14 @@ impl Store {
                 self.release_signal.notify();
             }
         }
+    }
+
+    /// The oldest segment any live stream or bucket still needs: every record
+    /// of a stream comes after its create record, so a stream pins segments
+    /// from the one holding its create record onward.
+    pub fn lowest_pinned(&self) -> Option<u32> {
+        let streams = self.streams.values().map(|e| e.state.first_segment);
+        streams.chain(self.bucket_segments.values().copied()).min()
     }
 
     /// Whether `key` is a soft-deleted stream that forks still depend on (410).
@@ -381,8 +397,9 @@ impl Shard {
                         fork: fork.as_ref().map(|f| f.record.clone()),
                         attrs: input.attrs.clone(),
                     };
-                    let mut lsn = self.log.append(&Record::Create(c.clone())).lsn;
-                    st.insert(&c);
+                    let created = self.log.append(&Record::Create(c.clone()));
+                    let mut lsn = created.lsn;
+                    st.insert(&c, created.segment);
                     let start = st.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
                     if !data.is_empty() {
                         let a = AppendRecord {
@@ -706,6 +723,18 @@ impl Shard {
         })
     }
 
+    /// Frees disk: deletes every sealed segment older than the oldest one a
+    /// live stream or bucket still needs (oldest first, so no gaps appear).
+    pub async fn reclaim_space(&self) -> std::io::Result<usize> {
+        let pinned = {
+            let mut st = self.store.borrow_mut();
+            st.reclaim_due = false;
+            st.lowest_pinned()
+        };
+        let below = pinned.map_or(self.log.active_segment(), |p| p.min(self.log.active_segment()));
+        self.log.reclaim_below(below).await
+    }
+
     /// Counts a fork recovered on some shard against stream `handle`.
     pub fn add_fork_ref(&self, handle: u64) {
         if let Some(e) = self.store.borrow_mut().by_handle(handle) {
@@ -783,7 +812,20 @@ impl Shard {
     /// Logs a bucket record in this (home) shard and waits until durable.
     pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
         self.reserve(128).await?;
-        let lsn = self.log.append(&record).lsn;
+        let at = self.log.append(&record);
+        let lsn = at.lsn;
+        let mut st = self.store.borrow_mut();
+        match &record {
+            Record::BucketCreate { bucket, .. } => {
+                st.bucket_segments.insert(bucket.clone(), at.segment);
+            }
+            Record::BucketDelete { bucket } => {
+                st.bucket_segments.remove(bucket);
+                st.reclaim_due = true;
+            }
+            _ => {}
+        }
+        drop(st);
         self.log.durable(lsn).await?;
         Ok(())
     }

@@ -66,6 +66,8 @@ pub struct StreamState {
     pub retained: u64,
     /// Index of the first retained message (record ordinal F).
     pub first_message: usize,
+    /// Log segment holding this stream's create record (its oldest record).
+    pub first_segment: u32,
 }
 
 /// A published snapshot and where its blob lives.
@@ -117,6 +119,7 @@ impl StreamState {
             snapshot: None,
             retained: 0,
             first_message: 0,
+            first_segment: 0,
         }
     }
 

@@ -8,7 +8,7 @@
 //! rather than serve a log with a hole in it.
 
 use super::record::{read_frame, Frame, Record};
-use super::segment::{list_segments, segment_path};
+use super::segment::{list_segments, read_log_start, segment_path};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -32,13 +32,20 @@ pub struct Tail {
 
 /// Replays every record under `dir`, repairing a torn tail.
 pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
-    let segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-    // Numbering starts at 1 and segments are never removed: the first one
+    let start = read_log_start(dir).map_err(|e| format!("cannot read the log start of {}: {e}", dir.display()))?;
+    let mut segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    // Segments below the log start were reclaimed; a crash between recording
+    // the new start and unlinking them leaves them behind.
+    for n in segments.iter().filter(|&&n| n < start) {
+        std::fs::remove_file(segment_path(dir, *n)).map_err(|e| format!("cannot remove reclaimed segment {n}: {e}"))?;
+    }
+    segments.retain(|&n| n >= start);
+    // Numbering starts at the log start and has no gaps: the first one
     // missing is as much a hole as one in the middle.
-    if let Some(&first) = segments.first().filter(|&&n| n != 1) {
+    if let Some(&first) = segments.first().filter(|&&n| n != start) {
         return Err(format!(
-            "{}: segment 1 is missing (the oldest is {first}): acknowledged data is gone",
-            segment_path(dir, 1).display()
+            "{}: segment {start} is missing (the oldest is {first}): acknowledged data is gone",
+            segment_path(dir, start).display()
         ));
     }
     for pair in segments.windows(2) {
@@ -216,5 +223,37 @@ mod tests {
         write_segment(&d, 1, &[del(1)], 64);
         write_segment(&d, 3, &[del(2)], 64);
         assert!(replay(&d).unwrap_err().contains("segment 2 is missing"));
+    }
+
+    #[test]
+    fn torn_tail_before_a_preallocated_segment_is_zeroed() {
+        let d = dir("torn-prealloc");
+        let mut buf = write_segment(&d, 1, &[del(1), del(2)], 256);
+        write_segment(&d, 2, &[], 256);
+        buf[20] ^= 0xff;
+        std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        let (seen, tail) = replay(&d).unwrap();
+        assert_eq!(seen, vec![1]);
+        assert_eq!(tail.segments, vec![1, 2]);
+        assert_eq!(tail.write_pos, 0);
+        assert!(tail.torn_bytes > 0);
+        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[17..].iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn zeroed_record_before_valid_records_is_fatal() {
+        let d = dir("zeroed");
+        let mut buf = write_segment(&d, 1, &[del(1), del(2), del(3)], 256);
+        buf[17..34].fill(0);
+        std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        assert!(replay(&d).unwrap_err().contains("zeroed record at byte 17"));
+    }
+
+    #[test]
+    fn a_missing_first_segment_is_fatal() {
+        let d = dir("first");
+        write_segment(&d, 2, &[del(1)], 64);
+        write_segment(&d, 3, &[del(2)], 64);
+        assert!(replay(&d).unwrap_err().contains("segment 1 is missing"));
     }
 }

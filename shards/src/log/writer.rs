@@ -211,6 +211,32 @@ impl Log {
         self.inner.borrow().assigned
     }
 
+    /// Number of the segment being written.
+    pub fn active_segment(&self) -> u32 {
+        self.inner.borrow().active.no
+    }
+
+    /// Deletes sealed segments numbered below `no`; returns how many.
+    pub async fn reclaim_below(&self, no: u32) -> std::io::Result<usize> {
+        let (dir, old) = {
+            let mut s = self.inner.borrow_mut();
+            let active = s.active.no;
+            let old: Vec<u32> = s.segments.range(..no.min(active)).map(|(n, _)| *n).collect();
+            for n in &old {
+                s.segments.remove(n);
+            }
+            (s.cfg.dir.clone(), old)
+        };
+        let Some(&newest) = old.last() else { return Ok(0) };
+        // Record the new start first: recovery then treats leftovers as reclaimed.
+        super::segment::write_log_start(&dir, newest + 1).await?;
+        for n in &old {
+            std::fs::remove_file(super::segment::segment_path(&dir, *n))?;
+        }
+        super::segment::sync_dir(&dir).await?;
+        Ok(old.len())
+    }
+
     /// Waits until commit `lsn` is durable (per the fsync mode).
     pub async fn durable(&self, lsn: u64) -> Result<(), LogError> {
         loop {
