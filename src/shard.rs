@@ -163,10 +163,16 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     drain(&ctx).await;
 }
 
-/// Deletes log segments that no live stream needs, a little after deletes.
+/// Deletes log segments that no live stream needs, a little after deletes,
+/// and sweeps expired streams now and then.
 async fn reclaimer(ctx: Rc<Ctx>) {
+    let mut last_sweep = std::time::Instant::now();
     loop {
         glommio::timer::sleep(RECLAIM_EVERY).await;
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            last_sweep = std::time::Instant::now();
+            ctx.shard.sweep_expired(ctx.now_ms()).await;
+        }
         if ctx.shard.store.borrow().reclaim_due {
             if let Err(e) = ctx.shard.reclaim_space().await {
                 eprintln!("sluice: shard {}: space reclamation failed: {e}", ctx.id);
@@ -177,6 +183,8 @@ async fn reclaimer(ctx: Rc<Ctx>) {
 
 /// How often a shard checks whether deleted streams freed whole segments.
 const RECLAIM_EVERY: Duration = Duration::from_secs(2);
+/// How often a shard deletes expired streams that nobody accessed.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Sends the fork releases that deletes and expiries queue up.
 async fn release_pump(ctx: Rc<Ctx>) {

@@ -6,7 +6,7 @@ use crate::handlers::read::{envelope, messages, park, read_batch, render_body, L
 use crate::http::Response;
 use crate::shard::Ctx;
 use base64::Engine;
-use futures_lite::AsyncWriteExt;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::core::media_type;
@@ -117,6 +117,9 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     if sock.write_all(&out).await.is_err() {
         return;
     }
+    // The connection now lives as long as the SSE response: no read timeout
+    // (reads only probe for the client going away).
+    let _ = sock.set_read_timeout(None);
     let deadline = Instant::now() + ctx.cfg.sse_reconnect;
     let mut offset = req.from;
     let mut announced = false;
@@ -186,7 +189,19 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         if left.is_zero() {
             return;
         }
-        park(ctx, &signal, seen, left).await;
+        // Park, but notice a client that went away (EOF or reset) at once.
+        let mut probe = [0u8; 1];
+        let gone = futures_lite::future::or(
+            async {
+                park(ctx, &signal, seen, left).await;
+                false
+            },
+            async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
+        )
+        .await;
+        if gone {
+            return;
+        }
     }
 }
 

@@ -809,6 +809,27 @@ impl Shard {
         }
     }
 
+    /// Deletes every stream whose TTL or Expires-At has passed, so streams
+    /// nobody touches again still give their space back. Returns how many.
+    pub async fn sweep_expired(&self, now_ms: u64) -> usize {
+        let expired: Vec<StreamKey> = self
+            .store
+            .borrow()
+            .streams
+            .iter()
+            .filter(|(_, e)| !e.state.deleted && e.state.lifetime.expired(now_ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &expired {
+            if self.reserve(16).await.is_err() {
+                return 0;
+            }
+            let mut st = self.store.borrow_mut();
+            self.expire(&mut st, key, now_ms);
+        }
+        expired.len()
+    }
+
     /// Logs a bucket record in this (home) shard and waits until durable.
     pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
         self.reserve(128).await?;
