@@ -111,25 +111,9 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
 mod tests {
     use super::*;
     use crate::core::producer::ProducerState;
-    use crate::log::{AppendRecord, CreateRecord};
+    use crate::log::AppendRecord;
 
-    fn stream(ct: &str) -> StreamState {
-        StreamState::from_create(
-            &CreateRecord {
-                handle: 1,
-                bucket: "b".into(),
-                stream: "s".into(),
-                content_type: ct.into(),
-                created_ms: 0,
-                ttl_secs: None,
-                expires_at_ms: None,
-                closed: false,
-                fork: None,
-                attrs: vec![],
-            },
-            0,
-        )
-    }
+    use crate::core::stream::fixture::stream;
 
     fn input<'a>(ct: Option<&'a str>, body: &'a [u8]) -> AppendInput<'a> {
         AppendInput { content_type: ct, body, close: false, stream_seq: None, producer: None, record_match: None }

@@ -57,7 +57,6 @@ pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::CreateRecord;
 
     fn input(ct: &str) -> CreateInput {
         CreateInput { content_type: ct.into(), ttl_secs: None, expires_at_ms: None, closed: false, attrs: vec![] }
@@ -77,21 +76,8 @@ mod tests {
             decide(None, &input("application/json"), b"{"),
             Err(CreateError::Bad("initial body is not valid JSON"))
         );
-        let s = StreamState::from_create(
-            &CreateRecord {
-                handle: 1,
-                bucket: "b".into(),
-                stream: "s".into(),
-                content_type: "text/plain".into(),
-                created_ms: 0,
-                ttl_secs: Some(5),
-                expires_at_ms: None,
-                closed: false,
-                fork: None,
-                attrs: vec![],
-            },
-            0,
-        );
+        let mut s = crate::core::stream::fixture::stream("text/plain");
+        s.lifetime.ttl_secs = Some(5);
         let mut same = input("TEXT/PLAIN");
         same.ttl_secs = Some(5);
         assert_eq!(decide(Some(&s), &same, b""), Ok(CreateDecision::Exists));

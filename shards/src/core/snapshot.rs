@@ -102,36 +102,12 @@ pub fn decide_delete(s: &StreamState, offset: u64) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::stream::Snapshot;
-    use crate::log::{AppendRecord, CreateRecord};
+    use crate::core::stream::{fixture, Snapshot};
 
     fn stream() -> StreamState {
-        let mut s = StreamState::from_create(
-            &CreateRecord {
-                handle: 1,
-                bucket: "b".into(),
-                stream: "s".into(),
-                content_type: "text/plain".into(),
-                created_ms: 0,
-                ttl_secs: None,
-                expires_at_ms: None,
-                closed: false,
-                fork: None,
-                attrs: vec![],
-            },
-            0,
-        );
+        let mut s = fixture::stream("text/plain");
         for chunk in [&b"abc"[..], b"de"] {
-            let a = AppendRecord {
-                handle: 1,
-                at_ms: 0,
-                stream_seq: None,
-                producer: None,
-                close: false,
-                messages: vec![],
-                data: chunk,
-            };
-            let t = s.apply_append(&a, 1, 0);
+            let t = s.apply_append(&fixture::append(chunk, vec![], false), 1, 0);
             s.publish(t, false);
         }
         s

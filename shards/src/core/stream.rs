@@ -193,30 +193,43 @@ impl StreamState {
     }
 }
 
+/// Test fixtures shared by the core's unit tests.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use super::StreamState;
+    use crate::log::{AppendRecord, CreateRecord};
+
+    /// A fresh stream of `content_type` created at t=100 ms.
+    pub fn stream(content_type: &str) -> StreamState {
+        let c = CreateRecord {
+            handle: 1,
+            bucket: "b".into(),
+            stream: "s".into(),
+            content_type: content_type.into(),
+            created_ms: 100,
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            attrs: vec![],
+        };
+        StreamState::from_create(&c, 0)
+    }
+
+    /// A plain append record for stream handle 1 at t=200 ms.
+    pub fn append(data: &[u8], messages: Vec<u32>, close: bool) -> AppendRecord<'_> {
+        AppendRecord { handle: 1, at_ms: 200, stream_seq: None, producer: None, close, messages, data }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    pub(crate) fn create(json: bool) -> StreamState {
-        StreamState::from_create(
-            &CreateRecord {
-                handle: 1,
-                bucket: "b".into(),
-                stream: "s".into(),
-                content_type: if json { "application/json".into() } else { "text/plain".into() },
-                created_ms: 100,
-                ttl_secs: None,
-                expires_at_ms: None,
-                closed: false,
-                fork: None,
-                attrs: vec![],
-            },
-            0,
-        )
-    }
+    use super::fixture::{append, stream};
 
-    fn append(data: &[u8], messages: Vec<u32>, close: bool) -> AppendRecord<'_> {
-        AppendRecord { handle: 1, at_ms: 200, stream_seq: None, producer: None, close, messages, data }
+    fn create(json: bool) -> StreamState {
+        stream(if json { "application/json" } else { "text/plain" })
     }
 
     #[test]
