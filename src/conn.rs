@@ -38,6 +38,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     ctx.connections.set(ctx.connections.get() + 1);
     let _guard = ConnGuard(ctx.clone());
     let _ = sock.set_nodelay(true);
+    // A peer that takes no bytes of a response for the idle timeout is gone
+    // (or attacking): drop it rather than hold its connection forever.
+    let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
     let mut out = Vec::with_capacity(4096);
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -69,9 +72,12 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 return;
             }
         };
-        ctx.in_flight.set(ctx.in_flight.get() + 1);
+        // Shutdown drains in-flight requests, but not parked long-polls: they
+        // change nothing and may wait for minutes (their connections close).
+        let drained = usize::from(target.param("live") != Some("long-poll"));
+        ctx.in_flight.set(ctx.in_flight.get() + drained);
         let reply = handlers::handle(&ctx, &head, &target, route, body).await;
-        ctx.in_flight.set(ctx.in_flight.get() - 1);
+        ctx.in_flight.set(ctx.in_flight.get() - drained);
         match reply {
             Reply::Full(resp) => {
                 if !send(&mut sock, &mut out, resp, head.close).await || head.close {
@@ -95,7 +101,9 @@ async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bo
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
 async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {
-    let started = std::time::Instant::now();
+    // The request timeout runs from the request's first byte, not from the
+    // start of the keep-alive idle wait before it.
+    let mut started = std::time::Instant::now();
     loop {
         if !buf.is_empty() {
             match parse_head(buf, ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
@@ -113,7 +121,9 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
         } else {
             ctx.cfg.request_timeout.saturating_sub(started.elapsed())
         };
+        let idle = buf.is_empty();
         match read_more(sock, buf, limit).await {
+            ReadOutcome::Data if idle => started = std::time::Instant::now(),
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
             ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),

@@ -54,7 +54,10 @@ pub fn run(cfg: Config) -> Result<(), String> {
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    println!(
+    // Not println!/eprintln!: they panic when the output is a closed pipe or a
+    // full disk, and the shards are already serving.
+    let _ = writeln!(
+        std::io::stdout(),
         "sluice listening on http://{} with {} shards, data in {} (fsync {:?})",
         cfg.listen,
         cfg.shards,
@@ -63,7 +66,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
     );
     let _ = std::io::stdout().flush();
     wait_for_signal(&signals);
-    eprintln!("sluice: shutting down (finishing in-flight requests)");
+    let _ = writeln!(std::io::stderr(), "sluice: shutting down (finishing in-flight requests)");
     shutdown.store(true, Ordering::SeqCst);
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {

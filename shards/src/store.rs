@@ -458,7 +458,7 @@ impl Shard {
                 return Ok((self.log.assigned(), out));
             }
             AppendDecision::Write { data, messages } => (data, messages),
-            AppendDecision::Close => (Vec::new(), Vec::new()),
+            AppendDecision::Close => (std::borrow::Cow::Borrowed(&[][..]), Vec::new()),
         };
         let a = AppendRecord {
             handle: e.state.handle,

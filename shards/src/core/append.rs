@@ -6,6 +6,7 @@ use super::json::{normalize, JsonError};
 use super::producer::{check, ProducerCheck};
 use super::{media_type, StreamState};
 use crate::log::ProducerStamp;
+use std::borrow::Cow;
 
 /// A POST after header parsing.
 #[derive(Debug)]
@@ -21,9 +22,10 @@ pub struct AppendInput<'a> {
 
 /// What to do.
 #[derive(Debug, PartialEq, Eq)]
-pub enum AppendDecision {
-    /// Log these bytes (already normalized) as one atomic append.
-    Write { data: Vec<u8>, messages: Vec<u32> },
+pub enum AppendDecision<'a> {
+    /// Log these bytes (already normalized; borrowed when no normalization
+    /// was needed) as one atomic append.
+    Write { data: Cow<'a, [u8]>, messages: Vec<u32> },
     /// Close only, no data (204).
     Close,
     /// Already done: a producer retry, or closing a closed stream (204).
@@ -50,7 +52,7 @@ pub enum AppendError {
 }
 
 /// Decides an append against the stream's current (decided) state.
-pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision, AppendError> {
+pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDecision<'a>, AppendError> {
     let close_only = input.body.is_empty() && input.close;
     if input.body.is_empty() && !input.close {
         return Err(AppendError::Bad("empty append body"));
@@ -101,9 +103,9 @@ pub fn decide(s: &StreamState, input: &AppendInput<'_>) -> Result<AppendDecision
             JsonError::Invalid => AppendError::Bad("body is not valid JSON"),
             JsonError::EmptyArray => AppendError::Bad("empty JSON array appends nothing"),
         })?;
-        Ok(AppendDecision::Write { data: n.bytes, messages: n.lengths })
+        Ok(AppendDecision::Write { data: Cow::Owned(n.bytes), messages: n.lengths })
     } else {
-        Ok(AppendDecision::Write { data: input.body.to_vec(), messages: Vec::new() })
+        Ok(AppendDecision::Write { data: Cow::Borrowed(input.body), messages: Vec::new() })
     }
 }
 
@@ -128,7 +130,7 @@ mod tests {
         let s = stream("text/plain");
         assert_eq!(
             decide(&s, &input(Some("text/plain; charset=utf-8"), b"hi")),
-            Ok(AppendDecision::Write { data: b"hi".to_vec(), messages: vec![] })
+            Ok(AppendDecision::Write { data: Cow::Borrowed(&b"hi"[..]), messages: vec![] })
         );
         assert_eq!(decide(&s, &input(Some("application/json"), b"hi")), Err(AppendError::ContentType));
         assert_eq!(decide(&s, &input(None, b"hi")), Err(AppendError::Bad("missing Content-Type")));
@@ -136,7 +138,7 @@ mod tests {
         let j = stream("application/json");
         assert_eq!(
             decide(&j, &input(Some("application/json"), b"[1, 2]")),
-            Ok(AppendDecision::Write { data: b"1,2,".to_vec(), messages: vec![2, 2] })
+            Ok(AppendDecision::Write { data: Cow::Owned(b"1,2,".to_vec()), messages: vec![2, 2] })
         );
         assert!(matches!(decide(&j, &input(Some("application/json"), b"[]")), Err(AppendError::Bad(_))));
         assert!(matches!(decide(&j, &input(Some("application/json"), b"{x")), Err(AppendError::Bad(_))));

@@ -312,7 +312,7 @@ impl Log {
                 self.work.changed(seen).await;
                 continue;
             }
-            if let Err(e) = write_and_sync(&chunks, mode).await {
+            if let Err(e) = write_and_sync(chunks, mode).await {
                 self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
                 self.done.notify();
                 self.ready.notify();
@@ -337,26 +337,24 @@ impl Inner {
     }
 }
 
-async fn write_and_sync(chunks: &[Chunk], mode: FsyncMode) -> std::io::Result<()> {
+/// Writes each chunk (moving its buffer to the kernel, no copy) and syncs
+/// each file once. A short write into preallocated space is treated as an
+/// I/O failure: the log fails stop and recovery trims the torn tail.
+async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<()> {
+    let mut files: Vec<Rc<BufferedFile>> = Vec::with_capacity(2);
     for c in chunks {
-        let mut done = 0;
-        while done < c.bytes.len() {
-            let n =
-                c.file.write_at(c.bytes[done..].to_vec(), c.pos + done as u64).await.map_err(std::io::Error::from)?;
-            if n == 0 {
-                return Err(std::io::Error::other("short write"));
-            }
-            done += n;
+        let len = c.bytes.len();
+        let n = c.file.write_at(c.bytes, c.pos).await.map_err(std::io::Error::from)?;
+        if n != len {
+            return Err(std::io::Error::other(format!("short write: {n} of {len} bytes")));
+        }
+        if !files.last().is_some_and(|f| Rc::ptr_eq(f, &c.file)) {
+            files.push(c.file);
         }
     }
     if mode == FsyncMode::Always {
-        let mut last: Option<&Rc<BufferedFile>> = None;
-        for c in chunks {
-            if last.is_some_and(|l| Rc::ptr_eq(l, &c.file)) {
-                continue;
-            }
-            c.file.fdatasync().await.map_err(std::io::Error::from)?;
-            last = Some(&c.file);
+        for f in files {
+            f.fdatasync().await.map_err(std::io::Error::from)?;
         }
     }
     Ok(())
