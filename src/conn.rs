@@ -80,6 +80,11 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         ctx.in_flight.set(ctx.in_flight.get() - drained);
         match reply {
             Reply::Full(resp) => {
+                let mut resp = resp;
+                if head.method == crate::http::Method::Head && resp.head_length.is_none() {
+                    // HEAD: announce the length, send no body.
+                    resp.head_length = Some(resp.body.len());
+                }
                 if !send(&mut sock, &mut out, resp, head.close).await || head.close {
                     return;
                 }

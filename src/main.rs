@@ -8,6 +8,7 @@ mod mesh;
 mod server;
 mod shard;
 mod sse;
+mod watchdog;
 
 use config::{parse_args, Command, USAGE};
 

@@ -4,6 +4,7 @@
 use crate::config::Config;
 use crate::mesh::Message;
 use crate::shard;
+use crate::watchdog;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
 use std::io::Write;
@@ -34,10 +35,14 @@ pub fn run(cfg: Config) -> Result<(), String> {
     let synced = Arc::new(AtomicUsize::new(0));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut handles = Vec::new();
+    let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
         let cfg = cfg.clone();
         let mesh = mesh.clone();
-        let start = shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone() };
+        let pulse = Arc::new(watchdog::Pulse::default());
+        pulses.push(pulse.clone());
+        let start =
+            shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone(), pulse };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
             .name(&format!("shard-{i}"))
@@ -47,6 +52,7 @@ pub fn run(cfg: Config) -> Result<(), String> {
         handles.push(h);
     }
     drop(ready_tx);
+    watchdog::start(pulses);
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
             Ok(Ok(())) => {}

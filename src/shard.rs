@@ -77,12 +77,23 @@ fn seed(id: usize) -> u64 {
 
 /// Start-up coordination with the main thread.
 pub struct Startup {
+    /// Heartbeat for the executor watchdog.
+    pub pulse: Arc<crate::watchdog::Pulse>,
     pub ready: mpsc::Sender<Result<(), String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
+    start.pulse.register_current_thread();
+    let pulse = start.pulse.clone();
+    glommio::spawn_local(async move {
+        loop {
+            pulse.beat();
+            glommio::timer::sleep(crate::watchdog::BEAT).await;
+        }
+    })
+    .detach();
     let listener = unsafe { TcpListener::from_raw_fd(fd) };
     let (senders, receivers) = match mesh.join().await {
         Ok(pair) => pair,

@@ -364,6 +364,8 @@ impl Shard {
             let decision = create::decide(existing, input, body).map_err(StoreError::Create)?;
             match decision {
                 CreateDecision::Exists => {
+                    // Answer with the state as decided now (the creator's
+                    // records included): it is durable once `assigned` is.
                     let e = st.streams.get(key).expect("exists");
                     (self.log.assigned(), None, e.state.handle)
                 }
@@ -420,20 +422,15 @@ impl Shard {
                 }
             }
         };
+        let decided = {
+            let st = self.store.borrow();
+            let e = st.streams.get(key).filter(|e| e.state.handle == handle).ok_or(StoreError::NoStream)?;
+            (e.state.tail, e.state.closed, e.state.messages.len() as u64)
+        };
+        let (tail, closed, next) = decided;
         self.log.durable(lsn).await?;
-        let mut st = self.store.borrow_mut();
-        let e = st.by_handle(handle).ok_or(StoreError::NoStream)?;
-        if created.is_some() {
-            let (tail, closed) = (e.state.tail, e.state.closed);
-            e.state.publish(tail, closed);
-        }
-        let next = e.state.visible.messages as u64;
-        Ok(CreateOutcome {
-            created: created.is_some(),
-            tail: e.state.visible.tail,
-            closed: e.state.visible.closed,
-            records: (created.unwrap_or(next), next),
-        })
+        self.publish(handle, tail, closed);
+        Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
     }
 
     /// Decides and logs one append against `e` (no await: the caller reserved room).

@@ -1,0 +1,544 @@
+//! Shared harness for the integration tests: starts the real `sluice` binary
+//! on a free port with its own data directory, and talks to it with a tiny
+//! hand-written HTTP/1.1 client over `std::net::TcpStream`.
+
+#![allow(dead_code)]
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long any single socket read may block before the test fails.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long a server may take to answer /v1/healthz after spawning.
+const START_TIMEOUT: Duration = Duration::from_secs(5);
+/// Log segment size for test servers unless a test picks its own: the 64 MiB
+/// default preallocates (zero-fills and syncs) 256 MiB per 2-shard start,
+/// which makes parallel tests slow for no extra coverage.
+const TEST_SEGMENT_BYTES: &str = "4194304";
+
+static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A temporary directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!("sluice-it-{tag}-{}-{n}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Finds a currently free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn sluice_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sluice")
+}
+
+/// A running sluice process, killed (SIGKILL) on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    shards: usize,
+    extra: Vec<String>,
+    own_dir: Option<TempDir>,
+}
+
+impl Server {
+    /// A server with 2 shards, a 1 s long-poll timeout, 4 MiB log segments
+    /// and its own data dir.
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// As `start`, with extra command-line flags.
+    pub fn start_with(extra: &[&str]) -> Server {
+        let dir = TempDir::new("srv");
+        let mut s = Server::start_in(dir.path(), 2, extra);
+        s.own_dir = Some(dir);
+        s
+    }
+
+    /// Starts on `data_dir` (not removed on drop) with `shards` shards.
+    pub fn start_in(data_dir: &Path, shards: usize, extra: &[&str]) -> Server {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        // The port is free when probed but could be taken before sluice binds
+        // it; retry with a fresh port if that happens. A start that never
+        // answers /v1/healthz is also retried (see STALLS below).
+        let mut errors = Vec::new();
+        for _ in 0..4 {
+            let port = free_port();
+            match spawn_ready(data_dir, port, shards, &extra) {
+                Ok(child) => {
+                    return Server {
+                        child: Some(child),
+                        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                        data_dir: data_dir.to_path_buf(),
+                        shards,
+                        extra,
+                        own_dir: None,
+                    };
+                }
+                Err(Spawn::Retry(e)) => errors.push(e),
+                Err(Spawn::Fatal(e)) => panic!("sluice did not start: {e}"),
+            }
+        }
+        panic!("sluice did not start: {errors:#?}");
+    }
+
+    /// SIGKILLs the process (no graceful shutdown) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits (at most 10 s) for the process to exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("server is running");
+        let pid = libc::pid_t::try_from(c.id()).expect("pid fits");
+        // SAFETY: plain kill(2) on our own child, which has not been reaped.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = c.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("sluice did not exit within 10s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the process (SIGKILL) and starts a new one on the same data
+    /// dir, shard count and flags (on a new port).
+    pub fn restart_after_kill(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    /// Starts a new process on the same data dir after this one stopped.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the old process is still running");
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let mut next = Server::start_in(&self.data_dir, self.shards, &extra);
+        self.addr = next.addr;
+        self.child = next.child.take();
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => c.try_wait().ok().flatten().is_none(),
+            None => false,
+        }
+    }
+
+    /// A new keep-alive connection.
+    pub fn connect(&self) -> Conn {
+        Conn::open(self.addr)
+    }
+
+    /// One request on a fresh connection.
+    pub fn req(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        self.connect().request(method, path, headers, body)
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.req("GET", path, &[], b"")
+    }
+
+    pub fn head(&self, path: &str) -> Resp {
+        self.req("HEAD", path, &[], b"")
+    }
+
+    pub fn delete(&self, path: &str) -> Resp {
+        self.req("DELETE", path, &[], b"")
+    }
+
+    /// PUT with a Content-Type and optional initial body.
+    pub fn put(&self, path: &str, content_type: &str, body: &[u8]) -> Resp {
+        self.req("PUT", path, &[("Content-Type", content_type)], body)
+    }
+
+    /// POST with a Content-Type.
+    pub fn post(&self, path: &str, content_type: &str, body: &[u8]) -> Resp {
+        self.req("POST", path, &[("Content-Type", content_type)], body)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Why a spawn attempt failed.
+enum Spawn {
+    /// Worth another attempt: the port was taken, or the process stalled.
+    Retry(String),
+    Fatal(String),
+}
+
+// STALLS: under CPU contention a sluice process occasionally stops making
+// progress with every executor asleep in io_uring_enter (glommio's
+// ring-linking sleep missing a wakeup): start-up never completes, or the
+// accept loop never runs. Interrupting the syscall (e.g. attaching a
+// debugger) un-sticks it. This is reported as a server issue; the harness
+// kills such a process and starts a fresh one so unrelated tests stay
+// deterministic.
+
+/// Spawns sluice and waits until /v1/healthz answers 200. On an early exit
+/// the error carries the process's stderr.
+fn spawn_ready(data_dir: &Path, port: u16, shards: usize, extra: &[String]) -> Result<Child, Spawn> {
+    let mut cmd = Command::new(sluice_bin());
+    cmd.arg("serve")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--shards")
+        .arg(shards.to_string());
+    if !extra.iter().any(|a| a == "--long-poll-timeout") {
+        cmd.arg("--long-poll-timeout").arg("1s");
+    }
+    if !extra.iter().any(|a| a == "--segment-bytes") {
+        cmd.arg("--segment-bytes").arg(TEST_SEGMENT_BYTES);
+    }
+    cmd.args(extra).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| Spawn::Fatal(format!("spawn: {e}")))?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| Spawn::Fatal(e.to_string()))? {
+            let mut err = String::new();
+            if let Some(mut s) = child.stderr.take() {
+                let _ = s.read_to_string(&mut err);
+            }
+            let msg = format!("exited with {status}: {err}");
+            return Err(if err.contains("in use") { Spawn::Retry(msg) } else { Spawn::Fatal(msg) });
+        }
+        if health_ok(addr) {
+            // Keep stderr drained so a chatty server never blocks on the pipe.
+            if let Some(mut s) = child.stderr.take() {
+                std::thread::spawn(move || {
+                    let mut sink = Vec::new();
+                    let _ = s.read_to_end(&mut sink);
+                });
+            }
+            return Ok(child);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let mut err = String::new();
+            if let Some(mut s) = child.stderr.take() {
+                let _ = s.read_to_string(&mut err);
+            }
+            let msg = format!("no 200 from /v1/healthz on port {port} within {START_TIMEOUT:?}; stderr: {err}");
+            eprintln!("harness: {msg}; retrying with a fresh process");
+            return Err(Spawn::Retry(msg));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn health_ok(addr: SocketAddr) -> bool {
+    let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut c = Conn::from_stream(s);
+    if c.send(&build("GET", "/v1/healthz", &[], b"")).is_err() {
+        return false;
+    }
+    matches!(c.try_read_response(false), Ok(r) if r.status == 200)
+}
+
+/// Runs sluice to completion (it must exit within 10 s) and returns its
+/// exit status and stderr.
+pub fn run_to_exit(args: &[&str]) -> (ExitStatus, String) {
+    let mut child = Command::new(sluice_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let mut err = String::new();
+            if let Some(mut s) = child.stderr.take() {
+                let _ = s.read_to_string(&mut err);
+            }
+            return (status, err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sluice {args:?} was expected to exit but kept running");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Renders one request. Content-Length is sent for any body, and for POST
+/// and PUT even when the body is empty.
+pub fn build(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n").into_bytes();
+    let mut has_len = false;
+    for (n, v) in headers {
+        if n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding") {
+            has_len = true;
+        }
+        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+    }
+    if !has_len && (!body.is_empty() || method == "POST" || method == "PUT") {
+        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// A parsed response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub reason: String,
+    /// Header names lower-cased, in arrival order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.header(name).is_some()
+    }
+
+    /// Header value that must be present.
+    pub fn h(&self, name: &str) -> &str {
+        self.header(name).unwrap_or_else(|| panic!("missing header {name} in {self:?}"))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
+    }
+
+    /// The Stream-Next-Offset header.
+    pub fn next_offset(&self) -> String {
+        self.h("stream-next-offset").to_string()
+    }
+
+    /// Asserts the status, printing the whole response otherwise.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Resp {
+        assert_eq!(self.status, status, "unexpected status; headers {:?}, body {:?}", self.headers, self.text());
+        self
+    }
+}
+
+/// One client connection with its own read buffer (for pipelining).
+pub struct Conn {
+    pub sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn open(addr: SocketAddr) -> Conn {
+        let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        s.set_nodelay(true).expect("nodelay");
+        Conn::from_stream(s)
+    }
+
+    pub fn from_stream(sock: TcpStream) -> Conn {
+        Conn { sock, buf: Vec::new() }
+    }
+
+    pub fn set_read_timeout(&self, t: Duration) {
+        self.sock.set_read_timeout(Some(t)).expect("timeout");
+    }
+
+    /// Writes raw bytes.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.sock.write_all(bytes)?;
+        self.sock.flush()
+    }
+
+    /// Sends one request and reads its response.
+    #[track_caller]
+    pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+        self.send(&build(method, path, headers, body)).expect("write request");
+        self.read_response(method == "HEAD")
+    }
+
+    /// Reads one response; panics on error.
+    #[track_caller]
+    pub fn read_response(&mut self, head_request: bool) -> Resp {
+        match self.try_read_response(head_request) {
+            Ok(r) => r,
+            Err(e) => panic!("reading response failed: {e}; buffered: {:?}", String::from_utf8_lossy(&self.buf)),
+        }
+    }
+
+    /// Reads one response. A body is read by Content-Length, or to EOF when
+    /// the response has neither a length nor a bodyless status.
+    pub fn try_read_response(&mut self, head_request: bool) -> std::io::Result<Resp> {
+        let end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i;
+            }
+            if self.fill()? == 0 {
+                return Err(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "connection closed before a full response head",
+                ));
+            }
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).map_err(|_| bad_data("response head is not UTF-8"))?;
+        self.buf.drain(..end + 4);
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let mut parts = status_line.splitn(3, ' ');
+        let version = parts.next().unwrap_or("");
+        if version != "HTTP/1.1" {
+            return Err(bad_data(&format!("bad status line {status_line:?}")));
+        }
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad_data(&format!("bad status line {status_line:?}")))?;
+        let reason = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        for line in lines {
+            let (n, v) = line.split_once(':').ok_or_else(|| bad_data(&format!("bad header line {line:?}")))?;
+            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+        let mut resp = Resp { status, reason, headers, body: Vec::new() };
+        let bodyless = head_request || status < 200 || status == 204 || status == 304;
+        if bodyless {
+            return Ok(resp);
+        }
+        match resp.header("content-length") {
+            Some(len) => {
+                let len: usize = len.parse().map_err(|_| bad_data("bad content-length"))?;
+                while self.buf.len() < len {
+                    if self.fill()? == 0 {
+                        return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "connection closed mid-body"));
+                    }
+                }
+                resp.body = self.buf.drain(..len).collect();
+            }
+            None => {
+                while self.fill()? > 0 {}
+                resp.body = std::mem::take(&mut self.buf);
+            }
+        }
+        Ok(resp)
+    }
+
+    /// Reads until `pat` has arrived; returns everything up to and including it.
+    pub fn read_until(&mut self, pat: &[u8]) -> std::io::Result<Vec<u8>> {
+        loop {
+            if let Some(i) = find(&self.buf, pat) {
+                return Ok(self.buf.drain(..i + pat.len()).collect());
+            }
+            if self.fill()? == 0 {
+                return Err(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    format!(
+                        "closed before {:?}; got {:?}",
+                        String::from_utf8_lossy(pat),
+                        String::from_utf8_lossy(&self.buf)
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Reads until the peer closes; returns whatever was still buffered plus the rest.
+    pub fn read_to_eof(&mut self) -> std::io::Result<Vec<u8>> {
+        while self.fill()? > 0 {}
+        Ok(std::mem::take(&mut self.buf))
+    }
+
+    /// Bytes received but not yet consumed.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn fill(&mut self) -> std::io::Result<usize> {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self.sock.read(&mut chunk)?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+}
+
+fn bad_data(msg: &str) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, msg.to_string())
+}
+
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || hay.len() < needle.len() {
+        return None;
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Renders a byte position as an offset token.
+pub fn offset(n: u64) -> String {
+    format!("0000000000000000_{n:016}")
+}
+
+/// The byte position inside an offset token.
+pub fn offset_pos(token: &str) -> u64 {
+    let (epoch, pos) = token.split_once('_').unwrap_or_else(|| panic!("bad offset token {token:?}"));
+    assert_eq!(epoch, "0000000000000000", "offset epoch in {token:?}");
+    assert_eq!(pos.len(), 16, "offset width in {token:?}");
+    pos.parse().expect("offset digits")
+}
+
+/// Every byte value once, in order.
+pub fn all_bytes() -> Vec<u8> {
+    (0..=255u8).collect()
+}
