@@ -276,6 +276,15 @@ impl Store {
         streams.chain(self.bucket_segments.values().copied()).min()
     }
 
+    /// The stream at `key` for a write: missing is 404, a tombstone 410.
+    pub fn entry(&mut self, key: &StreamKey) -> Result<&mut Entry, StoreError> {
+        match self.streams.get_mut(key) {
+            None => Err(StoreError::NoStream),
+            Some(e) if e.state.deleted => Err(StoreError::Gone),
+            Some(e) => Ok(e),
+        }
+    }
+
     /// Whether `key` is a soft-deleted stream that forks still depend on (410).
     pub fn is_tombstone(&self, key: &StreamKey) -> bool {
         self.streams.get(key).is_some_and(|e| e.state.deleted)
@@ -490,7 +499,7 @@ impl Shard {
         let (lsn, handle, out) = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
-            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let e = st.entry(key)?;
             let (lsn, out) = self.append_one(e, input, now_ms).map_err(StoreError::Append)?;
             (lsn, e.state.handle, out)
         };
@@ -512,7 +521,7 @@ impl Shard {
         let (lsn, handle, results) = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
-            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let e = st.entry(key)?;
             let mut lsn = self.log.assigned();
             let mut results = Vec::with_capacity(frames.len());
             for frame in frames {
@@ -645,10 +654,7 @@ impl Shard {
         let lsn = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
-            if st.is_tombstone(key) {
-                return Err(StoreError::Gone);
-            }
-            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let e = st.entry(key)?;
             let handle = e.state.handle;
             e.signal.notify();
             if e.state.forks > 0 {
@@ -778,7 +784,7 @@ impl Shard {
         let lsn = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
-            let e = st.streams.get_mut(key).ok_or(StoreError::NoStream)?;
+            let e = st.entry(key)?;
             if e.state.attrs == attrs {
                 self.log.assigned()
             } else {
@@ -831,20 +837,20 @@ impl Shard {
     pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
         self.reserve(128).await?;
         let at = self.log.append(&record);
-        let lsn = at.lsn;
-        let mut st = self.store.borrow_mut();
-        match &record {
-            Record::BucketCreate { bucket, .. } => {
-                st.bucket_segments.insert(bucket.clone(), at.segment);
+        {
+            let mut st = self.store.borrow_mut();
+            match &record {
+                Record::BucketCreate { bucket, .. } => {
+                    st.bucket_segments.insert(bucket.clone(), at.segment);
+                }
+                Record::BucketDelete { bucket } => {
+                    st.bucket_segments.remove(bucket);
+                    st.reclaim_due = true;
+                }
+                _ => {}
             }
-            Record::BucketDelete { bucket } => {
-                st.bucket_segments.remove(bucket);
-                st.reclaim_due = true;
-            }
-            _ => {}
         }
-        drop(st);
-        self.log.durable(lsn).await?;
+        self.log.durable(at.lsn).await?;
         Ok(())
     }
 

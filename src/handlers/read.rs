@@ -114,8 +114,21 @@ pub fn resolve(ctx: &Ctx, key: &StreamKey, q: OffsetQuery, rq: Option<&RecordQue
     }
 }
 
-/// Reads visible bytes from `from` within `limit`.
+/// Reads visible bytes from `from` within `limit`. With `max_bytes` on a
+/// text stream the cut never splits a UTF-8 character: a trailing partial
+/// character is left for the next read, and a limit smaller than the first
+/// character returns that whole character.
 pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
+    let mut b = read_span(ctx, key, from, limit).await?;
+    if limit.exact && text(&b.content_type) {
+        if let Some(width) = trim_to_char_boundary(&mut b) {
+            b = read_span(ctx, key, from, Limit { bytes: width, ..limit }).await?;
+        }
+    }
+    Some(b)
+}
+
+async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
     let (parts, mut batch) = {
         let st = ctx.shard.store.borrow();
         let e = st.streams.get(key)?;
@@ -135,11 +148,15 @@ pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> 
                 break;
             }
             if len > room {
-                if end > from && (whole_messages || !limit.exact) {
-                    break;
-                }
                 if limit.exact && !whole_messages {
-                    len = room.max(1);
+                    // max_bytes on a byte stream: cut exactly at the limit.
+                    if room == 0 {
+                        break;
+                    }
+                    len = room;
+                } else if end > from {
+                    // Otherwise whole messages only, but at least one.
+                    break;
                 }
             }
             parts.push((m.shard, m.segment, m.pos + skip, len as u32));
@@ -174,22 +191,24 @@ pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> 
             return None;
         }
     }
-    if limit.exact && text(&batch.content_type) {
-        trim_to_char_boundary(&mut batch);
-    }
     Some(batch)
 }
 
-/// Drops a trailing partial UTF-8 character so text is never split mid-character
-/// (keeping at least one whole character).
-fn trim_to_char_boundary(b: &mut Batch) {
+/// Drops a trailing partial UTF-8 character. When not even the first
+/// character is complete, returns its width so the caller reads it whole.
+fn trim_to_char_boundary(b: &mut Batch) -> Option<u64> {
     let valid = match std::str::from_utf8(&b.data) {
-        Ok(_) => return,
+        Ok(_) => return None,
         Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => return,
+        Err(_) => return None,
     };
     if valid == 0 {
-        return;
+        let width = match b.data.first()? {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+        return Some(width);
     }
     let cut = b.data.len() - valid;
     b.data.truncate(valid);
@@ -199,6 +218,7 @@ fn trim_to_char_boundary(b: &mut Batch) {
     }
     b.up_to_date = false;
     b.closed = false;
+    None
 }
 
 /// The messages of a batch without JSON's trailing commas.
