@@ -688,6 +688,9 @@ impl Shard {
         if at > s.visible.tail {
             return Err((400, "Stream-Fork-Offset is beyond the source tail"));
         }
+        if s.json && !s.is_boundary(at) {
+            return Err((400, "Stream-Fork-Offset is not a message boundary of this JSON stream"));
+        }
         let mut inherited = Vec::new();
         let mut prefix = Vec::new();
         let mut prefix_messages = Vec::new();

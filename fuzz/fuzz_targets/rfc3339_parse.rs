@@ -1,0 +1,20 @@
+//! TTL and RFC 3339 parsing never panic; a parsed timestamp formats to a
+//! canonical one that parses to the same instant.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(s) = std::str::from_utf8(data) else { return };
+    if let Some(ttl) = parse_ttl(s) {
+        assert_eq!(ttl.to_string(), s);
+    }
+    if let Some(ms) = parse_rfc3339(s) {
+        let f = format_rfc3339(ms);
+        // Four-digit years only (an offset can push 9999-12-31 into 10000).
+        if f.len() == "2024-01-01T00:00:00.000Z".len() {
+            assert_eq!(parse_rfc3339(&f), Some(ms), "{s} -> {f}");
+        }
+    }
+});

@@ -1,0 +1,135 @@
+//! Disk full: the data dir is a small tmpfs. Appends until the disk is full
+//! must fail with 507 (or 503), never with a 2xx that is later lost; freeing
+//! space lets appends succeed again; after a restart every acknowledged byte
+//! is there and nothing else. Skipped (with the reason printed) when not root
+//! or when tmpfs cannot be mounted.
+
+mod harness;
+
+use harness::{temp_dir, Server};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Unmounts on drop, so a failing assertion does not leave the mount behind.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        // The mount point's parent is the test's temporary directory.
+        if let Some(parent) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(parent);
+        }
+    }
+}
+
+fn mount_tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
+    let uid = Command::new("id").arg("-u").output().map_err(|e| format!("cannot run id: {e}"))?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("not root".into());
+    }
+    let out = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("mount -t tmpfs failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(Mount(dir.to_path_buf()))
+}
+
+/// Appends `size` bytes to stream `i`; a 204 is recorded as acknowledged.
+fn append(s: &Server, paths: &[String], acked: &mut [Vec<u8>], i: usize, n: usize, size: usize) -> u16 {
+    let body: Vec<u8> =
+        format!("{i}:{n}:").bytes().chain(std::iter::repeat(b'a' + (n % 26) as u8)).take(size).collect();
+    let r = s.req("POST", &paths[i], &[("Content-Type", "text/plain")], &body);
+    match r.status {
+        204 => {
+            acked[i].extend_from_slice(&body);
+            assert_eq!(r.next_offset(), acked[i].len() as u64, "acknowledged offset");
+        }
+        507 | 503 => {}
+        other => panic!("append on a full disk got {other}: {}", r.text()),
+    }
+    r.status
+}
+
+#[test]
+fn full_disk_gives_507_loses_nothing_and_recovers() {
+    let dir = temp_dir("disk-full");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let _mount = match mount_tmpfs(&mnt, "8m") {
+        Ok(m) => m,
+        Err(why) => {
+            println!("SKIPPED full_disk_gives_507_loses_nothing_and_recovers: {why}");
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+    };
+    // An unrelated file to delete later: space that comes back.
+    let ballast = mnt.join("ballast");
+    std::fs::write(&ballast, vec![7u8; 2 << 20]).unwrap();
+    let data = mnt.join("data");
+    let args = ["--segment-bytes", "1048576"];
+    let s = Server::start_with_log(&data, &dir.join("server.log"), &args);
+
+    // Streams on both shards and both surfaces.
+    let r = s.req("PUT", "/fullbucket", &[], b"");
+    assert_eq!(r.status, 201);
+    let paths: Vec<String> =
+        (0..4).map(|i| if i % 2 == 0 { format!("/v1/stream/full/{i}") } else { format!("/fullbucket/s{i}") }).collect();
+    for p in &paths {
+        s.create(p, "text/plain");
+    }
+    let mut acked: Vec<Vec<u8>> = vec![Vec::new(); paths.len()];
+
+    // Fill the disk.
+    let mut n = 0;
+    let mut refused = 0;
+    let mut statuses = Vec::new();
+    while refused < 8 {
+        n += 1;
+        assert!(n < 400, "the disk never filled up");
+        let st = append(&s, &paths, &mut acked, n % paths.len(), n, 60_000);
+        statuses.push(st);
+        if st != 204 {
+            refused += 1;
+        }
+    }
+    // A record bigger than a segment needs a segment of its own: no room either.
+    for i in 0..paths.len() {
+        n += 1;
+        statuses.push(append(&s, &paths, &mut acked, i, n, 1_200_000));
+    }
+    println!("disk full after {} appends: {statuses:?}", statuses.len());
+    assert!(statuses.contains(&507), "expected 507 on a full disk, got {statuses:?}");
+    assert!(statuses.iter().take_while(|&&st| st == 204).count() > 10, "{statuses:?}");
+
+    // Free space: appends succeed again on every stream (the first attempts
+    // may still report the earlier failure).
+    std::fs::remove_file(&ballast).unwrap();
+    for i in 0..paths.len() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            n += 1;
+            if append(&s, &paths, &mut acked, i, n, 60_000) == 204 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "appends did not resume after space was freed: {}", s.output());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    // Restart: exactly the acknowledged bytes, in order, on every stream.
+    s.kill9();
+    let s = Server::start_with_log(&data, &dir.join("server.log"), &args);
+    for (i, p) in paths.iter().enumerate() {
+        let (got, tail) = s.read_all(p);
+        assert_eq!(tail, acked[i].len() as u64, "{p}: tail");
+        assert!(got == acked[i], "{p}: content differs from the acknowledged appends");
+    }
+    drop(s);
+}
