@@ -3,14 +3,14 @@
 //! elsewhere, answer, and repeat (keep-alive and pipelining).
 
 use crate::handlers::{self, Reply};
-use crate::http::body::{ChunkError, ChunkedDecoder};
-use crate::http::request::BodyKind;
-use crate::http::url::parse_target;
-use crate::http::{parse_head, Head, HeadError, Response};
 use crate::mesh::Message;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use sluice::http::body::{ChunkError, ChunkedDecoder};
+use sluice::http::request::BodyKind;
+use sluice::http::url::parse_target;
+use sluice::http::{parse_head, Head, HeadError, Response};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
@@ -81,7 +81,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         match reply {
             Reply::Full(resp) => {
                 let mut resp = resp;
-                if head.method == crate::http::Method::Head && resp.head_length.is_none() {
+                if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
                     // HEAD: announce the length, send no body.
                     resp.head_length = Some(resp.body.len());
                 }

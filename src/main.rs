@@ -3,7 +3,6 @@
 mod config;
 mod conn;
 mod handlers;
-mod http;
 mod mesh;
 mod server;
 mod shard;

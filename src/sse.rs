@@ -3,11 +3,11 @@
 //! streams, and a clean close after the stream's final control event.
 
 use crate::handlers::read::{envelope, messages, park, read_batch, render_body, Limit, View};
-use crate::http::Response;
 use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use sluice::http::Response;
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::core::media_type;
 use sluice_shards::offset::Offset;

@@ -1,8 +1,8 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
 use super::stream::{missing, store_error};
-use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
+use sluice::http::{Head, Method, Response};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 

@@ -2,9 +2,9 @@
 //! each acknowledged on its own, all made durable by one group commit.
 
 use super::stream::{json_stream, store_error};
-use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
 use serde_json::{json, Value};
+use sluice::http::{Head, Method, Response};
 use sluice_shards::core::append::AppendError;
 use sluice_shards::core::batch::{decode_frames, BatchError};
 use sluice_shards::offset::Offset;

@@ -2,9 +2,9 @@
 //! message after it, one MIME part per message, as `multipart/mixed`.
 
 use super::stream::{missing, JSON_RECORDS};
-use crate::http::url::Target;
-use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
+use sluice::http::url::Target;
+use sluice::http::{Head, Method, Response};
 use sluice_shards::offset::Offset;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;

@@ -1,10 +1,10 @@
 //! Buckets (extension section 1): create, metadata, listing and delete, run
 //! through the bucket's home shard and replicated to every shard.
 
-use crate::http::url::Target;
-use crate::http::{Method, Response};
 use crate::mesh::{BucketRep, BucketReq, Listed};
 use crate::shard::Ctx;
+use sluice::http::url::Target;
+use sluice::http::{Method, Response};
 use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
 use sluice_shards::log::Record;
 use sluice_shards::store::BucketInfo;

@@ -2,10 +2,10 @@
 //! its inherited message index and the materialized sub-offset prefix.
 
 use super::Route;
-use crate::http::url::parse_target;
-use crate::http::{Head, Response};
 use crate::mesh::{BucketRep, BucketReq};
 use crate::shard::Ctx;
+use sluice::http::url::parse_target;
+use sluice::http::{Head, Response};
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::media_type;
 use sluice_shards::ids::stream_shard;

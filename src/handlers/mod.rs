@@ -10,10 +10,10 @@ pub mod read;
 pub mod snapshot;
 pub mod stream;
 
-use crate::http::url::Target;
-use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use sluice::http::url::Target;
+use sluice::http::{Head, Method, Response};
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;

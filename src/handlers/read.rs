@@ -4,10 +4,10 @@
 
 use super::stream::{missing, JSON_RECORDS};
 use super::Reply;
-use crate::http::url::Target;
-use crate::http::{Head, Response};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use sluice::http::url::Target;
+use sluice::http::{Head, Response};
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::core::json::render_array;
 use sluice_shards::core::records::{self, RecordQuery, RecordRefusal};

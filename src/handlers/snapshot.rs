@@ -2,9 +2,9 @@
 //! the latest, delete, and moving the earliest retained offset.
 
 use super::stream::{missing, store_error, JSON_RECORDS};
-use crate::http::url::Target;
-use crate::http::{Head, Method, Response};
 use crate::shard::Ctx;
+use sluice::http::url::Target;
+use sluice::http::{Head, Method, Response};
 use sluice_shards::core::stream::Snapshot;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::{SnapshotAt, StreamKey};

@@ -4,10 +4,10 @@
 use super::attrs::canonical_attrs;
 use super::fork::fork_plan;
 use super::{read, Reply};
-use crate::http::url::Target;
-use crate::http::{Head, Method, Response};
 use crate::mesh::BucketReq;
 use crate::shard::Ctx;
+use sluice::http::url::Target;
+use sluice::http::{Head, Method, Response};
 use sluice_shards::core::append::{AppendError, AppendInput};
 use sluice_shards::core::create::{CreateError, CreateInput};
 use sluice_shards::core::producer::parse_producer_int;
