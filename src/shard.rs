@@ -165,7 +165,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     ctx.shard.purge_tombstones().await;
     if let Err(e) = ctx.shard.reclaim_space().await {
-        eprintln!("sluice: shard {id}: space reclamation failed: {e}");
+        eprintln!("sluice: shard {id}: space reclamation failed: {e:?}");
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
@@ -186,7 +186,7 @@ async fn reclaimer(ctx: Rc<Ctx>) {
         }
         if ctx.shard.store.borrow().reclaim_due {
             if let Err(e) = ctx.shard.reclaim_space().await {
-                eprintln!("sluice: shard {}: space reclamation failed: {e}", ctx.id);
+                eprintln!("sluice: shard {}: space reclamation failed: {e:?}", ctx.id);
             }
         }
     }

@@ -730,15 +730,38 @@ impl Shard {
     }
 
     /// Frees disk: deletes every sealed segment older than the oldest one a
-    /// live stream or bucket still needs (oldest first, so no gaps appear).
-    pub async fn reclaim_space(&self) -> std::io::Result<usize> {
-        let pinned = {
+    /// live stream still needs (oldest first, so no gaps appear). Bucket
+    /// records in those segments are copied forward first, so a long-lived
+    /// bucket never pins old segments.
+    pub async fn reclaim_space(&self) -> Result<usize, StoreError> {
+        let active = self.log.active_segment();
+        let (below, stale) = {
             let mut st = self.store.borrow_mut();
             st.reclaim_due = false;
-            st.lowest_pinned()
+            let below = st.streams.values().map(|e| e.state.first_segment).min().unwrap_or(active).min(active);
+            let stale: Vec<(String, u64)> = st
+                .bucket_segments
+                .iter()
+                .filter(|(_, seg)| **seg < below)
+                .filter_map(|(b, _)| st.home_buckets.get(b).map(|at| (b.clone(), *at)))
+                .collect();
+            (below, stale)
         };
-        let below = pinned.map_or(self.log.active_segment(), |p| p.min(self.log.active_segment()));
-        self.log.reclaim_below(below).await
+        let mut lsn = 0;
+        for (bucket, at_ms) in stale {
+            self.reserve(128).await?;
+            let mut st = self.store.borrow_mut();
+            // A bucket being deleted must not be re-created after its delete record.
+            let live = st.home_buckets.contains_key(&bucket) && st.buckets.get(&bucket).is_some_and(|b| !b.deleting);
+            if live {
+                let at = self.log.append(&Record::BucketCreate { bucket: bucket.clone(), at_ms });
+                st.bucket_segments.insert(bucket, at.segment);
+                lsn = at.lsn;
+            }
+        }
+        self.log.durable(lsn).await?;
+        let pinned = self.store.borrow().lowest_pinned().unwrap_or(below);
+        self.log.reclaim_below(below.min(pinned)).await.map_err(|e| StoreError::Log(LogError::Failed(e.to_string())))
     }
 
     /// Counts a fork recovered on some shard against stream `handle`.
