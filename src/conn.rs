@@ -72,12 +72,11 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 return;
             }
         };
-        // Shutdown drains in-flight requests, but not parked long-polls: they
-        // change nothing and may wait for minutes (their connections close).
-        let drained = usize::from(target.param("live") != Some("long-poll"));
-        ctx.in_flight.set(ctx.in_flight.get() + drained);
+        // Shutdown waits for in-flight requests; parked long-polls are woken
+        // by it and answer 204 at once.
+        ctx.in_flight.set(ctx.in_flight.get() + 1);
         let reply = handlers::handle(&ctx, &head, &target, route, body).await;
-        ctx.in_flight.set(ctx.in_flight.get() - drained);
+        ctx.in_flight.set(ctx.in_flight.get() - 1);
         match reply {
             Reply::Full(resp) => {
                 let mut resp = resp;

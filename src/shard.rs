@@ -27,11 +27,18 @@ pub struct Ctx {
     pub pending: Rc<Pending>,
     pub connections: Cell<usize>,
     pub in_flight: Cell<usize>,
+    /// Set (and notified) when shutdown begins: parked readers stop waiting.
+    pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
     rng: Cell<u64>,
 }
 
 impl Ctx {
+    /// Whether shutdown has begun.
+    pub fn stopping(&self) -> bool {
+        self.stopping.generation() > 0
+    }
+
     /// Wall-clock milliseconds (the protocol core never reads the clock itself).
     pub fn now_ms(&self) -> u64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
@@ -121,6 +128,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         pending: Rc::new(Pending::default()),
         connections: Cell::new(0),
         in_flight: Cell::new(0),
+        stopping: sluice_shards::signal::Signal::default(),
         waiters: Cell::new(0),
         rng: Cell::new(seed(id)),
     });
@@ -171,6 +179,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
     let _ = start.ready.send(Ok(()));
     accept_loop(&ctx, listener, &start.shutdown).await;
+    ctx.stopping.notify();
     drain(&ctx).await;
 }
 

@@ -199,7 +199,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
         )
         .await;
-        if gone {
+        if gone || ctx.stopping() {
             return;
         }
     }

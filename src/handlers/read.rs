@@ -406,7 +406,7 @@ async fn long_poll(
             return read_response(&b, view, "no-cache").header("stream-cursor", cursor());
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        if closed || left.is_zero() {
+        if closed || left.is_zero() || ctx.stopping() {
             let mut r = Response::new(204)
                 .header("stream-next-offset", Offset(tail).to_string())
                 .header("stream-up-to-date", "true")
@@ -430,9 +430,14 @@ async fn long_poll(
     }
 }
 
-/// Waits for a stream's signal or the timeout, counted against --max-waiters.
+/// Waits for a stream's signal, the timeout or shutdown, counted against
+/// --max-waiters.
 pub async fn park(ctx: &Ctx, signal: &Rc<Signal>, seen: u64, timeout: Duration) {
+    if ctx.stopping() {
+        return;
+    }
     ctx.waiters.set(ctx.waiters.get() + 1);
-    futures_lite::future::or(signal.changed(seen), glommio::timer::sleep(timeout)).await;
+    let woken = futures_lite::future::or(signal.changed(seen), ctx.stopping.changed(0));
+    futures_lite::future::or(woken, glommio::timer::sleep(timeout)).await;
     ctx.waiters.set(ctx.waiters.get() - 1);
 }
