@@ -3,11 +3,10 @@
 //! and hostile request paths. None of them may stop the server from serving
 //! others, and hostile input must change nothing.
 
-mod harness;
+mod common;
 
-use harness::{http, read_response, render, temp_dir, Server};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use common::{build, offset_pos, Conn, Server};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// Raises the open-file limit to the hard limit (the server inherits it).
@@ -22,37 +21,30 @@ fn raise_fd_limit() {
 }
 
 /// Reads until EOF or error; true if the peer closed (EOF or reset) within `limit`.
-fn closed_within(s: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
-    s.set_read_timeout(Some(limit)).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return (true, got),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (true, got),
-            Err(_) => return (false, got),
-        }
+fn closed_within(c: &mut Conn, limit: Duration) -> (bool, Vec<u8>) {
+    c.set_read_timeout(limit);
+    match c.read_to_eof() {
+        Ok(got) => (true, got),
+        Err(e) => (e.kind() == std::io::ErrorKind::ConnectionReset, c.buffered().to_vec()),
     }
 }
 
 fn assert_healthy(s: &Server) {
     let t = Instant::now();
-    let r = s.req("GET", "/v1/healthz", &[], b"");
+    let r = s.get("/v1/healthz");
     assert_eq!(r.status, 200);
     assert!(t.elapsed() < Duration::from_secs(1), "healthz took {:?}", t.elapsed());
 }
 
 #[test]
 fn slowloris_is_cut_off_by_the_request_timeout() {
-    let dir = temp_dir("attack-slowloris");
-    let s = Server::start(&dir.join("data"), &["--request-timeout", "1s", "--idle-timeout", "30s"]);
+    let s = Server::start_logged(&["--request-timeout", "1s", "--idle-timeout", "30s"]);
     s.create("/v1/stream/slow", "text/plain");
 
     // A head that never ends, one byte every 200 ms.
     let mut c = s.connect();
-    c.write_all(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
-    let mut w = c.try_clone().unwrap();
+    c.send(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    let mut w = c.sock.try_clone().unwrap();
     let trickle = std::thread::spawn(move || {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(200));
@@ -72,11 +64,9 @@ fn slowloris_is_cut_off_by_the_request_timeout() {
 
     // A body that never ends.
     let mut c = s.connect();
-    c.write_all(
-        b"POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n",
-    )
-    .unwrap();
-    let mut w = c.try_clone().unwrap();
+    c.send(b"POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n")
+        .unwrap();
+    let mut w = c.sock.try_clone().unwrap();
     let trickle = std::thread::spawn(move || {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(200));
@@ -93,32 +83,25 @@ fn slowloris_is_cut_off_by_the_request_timeout() {
     // The cut-off body appended nothing.
     assert_eq!(s.read_all("/v1/stream/slow"), (Vec::new(), 0));
     assert_healthy(&s);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn request_timeout_counts_from_the_first_byte_not_from_idle_time() {
     // A keep-alive connection idle for longer than --request-timeout (but
     // within --idle-timeout) whose next head arrives in two packets.
-    let dir = temp_dir("attack-idle-then-split");
-    let s = Server::start(&dir.join("data"), &["--request-timeout", "1s", "--idle-timeout", "5s"]);
+    let s = Server::start_logged(&["--request-timeout", "1s", "--idle-timeout", "5s"]);
     let mut c = s.connect();
-    c.write_all(&render("GET", "/v1/healthz", &[], b"", false)).unwrap();
-    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    assert_eq!(c.request("GET", "/v1/healthz", &[], b"").status, 200);
     std::thread::sleep(Duration::from_millis(1500));
-    c.write_all(b"GET /v1/healthz HTTP/1.1\r\n").unwrap();
+    c.send(b"GET /v1/healthz HTTP/1.1\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    c.write_all(b"Host: x\r\n\r\n").unwrap();
-    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
+    c.send(b"Host: x\r\n\r\n").unwrap();
+    assert_eq!(c.read_response(false).status, 200);
 }
 
 #[test]
 fn half_open_connection_is_closed_by_the_idle_timeout() {
-    let dir = temp_dir("attack-half-open");
-    let s = Server::start(&dir.join("data"), &["--idle-timeout", "1s"]);
+    let s = Server::start_logged(&["--idle-timeout", "1s"]);
     let mut silent = s.connect();
     let t = Instant::now();
     let (closed, got) = closed_within(&mut silent, Duration::from_secs(5));
@@ -128,21 +111,17 @@ fn half_open_connection_is_closed_by_the_idle_timeout() {
     assert!(took > Duration::from_millis(800) && took < Duration::from_millis(2500), "closed after {took:?}");
     // Idle again after a request: closed as well.
     let mut c = s.connect();
-    c.write_all(&render("GET", "/v1/healthz", &[], b"", false)).unwrap();
-    assert_eq!(read_response(&mut c, false).unwrap().status, 200);
+    assert_eq!(c.request("GET", "/v1/healthz", &[], b"").status, 200);
     let (closed, _) = closed_within(&mut c, Duration::from_secs(5));
     assert!(closed);
     assert_healthy(&s);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn slow_reader_is_dropped_by_the_idle_timeout() {
     // A client that asks for a lot and reads nothing must not hold its
     // connection (and its slot under --max-connections) forever.
-    let dir = temp_dir("attack-slow-reader");
-    let s = Server::start(&dir.join("data"), &["--idle-timeout", "1s", "--max-connections", "2"]);
+    let s = Server::start_logged(&["--idle-timeout", "1s", "--max-connections", "2"]);
     s.create("/v1/stream/big", "application/octet-stream");
     let chunk = vec![b'z'; 4 << 20];
     for _ in 0..2 {
@@ -150,43 +129,30 @@ fn slow_reader_is_dropped_by_the_idle_timeout() {
         assert_eq!(r.status, 204);
     }
     let mut c = s.connect();
-    let get = render("GET", "/v1/stream/big?offset=-1", &[], b"", false);
+    let get = build("GET", "/v1/stream/big?offset=-1", &[], b"");
     for _ in 0..16 {
-        c.write_all(&get).unwrap();
+        c.send(&get).unwrap();
     }
     std::thread::sleep(Duration::from_secs(4));
     // Now read: the server gave up on us, so the stream ends early.
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut total = 0usize;
-    let mut buf = vec![0u8; 1 << 20];
-    let closed = loop {
-        match c.read(&mut buf) {
-            Ok(0) => break true,
-            Ok(n) => total += n,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
-            Err(_) => break false,
-        }
-    };
+    let (closed, got) = closed_within(&mut c, Duration::from_secs(5));
+    let total = got.len();
     println!("slow reader got {total} of {} bytes before the server closed", 16 * (8 << 20));
     assert!(closed, "the server still holds a connection nobody reads from");
     assert!(total < 16 * (8 << 20));
     assert_healthy(&s);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn connection_flood_is_refused_and_existing_clients_keep_working() {
     raise_fd_limit();
-    let dir = temp_dir("attack-flood");
-    let s = Server::start(&dir.join("data"), &["--max-connections", "20", "--idle-timeout", "30s"]);
+    let s = Server::start_logged(&["--max-connections", "20", "--idle-timeout", "30s"]);
     s.create("/v1/stream/flood", "text/plain");
     // An established keep-alive client.
     let mut keep = s.connect();
-    keep.write_all(&render("POST", "/v1/stream/flood", &[("Content-Type", "text/plain")], b"before\n", false)).unwrap();
-    assert_eq!(read_response(&mut keep, false).unwrap().status, 204);
+    assert_eq!(keep.request("POST", "/v1/stream/flood", &[("Content-Type", "text/plain")], b"before\n").status, 204);
 
-    let mut flood: Vec<TcpStream> = (0..200).map(|_| s.connect()).collect();
+    let mut flood: Vec<Conn> = (0..200).map(|_| s.connect()).collect();
     std::thread::sleep(Duration::from_millis(500));
     let (mut refused, mut accepted) = (0, 0);
     for c in &mut flood {
@@ -206,41 +172,36 @@ fn connection_flood_is_refused_and_existing_clients_keep_working() {
     assert!(refused >= 160, "only {refused} refused");
 
     // The existing client still works, for reads and writes.
-    keep.write_all(&render("POST", "/v1/stream/flood", &[("Content-Type", "text/plain")], b"during\n", false)).unwrap();
-    assert_eq!(read_response(&mut keep, false).unwrap().status, 204);
-    keep.write_all(&render("GET", "/v1/stream/flood?offset=-1", &[], b"", false)).unwrap();
-    assert_eq!(read_response(&mut keep, false).unwrap().body, b"before\nduring\n");
+    assert_eq!(keep.request("POST", "/v1/stream/flood", &[("Content-Type", "text/plain")], b"during\n").status, 204);
+    assert_eq!(keep.request("GET", "/v1/stream/flood?offset=-1", &[], b"").body, b"before\nduring\n");
 
     // Once the flood is gone, new clients get in again.
     drop(flood);
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        match http(s.port, "GET", "/v1/healthz", &[], b"") {
+        match s.try_req("GET", "/v1/healthz", &[], b"") {
             Ok(r) if r.status == 200 => break,
             _ => assert!(Instant::now() < deadline, "new connections still refused after the flood"),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn two_thousand_parked_long_polls_do_not_stall_the_server() {
     raise_fd_limit();
-    let dir = temp_dir("attack-long-poll");
-    let s = Server::start(&dir.join("data"), &["--long-poll-timeout", "5s", "--idle-timeout", "30s"]);
+    let s = Server::start_logged(&["--long-poll-timeout", "5s", "--idle-timeout", "30s"]);
     let (quiet, woken, other) = ("/v1/stream/lp/quiet", "/lpbucket/woken", "/v1/stream/lp/other");
     assert_eq!(s.req("PUT", "/lpbucket", &[], b"").status, 201);
     for p in [quiet, woken, other] {
         s.create(p, "text/plain");
     }
     let started = Instant::now();
-    let mut parked: Vec<(TcpStream, bool)> = (0..2000)
+    let mut parked: Vec<(Conn, bool)> = (0..2000)
         .map(|i| {
             let path = if i % 4 == 0 { woken } else { quiet };
             let mut c = s.connect();
-            c.write_all(&render("GET", &format!("{path}?offset=now&live=long-poll"), &[], b"", false)).unwrap();
+            c.send(&build("GET", &format!("{path}?offset=now&live=long-poll"), &[], b"")).unwrap();
             (c, path == woken)
         })
         .collect();
@@ -260,7 +221,7 @@ fn two_thousand_parked_long_polls_do_not_stall_the_server() {
     assert_eq!(r.status, 204);
     let t = Instant::now();
     for (c, _) in parked.iter_mut().filter(|(_, w)| *w) {
-        let r = read_response(c, false).unwrap();
+        let r = c.read_response(false);
         assert_eq!((r.status, r.body.as_slice()), (200, &b"wake\n"[..]));
     }
     println!("500 woken readers answered in {:?}", t.elapsed());
@@ -268,29 +229,26 @@ fn two_thousand_parked_long_polls_do_not_stall_the_server() {
 
     // The others time out with 204 at the tail.
     for (c, _) in parked.iter_mut().filter(|(_, w)| !*w) {
-        let r = read_response(c, false).unwrap();
+        let r = c.read_response(false);
         assert_eq!(r.status, 204);
         assert_eq!(r.header("stream-up-to-date"), Some("true"));
-        assert_eq!(r.next_offset(), 0);
+        assert_eq!(offset_pos(&r.next_offset()), 0);
     }
     let took = started.elapsed();
     println!("1500 quiet readers got 204 after {took:?}");
     assert!(took > Duration::from_millis(4500) && took < Duration::from_secs(12), "{took:?}");
     assert_healthy(&s);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn hostile_paths_are_refused_and_change_nothing() {
-    let dir = temp_dir("attack-paths");
-    let data = dir.join("data");
-    let s = Server::start(&data, &["--segment-bytes", "1048576"]);
+    let s = Server::start_logged(&["--segment-bytes", "1048576"]);
+    let data = &s.data_dir;
     assert_eq!(s.req("PUT", "/hostile", &[], b"").status, 201);
     s.create("/hostile/ok", "text/plain");
     let snapshot = || -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
-        for shard in std::fs::read_dir(&data).unwrap() {
+        for shard in std::fs::read_dir(data).unwrap() {
             let shard = shard.unwrap().path();
             if shard.is_dir() {
                 for f in std::fs::read_dir(&shard).unwrap() {
@@ -348,6 +306,4 @@ fn hostile_paths_are_refused_and_change_nothing() {
     assert_eq!(s.read_all("/hostile/ok"), (Vec::new(), 0));
     assert!(snapshot() == before, "hostile requests changed the log");
     assert_healthy(&s);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,12 +12,13 @@
 //!   non-zero exit and a message naming the file; restoring the file brings
 //!   everything back.
 //!
-//! Self-contained: a tiny std::net HTTP client, no shared test helpers.
+//! Starts and talks to the server through the shared helpers in `common`.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use common::{offset_pos, Launch, Server, TempDir};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------ helpers
@@ -27,145 +28,31 @@ const SMALL: &[&str] = &["--segment-bytes", "1048576"];
 /// Several segments from a few hundred KiB of data.
 const TINY: &[&str] = &["--segment-bytes", "65536"];
 
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    fn next_offset(&self) -> u64 {
-        let v = self.header("stream-next-offset").expect("Stream-Next-Offset");
-        v.rsplit('_').next().unwrap().parse().unwrap()
-    }
-}
-
-/// One request on its own connection (`Connection: close`).
-fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Resp> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    s.write_all(req.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("no response head in {:?}", String::from_utf8_lossy(&raw))))?;
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[end + 4..].to_vec();
-    if let Some(n) = headers.iter().find(|(k, _)| k == "content-length").map(|(_, v)| v.parse::<usize>().unwrap()) {
-        body.truncate(n);
-    }
-    Ok(Resp { status, headers, body })
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-corruption-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Starts the server on `dir/data`; `Err` carries the exit status and output
-/// when it refuses to start.
-fn try_start(dir: &Path, extra: &[&str]) -> Result<Server, (Option<i32>, String)> {
-    let log_path = dir.join("server.log");
-    for _ in 0..5 {
-        let port = free_port();
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--shards", "2", "--data-dir"])
-            .arg(dir.join("data"))
-            .args(extra)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Some(status) = child.try_wait().unwrap() {
-                let out = std::fs::read_to_string(&log_path).unwrap_or_default();
-                if out.contains("address already in use") {
-                    break;
-                }
-                return Err((status.code(), out));
-            }
-            if http(port, "GET", "/v1/healthz", &[], b"").is_ok_and(|r| r.status == 200) {
-                return Ok(Server { child, port });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if child.try_wait().unwrap().is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("server did not start within 15 s");
-        }
-    }
-    panic!("no free port");
+/// Starts the server on `dir/data` (output in `dir/server.log`); `Err`
+/// carries the exit status and output when it refuses to start.
+fn try_start(dir: &Path, extra: &[&str]) -> Result<Server, (ExitStatus, String)> {
+    let launch = Launch { io_timeout: Duration::from_secs(10), ..Launch::logged(&dir.join("server.log"), extra) };
+    Server::try_launch(&dir.join("data"), launch)
 }
 
 fn start(dir: &Path, extra: &[&str]) -> Server {
-    try_start(dir, extra).unwrap_or_else(|(code, out)| panic!("server refused to start ({code:?}): {out}"))
+    try_start(dir, extra).unwrap_or_else(|(status, out)| panic!("server refused to start ({status}): {out}"))
 }
 
-impl Server {
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-
-    fn req(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-        http(self.port, method, path, headers, body).unwrap()
-    }
-
-    /// Appends and returns the acknowledged Stream-Next-Offset.
-    fn append(&self, path: &str, body: &[u8]) -> u64 {
-        let r = self.req("POST", path, &[("Content-Type", "text/plain")], body);
-        assert_eq!(r.status, 204, "append: {}", String::from_utf8_lossy(&r.body));
-        r.next_offset()
-    }
-
-    /// The whole stream (small streams: one response) and its tail.
-    fn read(&self, path: &str) -> (Vec<u8>, u64) {
-        let r = self.req("GET", &format!("{path}?offset=-1"), &[], b"");
-        assert_eq!(r.status, 200, "read: {}", String::from_utf8_lossy(&r.body));
-        assert_eq!(r.header("stream-up-to-date"), Some("true"));
-        let tail = r.next_offset();
-        (r.body, tail)
-    }
+/// Appends and returns the acknowledged Stream-Next-Offset.
+fn append(s: &Server, path: &str, body: &[u8]) -> u64 {
+    let r = s.req("POST", path, &[("Content-Type", "text/plain")], body);
+    assert_eq!(r.status, 204, "append: {}", r.text());
+    offset_pos(&r.next_offset())
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The whole stream (small streams: one response) and its tail.
+fn read(s: &Server, path: &str) -> (Vec<u8>, u64) {
+    let r = s.get(&format!("{path}?offset=-1"));
+    assert_eq!(r.status, 200, "read: {}", r.text());
+    assert_eq!(r.header("stream-up-to-date"), Some("true"));
+    let tail = offset_pos(&r.next_offset());
+    (r.body, tail)
 }
 
 /// Writes `n` acknowledged records of about `size` bytes to a new text
@@ -181,7 +68,7 @@ fn fill(s: &Server, path: &str, n: usize, size: usize) -> Vec<(Vec<u8>, u64)> {
             body.push(b'a' + ((i * 7 + body.len()) % 26) as u8);
         }
         body.push(b'\n');
-        let next = s.append(path, &body);
+        let next = append(s, path, &body);
         end += body.len() as u64;
         assert_eq!(next, end, "acknowledged offset");
         out.push((body, next));
@@ -247,8 +134,8 @@ fn sibling(seg: &Path, no: u32) -> PathBuf {
 fn refused(dir: &Path, extra: &[&str]) -> String {
     match try_start(dir, extra) {
         Ok(_) => panic!("server started on a damaged log"),
-        Err((code, out)) => {
-            assert_ne!(code, Some(0), "refusal must exit non-zero: {out}");
+        Err((status, out)) => {
+            assert_ne!(status.code(), Some(0), "refusal must exit non-zero: {out}");
             out
         }
     }
@@ -258,36 +145,35 @@ fn refused(dir: &Path, extra: &[&str]) -> String {
 
 /// Damages the last record (`body` at `at` in `seg`) and checks the restart.
 fn torn_tail(name: &str, damage: impl FnOnce(&Path, usize)) {
-    let dir = temp_dir(name);
-    let s = start(&dir, SMALL);
+    let tmp = TempDir::new(name);
+    let dir = tmp.path();
+    let mut s = start(dir, SMALL);
     let path = "/v1/stream/torn";
     let recs = fill(&s, path, 30, 120);
-    s.kill9();
+    s.kill();
     let (last_body, _) = recs.last().unwrap();
-    let (seg, at) = locate(&dir, last_body);
+    let (seg, at) = locate(dir, last_body);
     // The newest segment with records is followed by the preallocated next one.
     let next = sibling(&seg, segment_no(&seg) + 1);
     assert!(next.exists(), "expected a preallocated {}", next.display());
     assert!(std::fs::read(&next).unwrap().iter().all(|b| *b == 0));
     damage(&seg, at);
 
-    let s = start(&dir, SMALL);
+    let mut s = start(dir, SMALL);
     let kept = &recs[..recs.len() - 1];
-    let (data, tail) = s.read(path);
+    let (data, tail) = read(&s, path);
     assert_eq!(tail, kept.last().unwrap().1, "the torn record is gone");
     assert_eq!(data, concat(kept), "every earlier acknowledged byte is intact");
     // The log resumes cleanly: new writes land at the tail and survive.
-    let after = s.append(path, b"after-repair\n");
+    let after = append(&s, path, b"after-repair\n");
     assert_eq!(after, tail + 13);
-    s.kill9();
-    let s = start(&dir, SMALL);
-    let (data2, tail2) = s.read(path);
+    s.kill();
+    let s = start(dir, SMALL);
+    let (data2, tail2) = read(&s, path);
     assert_eq!(tail2, after);
     let mut want = concat(kept);
     want.extend_from_slice(b"after-repair\n");
     assert_eq!(data2, want);
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -321,64 +207,64 @@ fn truncated_tail_record_is_dropped() {
 
 #[test]
 fn bit_flip_before_valid_records_refuses_to_start() {
-    let dir = temp_dir("bitflip");
-    let s = start(&dir, SMALL);
+    let tmp = TempDir::new("bitflip");
+    let dir = tmp.path();
+    let mut s = start(dir, SMALL);
     let recs = fill(&s, "/v1/stream/flip", 30, 100);
-    s.kill9();
-    let (seg, at) = locate(&dir, &recs[10].0);
+    s.kill();
+    let (seg, at) = locate(dir, &recs[10].0);
     let original = std::fs::read(&seg).unwrap();
     let mut buf = original.clone();
     buf[at + 50] ^= 0x01;
     std::fs::write(&seg, &buf).unwrap();
 
     let t = Instant::now();
-    let out = refused(&dir, SMALL);
+    let out = refused(dir, SMALL);
     assert!(t.elapsed() < Duration::from_secs(10));
     assert!(out.contains(&seg.display().to_string()), "message names the file: {out}");
     assert!(out.contains("damaged record at byte"), "{out}");
 
     // The refusal changed nothing: with the file restored all data is back.
     std::fs::write(&seg, &original).unwrap();
-    let s = start(&dir, SMALL);
-    assert_eq!(s.read("/v1/stream/flip").0, concat(&recs));
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
+    let s = start(dir, SMALL);
+    assert_eq!(read(&s, "/v1/stream/flip").0, concat(&recs));
 }
 
 #[test]
 fn zeroed_record_before_valid_records_refuses_to_start() {
     // A lost block reads as zeros, like the unwritten end of a segment.
-    let dir = temp_dir("zeroed");
-    let s = start(&dir, SMALL);
+    let tmp = TempDir::new("zeroed");
+    let dir = tmp.path();
+    let mut s = start(dir, SMALL);
     let recs = fill(&s, "/v1/stream/zeroed", 30, 100);
-    s.kill9();
-    let (seg, at) = locate(&dir, &recs[10].0);
+    s.kill();
+    let (seg, at) = locate(dir, &recs[10].0);
     let mut buf = std::fs::read(&seg).unwrap();
     let (from, to) = frames(&buf).into_iter().find(|&(a, b)| a <= at && at < b).unwrap();
     buf[from..to].fill(0);
     std::fs::write(&seg, &buf).unwrap();
-    let out = refused(&dir, SMALL);
+    let out = refused(dir, SMALL);
     assert!(out.contains(&seg.display().to_string()), "message names the file: {out}");
     assert!(out.contains(&format!("zeroed record at byte {from}")), "{out}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn missing_or_damaged_older_segment_refuses_to_start() {
     const SMALL: &[&str] = TINY;
-    let dir = temp_dir("missing");
-    let s = start(&dir, TINY);
+    let tmp = TempDir::new("missing");
+    let dir = tmp.path();
+    let mut s = start(dir, TINY);
     let path = "/v1/stream/many-segments";
     let recs = fill(&s, path, 48, 8000);
-    s.kill9();
-    let (last_seg, _) = locate(&dir, &recs.last().unwrap().0);
+    s.kill();
+    let (last_seg, _) = locate(dir, &recs.last().unwrap().0);
     assert!(segment_no(&last_seg) >= 4, "expected several segments, newest is {}", last_seg.display());
 
     // A segment in the middle.
     let seg2 = sibling(&last_seg, 2);
     let saved = std::fs::read(&seg2).unwrap();
     std::fs::remove_file(&seg2).unwrap();
-    let out = refused(&dir, SMALL);
+    let out = refused(dir, SMALL);
     assert!(out.contains(&seg2.display().to_string()), "message names the missing file: {out}");
     assert!(out.contains("segment 2 is missing"), "{out}");
     std::fs::write(&seg2, &saved).unwrap();
@@ -387,7 +273,7 @@ fn missing_or_damaged_older_segment_refuses_to_start() {
     let seg1 = sibling(&last_seg, 1);
     let saved1 = std::fs::read(&seg1).unwrap();
     std::fs::remove_file(&seg1).unwrap();
-    let out = refused(&dir, SMALL);
+    let out = refused(dir, SMALL);
     assert!(out.contains(&seg1.display().to_string()), "message names the missing file: {out}");
     assert!(out.contains("segment 1 is missing"), "{out}");
     std::fs::write(&seg1, &saved1).unwrap();
@@ -398,15 +284,13 @@ fn missing_or_damaged_older_segment_refuses_to_start() {
     let (from, to) = *frames(&buf).last().unwrap();
     buf[(from + to) / 2] ^= 0x04;
     std::fs::write(&seg2, &buf).unwrap();
-    let out = refused(&dir, SMALL);
+    let out = refused(dir, SMALL);
     assert!(out.contains(&seg2.display().to_string()), "message names the file: {out}");
     std::fs::write(&seg2, &saved).unwrap();
 
     // Restored: everything is there.
-    let s = start(&dir, SMALL);
-    let (data, tail) = s.read(path);
+    let s = start(dir, SMALL);
+    let (data, tail) = read(&s, path);
     assert_eq!(tail, recs.last().unwrap().1);
     assert_eq!(data, concat(&recs));
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }

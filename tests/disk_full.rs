@@ -4,9 +4,9 @@
 //! is there and nothing else. Skipped (with the reason printed) when not root
 //! or when tmpfs cannot be mounted.
 
-mod harness;
+mod common;
 
-use harness::{temp_dir, Server};
+use common::{offset_pos, Launch, Server, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -17,10 +17,6 @@ struct Mount(PathBuf);
 impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        // The mount point's parent is the test's temporary directory.
-        if let Some(parent) = self.0.parent() {
-            let _ = std::fs::remove_dir_all(parent);
-        }
     }
 }
 
@@ -48,7 +44,7 @@ fn append(s: &Server, paths: &[String], acked: &mut [Vec<u8>], i: usize, n: usiz
     match r.status {
         204 => {
             acked[i].extend_from_slice(&body);
-            assert_eq!(r.next_offset(), acked[i].len() as u64, "acknowledged offset");
+            assert_eq!(offset_pos(&r.next_offset()), acked[i].len() as u64, "acknowledged offset");
         }
         507 | 503 => {}
         other => panic!("append on a full disk got {other}: {}", r.text()),
@@ -58,14 +54,13 @@ fn append(s: &Server, paths: &[String], acked: &mut [Vec<u8>], i: usize, n: usiz
 
 #[test]
 fn full_disk_gives_507_loses_nothing_and_recovers() {
-    let dir = temp_dir("disk-full");
-    let mnt = dir.join("mnt");
+    let dir = TempDir::new("disk-full");
+    let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let _mount = match mount_tmpfs(&mnt, "8m") {
         Ok(m) => m,
         Err(why) => {
             println!("SKIPPED full_disk_gives_507_loses_nothing_and_recovers: {why}");
-            let _ = std::fs::remove_dir_all(&dir);
             return;
         }
     };
@@ -73,8 +68,7 @@ fn full_disk_gives_507_loses_nothing_and_recovers() {
     let ballast = mnt.join("ballast");
     std::fs::write(&ballast, vec![7u8; 2 << 20]).unwrap();
     let data = mnt.join("data");
-    let args = ["--segment-bytes", "1048576"];
-    let s = Server::start_with_log(&data, &dir.join("server.log"), &args);
+    let mut s = Server::launch(&data, Launch::logged(&dir.path().join("server.log"), &["--segment-bytes", "1048576"]));
 
     // Streams on both shards and both surfaces.
     let r = s.req("PUT", "/fullbucket", &[], b"");
@@ -124,12 +118,10 @@ fn full_disk_gives_507_loses_nothing_and_recovers() {
     }
 
     // Restart: exactly the acknowledged bytes, in order, on every stream.
-    s.kill9();
-    let s = Server::start_with_log(&data, &dir.join("server.log"), &args);
+    s.restart_after_kill();
     for (i, p) in paths.iter().enumerate() {
         let (got, tail) = s.read_all(p);
         assert_eq!(tail, acked[i].len() as u64, "{p}: tail");
         assert!(got == acked[i], "{p}: content differs from the acknowledged appends");
     }
-    drop(s);
 }

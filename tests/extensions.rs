@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{build, find, offset, Conn, Resp, Server};
+use common::{build, find, offset, sse_events, Conn, Resp, Server};
 use serde_json::{json, Value};
 
 const TEXT: &str = "text/plain";
@@ -98,25 +98,6 @@ fn multipart(r: &Resp) -> Vec<Part> {
 
 fn part(content_type: &str, body: &[u8]) -> Part {
     Part { content_type: content_type.to_string(), body: body.to_vec() }
-}
-
-/// Splits raw SSE bytes into (event, data) pairs.
-fn sse_events(raw: &[u8]) -> Vec<(String, String)> {
-    let text = String::from_utf8(raw.to_vec()).expect("SSE is UTF-8");
-    let mut out = Vec::new();
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let mut event = String::new();
-        let mut data: Vec<&str> = Vec::new();
-        for line in block.lines() {
-            if let Some(e) = line.strip_prefix("event:") {
-                event = e.trim().to_string();
-            } else if let Some(d) = line.strip_prefix("data:") {
-                data.push(d.strip_prefix(' ').unwrap_or(d));
-            }
-        }
-        out.push((event, data.join("\n")));
-    }
-    out
 }
 
 /// Opens an SSE read and returns the connection and its lower-cased head.

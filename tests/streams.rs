@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{all_bytes, offset, offset_pos, Server};
+use common::{all_bytes, offset, offset_pos, sse_events, Server};
 use std::time::{Duration, Instant};
 
 const BUCKET: &str = "tbucket";
@@ -495,25 +495,6 @@ fn long_poll_is_woken_by_an_append_on_another_connection() {
         let r = waiter.request("GET", &format!("{path}?offset=-1"), &[], b"");
         assert_eq!(r.expect(200).body, b"before\x00new\xff");
     });
-}
-
-/// Parses SSE events (event name, data joined with '\n') from raw bytes.
-fn sse_events(raw: &[u8]) -> Vec<(String, String)> {
-    let text = String::from_utf8(raw.to_vec()).expect("SSE is UTF-8");
-    let mut out = Vec::new();
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let mut event = String::new();
-        let mut data: Vec<&str> = Vec::new();
-        for line in block.lines() {
-            if let Some(e) = line.strip_prefix("event:") {
-                event = e.trim().to_string();
-            } else if let Some(d) = line.strip_prefix("data:") {
-                data.push(d.strip_prefix(' ').unwrap_or(d));
-            }
-        }
-        out.push((event, data.join("\n")));
-    }
-    out
 }
 
 #[test]

@@ -55,13 +55,62 @@ fn sluice_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
 
+/// How a server is started; kept so that a restart uses the same settings.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub shards: usize,
+    /// Extra command-line flags.
+    pub extra: Vec<String>,
+    /// Adds `--long-poll-timeout 1s` and `--segment-bytes` [`TEST_SEGMENT_BYTES`]
+    /// unless `extra` sets them; without it the server's own defaults apply.
+    pub quick_defaults: bool,
+    /// Where the server's stdout and stderr go (the file is created afresh
+    /// on every start). Without one, stdout is discarded and stderr is kept
+    /// for start-up errors.
+    pub log: Option<PathBuf>,
+    /// How long a start may take to answer /v1/healthz before it counts as
+    /// stalled (see STALLS below).
+    pub start_timeout: Duration,
+    /// Read timeout of the connections `Server::connect` and `Server::req` open.
+    pub io_timeout: Duration,
+}
+
+impl Launch {
+    /// The protocol tests' setup: `shards` shards, a 1 s long-poll timeout and
+    /// 4 MiB log segments unless `extra` says otherwise, stderr kept only for
+    /// start-up errors, 5 s to start, [`IO_TIMEOUT`] reads.
+    pub fn quick(shards: usize, extra: &[&str]) -> Launch {
+        Launch {
+            shards,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            quick_defaults: true,
+            log: None,
+            start_timeout: START_TIMEOUT,
+            io_timeout: IO_TIMEOUT,
+        }
+    }
+
+    /// The operational tests' setup: 2 shards and the server's own defaults
+    /// for whatever `extra` leaves out, stdout and stderr to `log`, 15 s to
+    /// start, 15 s reads.
+    pub fn logged(log: &Path, extra: &[&str]) -> Launch {
+        Launch {
+            shards: 2,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            quick_defaults: false,
+            log: Some(log.to_path_buf()),
+            start_timeout: Duration::from_secs(15),
+            io_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
 /// A running sluice process, killed (SIGKILL) on drop.
 pub struct Server {
     child: Option<Child>,
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
-    shards: usize,
-    extra: Vec<String>,
+    launch: Launch,
     own_dir: Option<TempDir>,
 }
 
@@ -82,26 +131,46 @@ impl Server {
 
     /// Starts on `data_dir` (not removed on drop) with `shards` shards.
     pub fn start_in(data_dir: &Path, shards: usize, extra: &[&str]) -> Server {
-        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Server::launch(data_dir, Launch::quick(shards, extra))
+    }
+
+    /// A [`Launch::logged`] server in its own temporary directory: data in
+    /// `DIR/data`, output in `DIR/server.log`.
+    pub fn start_logged(extra: &[&str]) -> Server {
+        let dir = TempDir::new("logged");
+        let mut s = Server::launch(&dir.path().join("data"), Launch::logged(&dir.path().join("server.log"), extra));
+        s.own_dir = Some(dir);
+        s
+    }
+
+    /// Starts on `data_dir` (not removed on drop) as `launch` says; panics
+    /// if the server exits instead of starting.
+    pub fn launch(data_dir: &Path, launch: Launch) -> Server {
+        Server::try_launch(data_dir, launch)
+            .unwrap_or_else(|(status, out)| panic!("sluice did not start: exited with {status}: {out}"))
+    }
+
+    /// As `launch`; a server that exits instead of starting gives its exit
+    /// status and output.
+    pub fn try_launch(data_dir: &Path, launch: Launch) -> Result<Server, (ExitStatus, String)> {
         // The port is free when probed but could be taken before sluice binds
         // it; retry with a fresh port if that happens. A start that never
         // answers /v1/healthz is also retried (see STALLS below).
         let mut errors = Vec::new();
         for _ in 0..4 {
             let port = free_port();
-            match spawn_ready(data_dir, port, shards, &extra) {
+            match spawn_ready(data_dir, port, &launch) {
                 Ok(child) => {
-                    return Server {
+                    return Ok(Server {
                         child: Some(child),
                         addr: SocketAddr::from(([127, 0, 0, 1], port)),
                         data_dir: data_dir.to_path_buf(),
-                        shards,
-                        extra,
+                        launch,
                         own_dir: None,
-                    };
+                    });
                 }
                 Err(Spawn::Retry(e)) => errors.push(e),
-                Err(Spawn::Fatal(e)) => panic!("sluice did not start: {e}"),
+                Err(Spawn::Exited(status, out)) => return Err((status, out)),
             }
         }
         panic!("sluice did not start: {errors:#?}");
@@ -117,28 +186,33 @@ impl Server {
 
     /// Sends SIGTERM and waits (at most 10 s) for the process to exit.
     pub fn terminate(&mut self) -> ExitStatus {
+        self.sigterm(Duration::from_secs(10)).0
+    }
+
+    /// Sends SIGTERM and waits at most `limit` for the process to exit;
+    /// returns its exit status and how long the exit took.
+    pub fn sigterm(&mut self, limit: Duration) -> (ExitStatus, Duration) {
         let mut c = self.child.take().expect("server is running");
         let pid = libc::pid_t::try_from(c.id()).expect("pid fits");
+        let started = Instant::now();
         // SAFETY: plain kill(2) on our own child, which has not been reaped.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(sent, 0, "kill -TERM {pid}: {}", std::io::Error::last_os_error());
         loop {
             if let Some(status) = c.try_wait().expect("try_wait") {
-                return status;
+                return (status, started.elapsed());
             }
-            if Instant::now() > deadline {
+            if started.elapsed() > limit {
                 let _ = c.kill();
                 let _ = c.wait();
-                panic!("sluice did not exit within 10s of SIGTERM");
+                panic!("sluice did not exit within {limit:?} of SIGTERM");
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
     /// Kills the process (SIGKILL) and starts a new one on the same data
-    /// dir, shard count and flags (on a new port).
+    /// dir with the same settings (on a new port).
     pub fn restart_after_kill(&mut self) {
         self.kill();
         self.start_again();
@@ -147,8 +221,7 @@ impl Server {
     /// Starts a new process on the same data dir after this one stopped.
     pub fn start_again(&mut self) {
         assert!(self.child.is_none(), "the old process is still running");
-        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
-        let mut next = Server::start_in(&self.data_dir, self.shards, &extra);
+        let mut next = Server::launch(&self.data_dir, self.launch.clone());
         self.addr = next.addr;
         self.child = next.child.take();
     }
@@ -161,14 +234,26 @@ impl Server {
         }
     }
 
+    /// What the server wrote to its log so far (empty without a log).
+    pub fn output(&self) -> String {
+        self.launch.log.as_deref().map(read_output).unwrap_or_default()
+    }
+
     /// A new keep-alive connection.
     pub fn connect(&self) -> Conn {
-        Conn::open(self.addr)
+        Conn::open_with_timeout(self.addr, self.launch.io_timeout)
     }
 
     /// One request on a fresh connection.
     pub fn req(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
         self.connect().request(method, path, headers, body)
+    }
+
+    /// As `req`, with connection and read errors returned instead of panicking.
+    pub fn try_req(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> std::io::Result<Resp> {
+        let sock = TcpStream::connect(self.addr)?;
+        sock.set_read_timeout(Some(self.launch.io_timeout))?;
+        Conn::from_stream(sock).try_request(method, path, headers, body)
     }
 
     pub fn get(&self, path: &str) -> Resp {
@@ -192,6 +277,30 @@ impl Server {
     pub fn post(&self, path: &str, content_type: &str, body: &[u8]) -> Resp {
         self.req("POST", path, &[("Content-Type", content_type)], body)
     }
+
+    /// Creates an empty stream; 200 (it already exists alike) is fine too.
+    #[track_caller]
+    pub fn create(&self, path: &str, content_type: &str) {
+        let r = self.put(path, content_type, b"");
+        assert!(r.status == 201 || r.status == 200, "PUT {path}: {} {}", r.status, r.text());
+    }
+
+    /// The whole stream and the byte position of its tail, following
+    /// Stream-Next-Offset until the server says it is up to date.
+    #[track_caller]
+    pub fn read_all(&self, path: &str) -> (Vec<u8>, u64) {
+        let mut out = Vec::new();
+        let mut at = 0u64;
+        loop {
+            let r = self.get(&format!("{path}?offset={}", offset(at)));
+            assert_eq!(r.status, 200, "GET {path}: {}", r.text());
+            out.extend_from_slice(&r.body);
+            at = offset_pos(&r.next_offset());
+            if r.header("stream-up-to-date") == Some("true") {
+                return (out, at);
+            }
+        }
+    }
 }
 
 impl Drop for Server {
@@ -204,7 +313,8 @@ impl Drop for Server {
 enum Spawn {
     /// Worth another attempt: the port was taken, or the process stalled.
     Retry(String),
-    Fatal(String),
+    /// The process exited on its own: its status and output.
+    Exited(ExitStatus, String),
 }
 
 // STALLS: under CPU contention a sluice process occasionally stops making
@@ -216,8 +326,8 @@ enum Spawn {
 // deterministic.
 
 /// Spawns sluice and waits until /v1/healthz answers 200. On an early exit
-/// the error carries the process's stderr.
-fn spawn_ready(data_dir: &Path, port: u16, shards: usize, extra: &[String]) -> Result<Child, Spawn> {
+/// the error carries the process's output.
+fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spawn> {
     let mut cmd = Command::new(sluice_bin());
     cmd.arg("serve")
         .arg("--listen")
@@ -225,25 +335,34 @@ fn spawn_ready(data_dir: &Path, port: u16, shards: usize, extra: &[String]) -> R
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--shards")
-        .arg(shards.to_string());
-    if !extra.iter().any(|a| a == "--long-poll-timeout") {
+        .arg(launch.shards.to_string());
+    let extra = &launch.extra;
+    if launch.quick_defaults && !extra.iter().any(|a| a == "--long-poll-timeout") {
         cmd.arg("--long-poll-timeout").arg("1s");
     }
-    if !extra.iter().any(|a| a == "--segment-bytes") {
+    if launch.quick_defaults && !extra.iter().any(|a| a == "--segment-bytes") {
         cmd.arg("--segment-bytes").arg(TEST_SEGMENT_BYTES);
     }
-    cmd.args(extra).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Spawn::Fatal(format!("spawn: {e}")))?;
+    cmd.args(extra).stdin(Stdio::null());
+    match &launch.log {
+        Some(log) => {
+            let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+            cmd.stdout(out.try_clone().expect("clone the log handle")).stderr(out);
+        }
+        None => {
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        }
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("sluice did not start: spawn: {e}"));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + START_TIMEOUT;
+    let deadline = Instant::now() + launch.start_timeout;
     loop {
-        if let Some(status) = child.try_wait().map_err(|e| Spawn::Fatal(e.to_string()))? {
-            let mut err = String::new();
-            if let Some(mut s) = child.stderr.take() {
-                let _ = s.read_to_string(&mut err);
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let out = take_output(&mut child, launch);
+            if out.contains("address already in use") {
+                return Err(Spawn::Retry(format!("exited with {status}: {out}")));
             }
-            let msg = format!("exited with {status}: {err}");
-            return Err(if err.contains("in use") { Spawn::Retry(msg) } else { Spawn::Fatal(msg) });
+            return Err(Spawn::Exited(status, out));
         }
         if health_ok(addr) {
             // Keep stderr drained so a chatty server never blocks on the pipe.
@@ -258,11 +377,9 @@ fn spawn_ready(data_dir: &Path, port: u16, shards: usize, extra: &[String]) -> R
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            let mut err = String::new();
-            if let Some(mut s) = child.stderr.take() {
-                let _ = s.read_to_string(&mut err);
-            }
-            let msg = format!("no 200 from /v1/healthz on port {port} within {START_TIMEOUT:?}; stderr: {err}");
+            let out = take_output(&mut child, launch);
+            let limit = launch.start_timeout;
+            let msg = format!("no 200 from /v1/healthz on port {port} within {limit:?}; output: {out}");
             eprintln!("harness: {msg}; retrying with a fresh process");
             return Err(Spawn::Retry(msg));
         }
@@ -270,16 +387,34 @@ fn spawn_ready(data_dir: &Path, port: u16, shards: usize, extra: &[String]) -> R
     }
 }
 
+/// The output of a process that has exited: its log, or its piped stderr.
+fn take_output(child: &mut Child, launch: &Launch) -> String {
+    if let Some(log) = &launch.log {
+        return read_output(log);
+    }
+    let mut err = String::new();
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut err);
+    }
+    err
+}
+
+/// A log file's text; at most 1 MiB of it, so that a log on a device such
+/// as /dev/full reads as a bounded run of zeros.
+fn read_output(log: &Path) -> String {
+    let mut out = Vec::new();
+    if let Ok(f) = std::fs::File::open(log) {
+        let _ = f.take(1 << 20).read_to_end(&mut out);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn health_ok(addr: SocketAddr) -> bool {
     let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut c = Conn::from_stream(s);
-    if c.send(&build("GET", "/v1/healthz", &[], b"")).is_err() {
-        return false;
-    }
-    matches!(c.try_read_response(false), Ok(r) if r.status == 200)
+    matches!(Conn::from_stream(s).try_request("GET", "/v1/healthz", &[], b""), Ok(r) if r.status == 200)
 }
 
 /// Runs sluice to completion (it must exit within 10 s) and returns its
@@ -384,8 +519,13 @@ pub struct Conn {
 
 impl Conn {
     pub fn open(addr: SocketAddr) -> Conn {
+        Conn::open_with_timeout(addr, IO_TIMEOUT)
+    }
+
+    /// As `open`, with reads that block at most `read_timeout`.
+    pub fn open_with_timeout(addr: SocketAddr, read_timeout: Duration) -> Conn {
         let s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        s.set_read_timeout(Some(IO_TIMEOUT)).expect("timeout");
+        s.set_read_timeout(Some(read_timeout)).expect("timeout");
         s.set_nodelay(true).expect("nodelay");
         Conn::from_stream(s)
     }
@@ -409,6 +549,18 @@ impl Conn {
     pub fn request(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
         self.send(&build(method, path, headers, body)).expect("write request");
         self.read_response(method == "HEAD")
+    }
+
+    /// As `request`, with write and read errors returned instead of panicking.
+    pub fn try_request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> std::io::Result<Resp> {
+        self.send(&build(method, path, headers, body))?;
+        self.try_read_response(method == "HEAD")
     }
 
     /// Reads one response; panics on error.
@@ -541,4 +693,23 @@ pub fn offset_pos(token: &str) -> u64 {
 /// Every byte value once, in order.
 pub fn all_bytes() -> Vec<u8> {
     (0..=255u8).collect()
+}
+
+/// Parses SSE events (event name, data joined with '\n') from raw bytes.
+pub fn sse_events(raw: &[u8]) -> Vec<(String, String)> {
+    let text = String::from_utf8(raw.to_vec()).expect("SSE is UTF-8");
+    let mut out = Vec::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut event = String::new();
+        let mut data: Vec<&str> = Vec::new();
+        for line in block.lines() {
+            if let Some(e) = line.strip_prefix("event:") {
+                event = e.trim().to_string();
+            } else if let Some(d) = line.strip_prefix("data:") {
+                data.push(d.strip_prefix(' ').unwrap_or(d));
+            }
+        }
+        out.push((event, data.join("\n")));
+    }
+    out
 }
