@@ -1,0 +1,180 @@
+//! Micro-benchmarks of the shard crate's per-request hot paths: log record
+//! encoding (with CRC32C), recovery frame decoding, JSON normalization,
+//! offset token rendering/parsing, and the message index lookup.
+//!
+//! Request-head parsing and SSE encoding live in the binary crate (`src/http`,
+//! `src/sse.rs`) and cannot be imported from here, so they are not covered.
+//!
+//! Run: `cargo bench -p sluice-bench --bench hot_paths`.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use sluice_shards::core::json::normalize;
+use sluice_shards::core::StreamState;
+use sluice_shards::log::record::{read_frame, Frame};
+use sluice_shards::log::{AppendRecord, CreateRecord, ProducerStamp, Record};
+use sluice_shards::offset::{Offset, OffsetQuery};
+use std::hint::black_box;
+
+fn append_record(data: &[u8], producer: bool) -> Record<'_> {
+    Record::Append(AppendRecord {
+        handle: 42,
+        at_ms: 1_700_000_000_000,
+        stream_seq: None,
+        producer: producer.then(|| ProducerStamp { id: "writer-1".into(), epoch: 3, seq: 99 }),
+        close: false,
+        messages: vec![],
+        data,
+    })
+}
+
+fn record_encode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record_encode");
+    for size in [256usize, 4096, 65536] {
+        let data = vec![b'x'; size];
+        let rec = append_record(&data, false);
+        let mut out = Vec::with_capacity(size + 128);
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("append_{size}B"), |b| {
+            b.iter(|| {
+                out.clear();
+                black_box(black_box(&rec).encode(&mut out))
+            })
+        });
+    }
+    let data = vec![b'x'; 256];
+    let rec = append_record(&data, true);
+    let mut out = Vec::with_capacity(512);
+    g.throughput(Throughput::Bytes(256));
+    g.bench_function("append_256B_with_producer", |b| {
+        b.iter(|| {
+            out.clear();
+            black_box(black_box(&rec).encode(&mut out))
+        })
+    });
+    g.finish();
+}
+
+fn frame_decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("read_frame");
+    for size in [256usize, 4096, 65536] {
+        let data = vec![b'x'; size];
+        let mut buf = Vec::new();
+        append_record(&data, true).encode(&mut buf);
+        // Recovery scans frames followed by more bytes (the next frame or zeros).
+        buf.extend_from_slice(&[0; 64]);
+        assert!(matches!(read_frame(&buf), Frame::Record { .. }));
+        g.throughput(Throughput::Bytes(size as u64));
+        g.bench_function(format!("append_{size}B"), |b| b.iter(|| black_box(read_frame(black_box(&buf)))));
+    }
+    g.finish();
+}
+
+fn json_normalize(c: &mut Criterion) {
+    let mut g = c.benchmark_group("json_normalize");
+    let one = br#"{"type":"message","user":"alice","text":"hello, world","n":12,"tags":["a","b"],"ok":true}"#.to_vec();
+    let mut arr = b"[".to_vec();
+    for i in 0..20 {
+        if i > 0 {
+            arr.extend_from_slice(b", ");
+        }
+        arr.extend_from_slice(
+            format!(r#"{{ "i": {i}, "text": "line {i} with \"quotes\"", "v": [1, 2, 3] }}"#).as_bytes(),
+        );
+    }
+    arr.push(b']');
+    for (name, body) in [("object_90B", &one), ("array_20_objects", &arr)] {
+        g.throughput(Throughput::Bytes(body.len() as u64));
+        g.bench_function(name, |b| b.iter(|| black_box(normalize(black_box(body), false).expect("valid"))));
+    }
+    g.finish();
+}
+
+fn offsets(c: &mut Criterion) {
+    let mut g = c.benchmark_group("offset");
+    g.bench_function("render", |b| b.iter(|| black_box(black_box(Offset(123_456_789_012)).render())));
+    let token = Offset(123_456_789_012).to_string();
+    g.bench_function("parse", |b| b.iter(|| black_box(Offset::parse(black_box(&token)))));
+    g.bench_function("query_parse", |b| b.iter(|| black_box(OffsetQuery::parse(black_box(&token)))));
+    g.finish();
+}
+
+/// A stream with `n` visible 256 B messages.
+fn stream_with(n: usize) -> StreamState {
+    let create = CreateRecord {
+        handle: 1,
+        bucket: "v1-stream".into(),
+        stream: "s".into(),
+        content_type: "text/plain".into(),
+        created_ms: 1,
+        ttl_secs: None,
+        expires_at_ms: None,
+        closed: false,
+        fork: None,
+        attrs: vec![],
+    };
+    let mut s = StreamState::from_create(&create, 0);
+    let data = [b'x'; 256];
+    for i in 0..n {
+        let a = AppendRecord {
+            handle: 1,
+            at_ms: 2,
+            stream_seq: None,
+            producer: None,
+            close: false,
+            messages: vec![],
+            data: &data,
+        };
+        s.apply_append(&a, (i / 100_000) as u32, (i % 100_000) as u64 * 300);
+    }
+    let tail = s.tail;
+    s.publish(tail, false);
+    s
+}
+
+fn index(c: &mut Criterion) {
+    let mut g = c.benchmark_group("message_at");
+    for n in [1_000usize, 1_000_000] {
+        let s = stream_with(n);
+        let tail = s.tail;
+        // Pseudo-random offsets (an LCG), precomputed so the loop measures lookups only.
+        let mut x = 12345u64;
+        let probes: Vec<u64> = (0..4096)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 11) % tail
+            })
+            .collect();
+        let mut i = 0;
+        g.bench_function(format!("{n}_messages"), |b| {
+            b.iter(|| {
+                i = (i + 1) & 4095;
+                black_box(s.message_at(black_box(probes[i])))
+            })
+        });
+    }
+    g.bench_function("apply_append_256B_x1000", |b| {
+        b.iter_batched_ref(
+            || stream_with(0),
+            |s| {
+                let data = [b'x'; 256];
+                for k in 0..1000u64 {
+                    let a = AppendRecord {
+                        handle: 1,
+                        at_ms: 2,
+                        stream_seq: None,
+                        producer: None,
+                        close: false,
+                        messages: vec![],
+                        data: &data,
+                    };
+                    black_box(s.apply_append(&a, 0, k * 300));
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, record_encode, frame_decode, json_normalize, offsets, index);
+criterion_main!(benches);

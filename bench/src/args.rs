@@ -1,0 +1,265 @@
+//! Command-line flags: a hand-written parser for `--flag value` pairs, with
+//! duration (`10s`, `500ms`, `2m`) and size (`256`, `1MiB`, `1GiB`) values.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+sluice-bench: load generator for Durable Streams servers (sluice or any other)
+
+usage: sluice-bench --scenario write|healthz|fanout|catchup|idle|restart [flags]
+
+  --url URL            server base URL (http only)             [http://127.0.0.1:4437]
+  --surface v1|bucket  /v1/stream/{id}, or /{bucket}/{id} after PUT /bench   [v1]
+  --scenario NAME      write | healthz | fanout | catchup | idle | restart   [write]
+  --streams N          write: streams = writer connections; healthz: connections;
+                       idle: streams to create                                [100]
+  --duration DUR       measured time for write, healthz, fanout               [10s]
+  --warmup DUR         run before measuring (not recorded)                     [1s]
+  --payload BYTES      append body size (write, fanout)                        [256]
+  --subscribers N      fanout: SSE subscribers on the one stream              [100]
+  --rate N             fanout: appends per second                              [50]
+  --bytes BYTES        catchup: stream size to fill and read back             [1GiB]
+  --append-bytes BYTES catchup: body size of each fill append                 [1MiB]
+  --connections N      idle/setup: concurrent creating connections            [128]
+  --threads N          client event-loop threads                                [2]
+  --server-pid PID     report this process's RSS and CPU use
+  --server-cmd CMD     restart: command to start the server (split on spaces)
+  --timeout DUR        restart: give up waiting for /v1/healthz after this    [60s]
+  --prefix STR         stream id prefix (default: unique per run)
+  --label STR          free-form label copied into the JSON result
+  --json FILE          also write the result as JSON to FILE
+";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    V1,
+    Bucket,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    Write,
+    Healthz,
+    Fanout,
+    Catchup,
+    Idle,
+    Restart,
+}
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Write => "write",
+            Scenario::Healthz => "healthz",
+            Scenario::Fanout => "fanout",
+            Scenario::Catchup => "catchup",
+            Scenario::Idle => "idle",
+            Scenario::Restart => "restart",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub url: String,
+    pub addr: SocketAddr,
+    /// `host:port` as sent in the Host header.
+    pub host: String,
+    pub surface: Surface,
+    pub scenario: Scenario,
+    pub streams: usize,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub payload: usize,
+    pub subscribers: usize,
+    pub rate: u32,
+    pub bytes: u64,
+    pub append_bytes: usize,
+    pub connections: usize,
+    pub threads: usize,
+    pub server_pid: Option<u32>,
+    pub server_cmd: Option<String>,
+    pub timeout: Duration,
+    pub prefix: String,
+    pub label: Option<String>,
+    pub json: Option<String>,
+}
+
+pub fn parse(args: &[String]) -> Result<Config, String> {
+    let mut c = Config {
+        url: "http://127.0.0.1:4437".into(),
+        addr: "127.0.0.1:4437".parse().expect("literal"),
+        host: "127.0.0.1:4437".into(),
+        surface: Surface::V1,
+        scenario: Scenario::Write,
+        streams: 100,
+        duration: Duration::from_secs(10),
+        warmup: Duration::from_secs(1),
+        payload: 256,
+        subscribers: 100,
+        rate: 50,
+        bytes: 1 << 30,
+        append_bytes: 1 << 20,
+        connections: 128,
+        threads: 2,
+        server_pid: None,
+        server_cmd: None,
+        timeout: Duration::from_secs(60),
+        prefix: default_prefix(),
+        label: None,
+        json: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        if flag == "-h" || flag == "--help" {
+            return Err(String::new());
+        }
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag.as_str(), None),
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => it.next().cloned().ok_or_else(|| format!("{name} needs a value"))?,
+        };
+        let v = value.as_str();
+        match name {
+            "--url" => c.url = v.to_string(),
+            "--surface" => {
+                c.surface = match v {
+                    "v1" => Surface::V1,
+                    "bucket" => Surface::Bucket,
+                    _ => return Err(format!("--surface: v1 or bucket, not {v}")),
+                }
+            }
+            "--scenario" => {
+                c.scenario = match v {
+                    "write" => Scenario::Write,
+                    "healthz" => Scenario::Healthz,
+                    "fanout" => Scenario::Fanout,
+                    "catchup" => Scenario::Catchup,
+                    "idle" => Scenario::Idle,
+                    "restart" => Scenario::Restart,
+                    _ => return Err(format!("unknown scenario {v}")),
+                }
+            }
+            "--streams" => c.streams = count(name, v)?,
+            "--duration" => c.duration = duration(name, v)?,
+            "--warmup" => c.warmup = duration(name, v)?,
+            "--payload" => c.payload = size(name, v)? as usize,
+            "--subscribers" => c.subscribers = count(name, v)?,
+            "--rate" => c.rate = count(name, v)? as u32,
+            "--bytes" => c.bytes = size(name, v)?,
+            "--append-bytes" => c.append_bytes = size(name, v)? as usize,
+            "--connections" => c.connections = count(name, v)?,
+            "--threads" => c.threads = count(name, v)?,
+            "--server-pid" => c.server_pid = Some(count(name, v)? as u32),
+            "--server-cmd" => c.server_cmd = Some(v.to_string()),
+            "--timeout" => c.timeout = duration(name, v)?,
+            "--prefix" => c.prefix = v.to_string(),
+            "--label" => c.label = Some(v.to_string()),
+            "--json" => c.json = Some(v.to_string()),
+            _ => return Err(format!("unknown flag {name}")),
+        }
+    }
+    let rest = c.url.strip_prefix("http://").ok_or("--url must start with http://")?;
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    if hostport.is_empty() {
+        return Err("--url has no host".into());
+    }
+    let with_port = if hostport.contains(':') { hostport.to_string() } else { format!("{hostport}:80") };
+    c.addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("--url {}: {e}", c.url))?
+        .next()
+        .ok_or_else(|| format!("--url {}: no address", c.url))?;
+    if !c.addr.ip().is_loopback() {
+        return Err(format!("--url {}: only loopback targets are allowed", c.url));
+    }
+    c.host = with_port;
+    if c.threads == 0 || c.connections == 0 || c.rate == 0 {
+        return Err("--threads, --connections and --rate must be at least 1".into());
+    }
+    if c.payload < 32 {
+        return Err("--payload must be at least 32 bytes (fanout embeds a timestamp)".into());
+    }
+    Ok(c)
+}
+
+/// A run-unique stream id prefix, so repeated runs against one server never
+/// collide with streams (or closed streams) of earlier runs.
+fn default_prefix() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    format!("b{}-{}-", secs % 1_000_000, std::process::id())
+}
+
+fn count(name: &str, v: &str) -> Result<usize, String> {
+    v.replace('_', "").parse().map_err(|_| format!("{name}: not a count: {v}"))
+}
+
+/// `500ms`, `10s`, `2m`, or bare seconds.
+pub fn duration(name: &str, v: &str) -> Result<Duration, String> {
+    let bad = || format!("{name}: not a duration: {v}");
+    let (num, mult_ms) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60_000.0)
+    } else {
+        (v, 1000.0)
+    };
+    let x: f64 = num.parse().map_err(|_| bad())?;
+    if x.is_nan() || x < 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_micros((x * mult_ms * 1000.0) as u64))
+}
+
+/// `256`, `4KiB`, `1MiB`, `1GiB` (binary) or `1K`, `1M`, `1G`, `1KB`.. (decimal).
+pub fn size(name: &str, v: &str) -> Result<u64, String> {
+    let bad = || format!("{name}: not a size: {v}");
+    let units: [(&str, u64); 9] = [
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("KB", 1000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+        ("K", 1000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ];
+    for (suffix, mult) in units {
+        if let Some(n) = v.strip_suffix(suffix) {
+            let x: f64 = n.parse().map_err(|_| bad())?;
+            return Ok((x * mult as f64) as u64);
+        }
+    }
+    v.parse().map_err(|_| bad())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn parses_flags_and_units() {
+        let c = parse(&args("--url http://127.0.0.1:9000 --scenario fanout --duration 500ms --bytes 1GiB")).unwrap();
+        assert_eq!(c.addr.port(), 9000);
+        assert_eq!(c.host, "127.0.0.1:9000");
+        assert_eq!(c.scenario, Scenario::Fanout);
+        assert_eq!(c.duration, Duration::from_millis(500));
+        assert_eq!(c.bytes, 1 << 30);
+        assert_eq!(size("x", "1MiB").unwrap(), 1 << 20);
+        assert_eq!(size("x", "2K").unwrap(), 2000);
+        assert_eq!(duration("x", "2m").unwrap(), Duration::from_secs(120));
+        assert!(parse(&args("--url http://10.0.0.1:80")).is_err());
+        assert!(parse(&args("--nope 1")).is_err());
+    }
+}

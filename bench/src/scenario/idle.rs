@@ -1,0 +1,43 @@
+//! Idle streams: create `--streams` empty streams and report the server's
+//! resident memory before and after (`--server-pid`), i.e. the per-stream
+//! cost of the server's in-memory state.
+
+use super::{add_process_facts, base_report, setup, Cpu};
+use crate::args::Config;
+use crate::procfs;
+use crate::progress::Progress;
+use crate::report::{mib, thousands, Report};
+use crate::stats::round3;
+use std::time::Duration;
+
+pub fn run(cfg: &Config) -> Result<Report, String> {
+    let pid = cfg.server_pid.ok_or("idle needs --server-pid PID to read the server's RSS")?;
+    let n = cfg.streams;
+    let mut r = base_report(cfg, format!("idle: {n} empty streams, server pid {pid}, {}", cfg.url));
+    let progress = Progress::new(cfg.threads);
+    let printer = progress.spawn_printer("creates");
+    progress.set_phase("setup");
+    setup::surface(cfg)?;
+    let before = procfs::rss_kib(pid).ok_or("cannot read server RSS")?;
+    progress.set_phase("creating streams");
+    let name = format!("{}i", cfg.prefix);
+    let made = setup::create_streams(cfg, &name, n, "text/plain", &progress, Duration::from_secs(600));
+    progress.set_phase("settling");
+    std::thread::sleep(Duration::from_secs(2));
+    progress.finish(printer);
+    let after = procfs::rss_kib(pid).ok_or("cannot read server RSS")?;
+    let per_stream = (after.saturating_sub(before) * 1024) as f64 / n.max(1) as f64;
+    r.row("created", format!("{} of {n} in {:.2} s ({})", made.tally.ok, made.secs, made.tally.statuses_text()));
+    r.row("create rate", format!("{}/s", thousands(made.tally.ok as f64 / made.secs.max(1e-9))));
+    r.row("server rss before / after", format!("{} / {}", mib(before), mib(after)));
+    r.row("per stream", format!("{per_stream:.0} B"));
+    r.set("streams", n);
+    r.set("created", made.tally.ok);
+    r.set("create_secs", round3(made.secs));
+    r.set("statuses", made.tally.statuses_json());
+    r.set("rss_before_kib", before);
+    r.set("rss_after_kib", after);
+    r.set("bytes_per_stream", per_stream.round());
+    add_process_facts(cfg, &mut r, Cpu::default());
+    Ok(r)
+}

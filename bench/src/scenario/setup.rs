@@ -1,0 +1,87 @@
+//! Setup shared by scenarios: the bench bucket (bucket surface) and creating
+//! many streams concurrently through the closed-loop engine (creates are
+//! durable, so doing them one at a time would take one fsync each).
+
+use crate::args::{Config, Surface};
+use crate::blocking::Client;
+use crate::driver::{self, Plan, Source};
+use crate::progress::Progress;
+use crate::request::{path_base, BUCKET};
+use crate::stats::Tally;
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Creates the bench bucket when the bucket surface is used (201, or 409 if
+/// an earlier run made it).
+pub fn surface(cfg: &Config) -> Result<(), String> {
+    if cfg.surface == Surface::V1 {
+        return Ok(());
+    }
+    let mut c = Client::connect(cfg.addr).map_err(|e| format!("connect {}: {e}", cfg.addr))?;
+    let (h, body) =
+        c.request("PUT", &format!("/{BUCKET}"), &cfg.host, None, b"").map_err(|e| format!("PUT /{BUCKET}: {e}"))?;
+    match h.status {
+        200..=299 | 409 => Ok(()),
+        s => Err(format!("PUT /{BUCKET}: {s} {}", String::from_utf8_lossy(&body))),
+    }
+}
+
+/// Renders `PUT {base}{prefix}{i}` for i = 0..total, shared across threads.
+struct Creates {
+    next: Arc<AtomicUsize>,
+    total: usize,
+    base: String,
+    host: String,
+    content_type: &'static str,
+}
+
+impl Source for Creates {
+    fn next(&mut self, _conn: usize, req: &mut Vec<u8>) -> bool {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.total {
+            return false;
+        }
+        req.clear();
+        let _ = write!(
+            req,
+            "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: 0\r\n\r\n",
+            self.base, self.host, self.content_type
+        );
+        true
+    }
+}
+
+/// What creating streams took.
+pub struct Created {
+    pub tally: Tally,
+    pub secs: f64,
+}
+
+/// Creates streams `{name_prefix}0 .. {name_prefix}{total-1}` over
+/// `connections` concurrent connections. Bounded by `limit`.
+pub fn create_streams(
+    cfg: &Config,
+    name_prefix: &str,
+    total: usize,
+    content_type: &'static str,
+    progress: &Arc<Progress>,
+    limit: Duration,
+) -> Created {
+    let next = Arc::new(AtomicUsize::new(0));
+    let base = format!("{}{name_prefix}", path_base(cfg));
+    let sources = (0..cfg.threads)
+        .map(|_| Creates { next: next.clone(), total, base: base.clone(), host: cfg.host.clone(), content_type })
+        .collect();
+    let start = Instant::now();
+    let plan = Plan {
+        addr: cfg.addr,
+        connections: cfg.connections.min(total).max(1),
+        threads: cfg.threads,
+        measure_from: start,
+        stop_at: start + limit,
+    };
+    let out = driver::run(&plan, sources, progress);
+    Created { tally: out.all, secs: out.finished.duration_since(start).as_secs_f64() }
+}

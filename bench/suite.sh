@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The sluice benchmark suite behind bench/README.md: every scenario against a
+# fresh sluice server (fsync=always) per run, 3 rounds, medians printed as a
+# table. Loopback only; every run is bounded; servers are stopped by pid.
+#
+#   bench/suite.sh                 # everything (~12 minutes on 2 cores)
+#   ONLY="write healthz" bench/suite.sh
+#
+# Knobs: ROUNDS=3 PORT=4651 OUT=target/bench-suite DATA=/tmp (data dirs go
+# under $DATA), ONLY="write healthz fanout catchup idle restart".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=${ROUNDS:-3}
+PORT=${PORT:-4651}
+OUT=${OUT:-$ROOT/target/bench-suite}
+ONLY=${ONLY:-"write healthz fanout catchup idle restart"}
+URL=http://127.0.0.1:$PORT
+WORK=$(mktemp -d "${DATA:-/tmp}/sluice-suite.XXXXXX")
+
+cargo build --release -p sluice -p sluice-bench
+SLUICE=$ROOT/target/release/sluice
+BENCH=$ROOT/target/release/sluice-bench
+
+SERVER_PID=""
+stop_server() {
+    if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -TERM "$SERVER_PID" 2>/dev/null || true
+        for _ in $(seq 100); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    SERVER_PID=""
+}
+trap 'stop_server; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+# start_server DATA_DIR: a sluice server on $PORT; sets SERVER_PID.
+start_server() {
+    "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$1" --fsync always >>"$WORK/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 300); do
+        curl -s -o /dev/null "$URL/v1/healthz" && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "sluice did not start" >&2 && tail "$WORK/server.log" >&2 && exit 1
+}
+
+# run NAME ROUND ARGS...: one client run against a fresh server.
+run() {
+    local name=$1 round=$2
+    shift 2
+    rm -rf "$WORK/data"
+    start_server "$WORK/data"
+    echo "== $name round $round: sluice-bench --url $URL $* (load $(cut -d' ' -f1 /proc/loadavg))"
+    timeout 900 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --label "$name" --json "$OUT/$name-$round.json" "$@" \
+        2>/dev/null || echo "  (run failed)"
+    stop_server
+}
+
+mkdir -p "$OUT"
+{
+    echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+    echo "started: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine.txt"
+
+for round in $(seq "$ROUNDS"); do
+    if [[ " $ONLY " == *" write "* ]]; then
+        for n in 100 500 2000; do run "write-$n" "$round" --scenario write --streams "$n" --duration 10s; done
+        run "write-bucket-500" "$round" --scenario write --surface bucket --streams 500 --duration 10s
+    fi
+    if [[ " $ONLY " == *" healthz "* ]]; then
+        run "healthz-500" "$round" --scenario healthz --streams 500 --duration 10s
+    fi
+    if [[ " $ONLY " == *" fanout "* ]]; then
+        for n in 100 500 1000; do run "fanout-$n" "$round" --scenario fanout --subscribers "$n" --duration 10s; done
+    fi
+    if [[ " $ONLY " == *" idle "* ]]; then
+        run "idle-100k" "$round" --scenario idle --streams 100000
+    fi
+done
+
+if [[ " $ONLY " == *" catchup "* || " $ONLY " == *" restart "* ]]; then
+    # One 1 GiB fill (1 MiB appends), three timed read passes, then the same
+    # data dir restarted three times.
+    rm -rf "$WORK/big"
+    start_server "$WORK/big"
+    echo "== catchup: sluice-bench --url $URL --scenario catchup --bytes 1GiB"
+    timeout 900 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario catchup --bytes 1GiB \
+        --json "$OUT/catchup-1g-1.json" 2>/dev/null || echo "  (run failed)"
+    stop_server
+    echo "data dir: $(du -sh "$WORK/big" | cut -f1)" | tee -a "$OUT/machine.txt"
+    for round in $(seq "$ROUNDS"); do
+        echo "== restart 1 GiB (1 MiB records) round $round"
+        timeout 120 "$BENCH" --url "$URL" --scenario restart --json "$OUT/restart-1g-$round.json" \
+            --server-cmd "$SLUICE serve --listen 127.0.0.1:$PORT --data-dir $WORK/big" || echo "  (run failed)"
+    done
+fi
+
+echo "finished: $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+python3 "$ROOT/bench/summarize.py" "$OUT"
