@@ -15,7 +15,11 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Duration;
 
-const READ_CHUNK: usize = 64 * 1024;
+/// Read sizes: small for request heads (most requests are a few hundred
+/// bytes), larger while a body is arriving. The buffer space is zeroed before
+/// each read, so a read never asks for much more than it expects.
+const HEAD_READ: usize = 8 * 1024;
+const BODY_READ: usize = 256 * 1024;
 
 /// Counts a connection for the connection limit while alive.
 struct ConnGuard(Rc<Ctx>);
@@ -126,7 +130,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             ctx.cfg.request_timeout.saturating_sub(started.elapsed())
         };
         let idle = buf.is_empty();
-        match read_more(sock, buf, limit).await {
+        match read_more(sock, buf, limit, HEAD_READ).await {
             ReadOutcome::Data if idle => started = std::time::Instant::now(),
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
@@ -142,13 +146,13 @@ enum ReadOutcome {
     TimedOut,
 }
 
-async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration) -> ReadOutcome {
+async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, want: usize) -> ReadOutcome {
     if limit.is_zero() {
         return ReadOutcome::TimedOut;
     }
     let _ = sock.set_read_timeout(Some(limit));
     let start = buf.len();
-    buf.resize(start + READ_CHUNK, 0);
+    buf.resize(start + want, 0);
     let r = sock.read(&mut buf[start..]).await;
     match r {
         Ok(0) => {
@@ -190,7 +194,8 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
                 let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
             }
             while buf.len() < need {
-                match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
+                let want = (need - buf.len()).min(BODY_READ);
+                match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), want).await {
                     ReadOutcome::Data => {}
                     ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
                     ReadOutcome::TimedOut => return Err(too_slow()),
@@ -216,7 +221,7 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
                 if dec.is_done() {
                     return Ok(body);
                 }
-                match read_more(sock, buf, deadline.saturating_sub(started.elapsed())).await {
+                match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
                     ReadOutcome::Data => {}
                     ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
                     ReadOutcome::TimedOut => return Err(too_slow()),

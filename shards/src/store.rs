@@ -314,8 +314,23 @@ impl Shard {
                     .map_err(|e| format!("cannot open segment {no}: {e}"))?,
             );
         }
+        // A trailing blank segment is the one prepared before the last stop:
+        // keep writing where the records end and reuse it as the next one
+        // (one cut short by a stop during its zero-fill is dropped).
+        let mut next = None;
+        let mut write_pos = tail.write_pos;
+        if segments.len() >= 2 && tail.write_pos == 0 {
+            let blank = segments.pop().expect("two or more");
+            if blank.size >= cfg.segment_size {
+                next = Some(blank);
+            } else {
+                std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, blank.no))
+                    .map_err(|e| format!("cannot remove a partly preallocated segment: {e}"))?;
+            }
+            write_pos = tail.ends[segments.len() - 1];
+        }
         let (active, write_pos) = match segments.pop() {
-            Some(s) => (s, tail.write_pos),
+            Some(s) => (s, write_pos),
             None => (
                 crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
                     .await
@@ -327,7 +342,7 @@ impl Shard {
             store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
         }
         let dir = cfg.dir.clone();
-        let log = Log::start(cfg, active, write_pos, segments);
+        let log = Log::start(cfg, active, write_pos, segments, next);
         Ok(Shard { id, store: RefCell::new(store), log, dir, foreign: RefCell::new(HashMap::new()) })
     }
 

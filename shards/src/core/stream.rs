@@ -161,7 +161,12 @@ impl StreamState {
     pub fn publish(&mut self, up_to_tail: u64, closed: bool) {
         if up_to_tail >= self.visible.tail {
             self.visible.tail = up_to_tail;
-            self.visible.messages = self.messages.partition_point(|m| m.offset < up_to_tail);
+            // Appends become durable in order: advance instead of searching.
+            let mut n = self.visible.messages;
+            while n < self.messages.len() && self.messages[n].offset < up_to_tail {
+                n += 1;
+            }
+            self.visible.messages = n;
         }
         self.visible.closed |= closed;
     }

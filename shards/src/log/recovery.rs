@@ -25,6 +25,8 @@ pub struct Position {
 pub struct Tail {
     /// Segments in order (the last one is where writing resumes).
     pub segments: Vec<u32>,
+    /// Where the records of each segment end.
+    pub ends: Vec<u64>,
     pub write_pos: u64,
     /// Bytes of torn tail that were zeroed.
     pub torn_bytes: u64,
@@ -59,7 +61,8 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
             ));
         }
     }
-    let mut tail = Tail { segments: segments.clone(), write_pos: 0, torn_bytes: 0 };
+    let mut tail =
+        Tail { segments: segments.clone(), ends: Vec::with_capacity(segments.len()), write_pos: 0, torn_bytes: 0 };
     for (i, &no) in segments.iter().enumerate() {
         let path = segment_path(dir, no);
         let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -93,6 +96,7 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
                 }
             }
         }
+        tail.ends.push(pos as u64);
         if last {
             tail.write_pos = pos as u64;
         }
@@ -120,9 +124,14 @@ fn blank_after(dir: &Path, later: &[u32]) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Whether any valid frame starts at or after `from`.
+/// Whether any valid frame starts at or after `from`. A frame's length field
+/// is non-zero, so the search starts just before the first non-zero byte.
 fn valid_frame_after(buf: &[u8], from: usize) -> bool {
-    (from..buf.len()).any(|p| {
+    let Some(first) = buf.get(from..).and_then(|b| b.iter().position(|x| *x != 0)) else {
+        return false;
+    };
+    let start = (from + first).saturating_sub(3).max(from);
+    (start..buf.len()).any(|p| {
         let b = &buf[p..];
         if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=10).contains(&b[8]) {
             return false;

@@ -90,8 +90,9 @@ pub struct Log {
 }
 
 impl Log {
-    /// Starts the log on `active` at `write_pos`, with earlier segments readable.
-    pub fn start(cfg: LogConfig, active: Segment, write_pos: u64, older: Vec<Segment>) -> Log {
+    /// Starts the log on `active` at `write_pos`, with earlier segments
+    /// readable and `next` (if any) already preallocated.
+    pub fn start(cfg: LogConfig, active: Segment, write_pos: u64, older: Vec<Segment>, next: Option<Segment>) -> Log {
         let mut segments = BTreeMap::new();
         for s in older.iter().chain(std::iter::once(&active)) {
             segments.insert(s.no, s.file.clone());
@@ -105,7 +106,7 @@ impl Log {
                 buf_pos: write_pos,
                 sealed: Vec::new(),
                 segments,
-                next: None,
+                next,
                 preparing: false,
                 assigned: 0,
                 durable: 0,
@@ -408,7 +409,7 @@ mod tests {
             .spawn(move || async move {
                 let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
                 let active = create_segment(&d2, 1, 4096).await.unwrap();
-                let log = Log::start(cfg, active, 0, Vec::new());
+                let log = Log::start(cfg, active, 0, Vec::new(), None);
                 let mut tasks = Vec::new();
                 for w in 0..8u64 {
                     let log = log.clone();
