@@ -40,7 +40,7 @@ pub async fn refuse(mut sock: TcpStream) {
 /// Serves a connection, starting with bytes already read (after a handoff).
 pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     ctx.connections.set(ctx.connections.get() + 1);
-    let _guard = ConnGuard(ctx.clone());
+    let guard = ConnGuard(ctx.clone());
     let _ = sock.set_nodelay(true);
     // A peer that takes no bytes of a response for the idle timeout is gone
     // (or attacking): drop it rather than hold its connection forever.
@@ -93,7 +93,16 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             }
             Reply::Sse(sse) => {
-                crate::sse::run(&ctx, &mut sock, sse).await;
+                // Live fan-out runs in its own task queue with fewer shares,
+                // so appends are not queued behind a thousand subscribers.
+                let queue = ctx.sse_queue;
+                let task = async move {
+                    let _guard = guard;
+                    crate::sse::run(&ctx, &mut sock, sse).await;
+                };
+                if let Ok(t) = glommio::spawn_local_into(task, queue) {
+                    t.detach();
+                }
                 return;
             }
         }

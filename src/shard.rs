@@ -27,6 +27,8 @@ pub struct Ctx {
     pub pending: Rc<Pending>,
     pub connections: Cell<usize>,
     pub in_flight: Cell<usize>,
+    /// Task queue for SSE delivery (fewer shares than request handling).
+    pub sse_queue: glommio::TaskQueueHandle,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
@@ -129,6 +131,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         connections: Cell::new(0),
         in_flight: Cell::new(0),
         stopping: sluice_shards::signal::Signal::default(),
+        sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
         waiters: Cell::new(0),
         rng: Cell::new(seed(id)),
     });

@@ -11,7 +11,7 @@ use sluice::http::Response;
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::core::media_type;
 use sluice_shards::offset::Offset;
-use sluice_shards::store::StreamKey;
+use sluice_shards::store::{SharedEvent, StreamKey};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -126,13 +126,29 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let cursor = || next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
     loop {
         out.clear();
-        let (signal, seen, tail, closed) = {
+        let (signal, seen, tail, closed, shared) = {
             let st = ctx.shard.store.borrow();
             let Some(e) = st.streams.get(&req.key) else {
                 return;
             };
-            (e.signal.clone(), e.signal.generation(), e.state.visible.tail, e.state.visible.closed)
+            let s = &e.state;
+            (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, e.shared_event.clone())
         };
+        // Readers of the plain view at the tail share one encoded event
+        // (read and encoded once), as long as their cursor is the interval's.
+        let interval = next_cursor(ctx.now_ms(), None, 0);
+        let cursor_now = cursor();
+        let shareable = req.view == View::Offsets && !req.limit.exact && cursor_now == interval;
+        if let Some(ev) = shared.filter(|ev| {
+            shareable && ev.from == offset && ev.end == tail && ev.closed == closed && ev.cursor == interval
+        }) {
+            offset = ev.end;
+            announced = true;
+            if sock.write_all(&ev.bytes).await.is_err() || ev.closed {
+                return;
+            }
+            continue;
+        }
         if tail > offset {
             let Some(b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
             match req.view {
@@ -155,12 +171,19 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             }
             let control = Control {
                 next: b.end,
-                cursor: (!b.closed).then(cursor),
+                cursor: (!b.closed).then_some(cursor_now),
                 up_to_date: b.up_to_date,
                 closed: b.closed,
                 records: record_aware.then_some((b.records.0, b.records.2)),
             };
             encode_control(control, &mut out);
+            if shareable && b.up_to_date {
+                share(
+                    ctx,
+                    &req.key,
+                    SharedEvent { from: offset, end: b.end, closed: b.closed, cursor: interval, bytes: out.clone() },
+                );
+            }
             offset = b.end;
             announced = true;
             if sock.write_all(&out).await.is_err() || b.closed {
@@ -202,6 +225,13 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         if gone || ctx.stopping() {
             return;
         }
+    }
+}
+
+/// Publishes an encoded event for the other readers of the stream.
+fn share(ctx: &Ctx, key: &StreamKey, ev: SharedEvent) {
+    if let Some(e) = ctx.shard.store.borrow_mut().streams.get_mut(key) {
+        e.shared_event = Some(Rc::new(ev));
     }
 }
 

@@ -25,6 +25,19 @@ pub type StreamKey = (String, String);
 pub struct Entry {
     pub state: StreamState,
     pub signal: Rc<Signal>,
+    /// The newest live event, encoded once for every reader at its position.
+    pub shared_event: Option<Rc<SharedEvent>>,
+}
+
+/// An encoded live-read event (SSE data + control) covering `[from, end)`,
+/// shared by every subscriber that reaches `from` while it is current.
+pub struct SharedEvent {
+    pub from: u64,
+    pub end: u64,
+    pub closed: bool,
+    /// The cursor interval the event carries.
+    pub cursor: u64,
+    pub bytes: Vec<u8>,
 }
 
 /// Bucket as this shard knows it.
@@ -220,7 +233,7 @@ impl Store {
         self.handles.insert(c.handle, key.clone());
         let mut state = StreamState::from_create(c, self.shard);
         state.first_segment = segment;
-        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()) });
+        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None });
     }
 
     fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
