@@ -1,5 +1,6 @@
 //! sluice's HTTP/1.1 edge as a library: request heads (httparse), chunked
-//! bodies, request targets and response rendering. The server binary uses it;
+//! bodies, request targets, response rendering and the SSE wire format. The server binary uses it;
 //! so do the fuzz targets and micro-benchmarks.
 
 pub mod http;
+pub mod sse_wire;

@@ -1,13 +1,14 @@
-//! Micro-benchmarks of the shard crate's per-request hot paths: log record
-//! encoding (with CRC32C), recovery frame decoding, JSON normalization,
-//! offset token rendering/parsing, and the message index lookup.
-//!
-//! Request-head parsing and SSE encoding live in the binary crate (`src/http`,
-//! `src/sse.rs`) and cannot be imported from here, so they are not covered.
+//! Micro-benchmarks of the per-request hot paths: log record encoding (with
+//! CRC32C), recovery frame decoding, JSON normalization, offset token
+//! rendering/parsing, the message index lookup, and the HTTP edge (request-head
+//! parsing, chunked decoding, SSE event encoding).
 //!
 //! Run: `cargo bench -p sluice-bench --bench hot_paths`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use sluice::http::body::ChunkedDecoder;
+use sluice::http::parse_head;
+use sluice::sse_wire::{encode_control, encode_data_event, Control};
 use sluice_shards::core::json::normalize;
 use sluice_shards::core::StreamState;
 use sluice_shards::log::record::{read_frame, Frame};
@@ -176,5 +177,42 @@ fn index(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, record_encode, frame_decode, json_normalize, offsets, index);
+/// The HTTP edge: request-head parsing, chunked decoding, SSE encoding.
+fn edge(c: &mut Criterion) {
+    let mut g = c.benchmark_group("edge");
+    let head = b"POST /v1/stream/run-42 HTTP/1.1\r\nHost: 127.0.0.1:4437\r\nContent-Type: text/plain\r\n\
+Content-Length: 256\r\nProducer-Id: w1\r\nProducer-Epoch: 0\r\nProducer-Seq: 17\r\n\r\n";
+    g.throughput(Throughput::Bytes(head.len() as u64));
+    g.bench_function("parse_head_post", |b| b.iter(|| parse_head(black_box(head), 16 * 1024, 64).map(|h| h.len)));
+    let mut chunked = Vec::new();
+    for _ in 0..16 {
+        chunked.extend_from_slice(b"100\r\n");
+        chunked.extend_from_slice(&[b'x'; 256]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    g.throughput(Throughput::Bytes(chunked.len() as u64));
+    g.bench_function("chunked_decode_16x256B", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(4096);
+            ChunkedDecoder::new(1 << 20).feed(black_box(&chunked), &mut out).map(|n| (n, out.len()))
+        })
+    });
+    let payload = [b'a'; 256];
+    g.throughput(Throughput::Bytes(payload.len() as u64));
+    g.bench_function("sse_event_256B", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(512);
+            encode_data_event(black_box(&payload), &mut out);
+            encode_control(
+                Control { next: 1 << 20, cursor: Some(4242), up_to_date: true, ..Control::default() },
+                &mut out,
+            );
+            out.len()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, record_encode, frame_decode, json_normalize, offsets, index, edge);
 criterion_main!(benches);
