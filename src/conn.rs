@@ -112,9 +112,18 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
 /// Renders and writes a response; false if the peer is gone.
 async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool) -> bool {
     out.clear();
-    handlers::finish(resp).render(out, close);
-    sock.write_all(out).await.is_ok()
+    let resp = handlers::finish(resp);
+    if resp.body.len() < LARGE_BODY || !resp.sends_body() {
+        resp.render(out, close);
+        return sock.write_all(out).await.is_ok();
+    }
+    // Large bodies (catch-up reads) go out from their own buffer, uncopied.
+    resp.render_head(out, close);
+    sock.write_all(out).await.is_ok() && sock.write_all(&resp.body).await.is_ok()
 }
+
+/// Bodies at least this large are written without copying them behind the head.
+const LARGE_BODY: usize = 64 * 1024;
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
 async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {

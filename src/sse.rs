@@ -84,7 +84,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             continue;
         }
         if tail > offset {
-            let Some(b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
+            let Some(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
             match req.view {
                 View::Envelope => {
                     for (i, m) in messages(&b).enumerate() {
@@ -94,7 +94,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
                     }
                 }
                 view => {
-                    let body = render_body(&b, if view == View::Records { View::Offsets } else { view });
+                    let body = render_body(&mut b, if view == View::Records { View::Offsets } else { view });
                     if binary {
                         let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
                         encode_data_event(b64.as_bytes(), &mut out);

@@ -239,11 +239,14 @@ pub fn envelope(record: usize, value: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The body of a batch as the client sees it.
-pub fn render_body(b: &Batch, view: View) -> Vec<u8> {
+/// Takes the bytes out of the batch when they are sent as stored.
+pub fn render_body(b: &mut Batch, view: View) -> Vec<u8> {
+    if view == View::Offsets && !b.json {
+        return std::mem::take(&mut b.data);
+    }
     let mut out = Vec::with_capacity(b.data.len() + 2);
     match view {
-        View::Offsets if b.json => render_array(&b.data, &mut out),
-        View::Offsets => out.extend_from_slice(&b.data),
+        View::Offsets => render_array(&b.data, &mut out),
         View::Records => {
             for m in messages(b) {
                 out.extend_from_slice(m);
@@ -268,9 +271,9 @@ fn content_type(b: &Batch, view: View) -> String {
     }
 }
 
-fn read_response(b: &Batch, view: View, cache: &'static str) -> Response {
+fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
     let mut r = Response::new(200)
-        .header("content-type", content_type(b, view))
+        .header("content-type", content_type(&b, view))
         .header("stream-next-offset", Offset(b.end).to_string())
         .header("cache-control", cache);
     if b.up_to_date {
@@ -287,7 +290,7 @@ fn read_response(b: &Batch, view: View, cache: &'static str) -> Response {
             r.set("stream-record-next", b.records.2.to_string());
         }
     }
-    r.body = render_body(b, view);
+    r.body = render_body(&mut b, view);
     r
 }
 
@@ -367,13 +370,14 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
                 return Reply::Full(missing(ctx, key));
             };
             if offset == OffsetQuery::Now && q.records.is_none() {
-                return Reply::Full(read_response(&b, view, "no-store"));
+                return Reply::Full(read_response(b, view, "no-store"));
             }
             if head.header("if-none-match") == Some(b.etag.as_str()) {
                 return Reply::Full(Response::new(304).header("etag", b.etag.clone()));
             }
             let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
-            Reply::Full(read_response(&b, view, cache).header("etag", b.etag.clone()))
+            let etag = b.etag.clone();
+            Reply::Full(read_response(b, view, cache).header("etag", etag))
         }
     }
 }
@@ -403,7 +407,7 @@ async fn long_poll(
             let Some(b) = read_batch(ctx, key, from, limit).await else {
                 return missing(ctx, key);
             };
-            return read_response(&b, view, "no-cache").header("stream-cursor", cursor());
+            return read_response(b, view, "no-cache").header("stream-cursor", cursor());
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if closed || left.is_zero() || ctx.stopping() {

@@ -65,8 +65,21 @@ impl Response {
         self
     }
 
+    /// Whether the body is sent (not for 1xx/204/304, nor for HEAD).
+    pub fn sends_body(&self) -> bool {
+        !(matches!(self.status, 204 | 304) || (100..200).contains(&self.status)) && self.head_length.is_none()
+    }
+
     /// Renders status line, headers and body (no body for 204/304 or HEAD).
     pub fn render(&self, out: &mut Vec<u8>, close: bool) {
+        self.render_head(out, close);
+        if self.sends_body() {
+            out.extend_from_slice(&self.body);
+        }
+    }
+
+    /// Renders status line and headers only (the body is written separately).
+    pub fn render_head(&self, out: &mut Vec<u8>, close: bool) {
         let mut head = String::with_capacity(256);
         let _ = write!(head, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
         for (n, v) in &self.headers {
@@ -82,9 +95,6 @@ impl Response {
         }
         head.push_str("\r\n");
         out.extend_from_slice(head.as_bytes());
-        if !bodyless && self.head_length.is_none() {
-            out.extend_from_slice(&self.body);
-        }
     }
 }
 
