@@ -116,16 +116,7 @@ fn stream_with(n: usize) -> StreamState {
     let mut s = StreamState::from_create(&create, 0);
     let data = [b'x'; 256];
     for i in 0..n {
-        let a = AppendRecord {
-            handle: 1,
-            at_ms: 2,
-            stream_seq: None,
-            producer: None,
-            close: false,
-            messages: vec![],
-            data: &data,
-        };
-        s.apply_append(&a, (i / 100_000) as u32, (i % 100_000) as u64 * 300);
+        s.apply_append(&plain_append(&data), (i / 100_000) as u32, (i % 100_000) as u64 * 300);
     }
     let tail = s.tail;
     s.publish(tail, false);
@@ -159,22 +150,18 @@ fn index(c: &mut Criterion) {
             |s| {
                 let data = [b'x'; 256];
                 for k in 0..1000u64 {
-                    let a = AppendRecord {
-                        handle: 1,
-                        at_ms: 2,
-                        stream_seq: None,
-                        producer: None,
-                        close: false,
-                        messages: vec![],
-                        data: &data,
-                    };
-                    black_box(s.apply_append(&a, 0, k * 300));
+                    black_box(s.apply_append(&plain_append(&data), 0, k * 300));
                 }
             },
             BatchSize::SmallInput,
         )
     });
     g.finish();
+}
+
+/// An append of `data` to stream handle 1 with no producer, seq or close.
+fn plain_append(data: &[u8]) -> AppendRecord<'_> {
+    AppendRecord { handle: 1, at_ms: 2, stream_seq: None, producer: None, close: false, messages: vec![], data }
 }
 
 /// The HTTP edge: request-head parsing, chunked decoding, SSE encoding.
