@@ -67,38 +67,37 @@ fn chunked_request_bodies() {
 fn body_framing_errors() {
     let s = Server::start();
     s.put("/v1/stream/framing", TEXT, b"").expect(201);
-    // Both Content-Length and chunked.
-    let mut c = s.connect();
-    c.send(
-        b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
+    let cases: [(&[u8], u16); 4] = [
+        // Both Content-Length and chunked.
+        (
+            b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
           Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
-    )
-    .unwrap();
-    c.read_response(false).expect(400);
-    // An unsupported transfer coding.
-    let mut c = s.connect();
-    c.send(
-        b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
+            400,
+        ),
+        // An unsupported transfer coding.
+        (
+            b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
           Transfer-Encoding: gzip\r\n\r\n",
-    )
-    .unwrap();
-    c.read_response(false).expect(501);
-    // A bad Content-Length.
-    let mut c = s.connect();
-    c.send(
-        b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
+            501,
+        ),
+        // A bad Content-Length.
+        (
+            b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
           Content-Length: nope\r\n\r\n",
-    )
-    .unwrap();
-    c.read_response(false).expect(400);
-    // Two different Content-Lengths.
-    let mut c = s.connect();
-    c.send(
-        b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
+            400,
+        ),
+        // Two different Content-Lengths.
+        (
+            b"POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n\
           Content-Length: 1\r\nContent-Length: 2\r\n\r\nab",
-    )
-    .unwrap();
-    c.read_response(false).expect(400);
+            400,
+        ),
+    ];
+    for (raw, status) in cases {
+        let mut c = s.connect();
+        c.send(raw).unwrap();
+        c.read_response(false).expect(status);
+    }
     assert!(s.get("/v1/stream/framing").expect(200).body.is_empty());
 }
 

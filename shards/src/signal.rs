@@ -33,11 +33,6 @@ impl Signal {
     pub fn changed(&self, seen: u64) -> Changed<'_> {
         Changed { signal: self, seen }
     }
-
-    /// Number of parked waiters (for limits and metrics).
-    pub fn waiters(&self) -> usize {
-        self.wakers.borrow().len()
-    }
 }
 
 pub struct Changed<'a> {

@@ -12,7 +12,7 @@ use crate::core::stream::Snapshot;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::recovery::{self, Position};
-use crate::log::{AppendRecord, CreateRecord, Log, LogError, ProducerStamp, Record};
+use crate::log::{AppendRecord, CreateRecord, Log, LogError, Record};
 use crate::signal::Signal;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -960,9 +960,4 @@ impl Shard {
         }
         Ok(r.to_vec())
     }
-}
-
-/// The stamp helper used by the HTTP edge.
-pub fn stamp(id: &str, epoch: u64, seq: u64) -> ProducerStamp {
-    ProducerStamp { id: id.to_string(), epoch, seq }
 }
