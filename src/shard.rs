@@ -176,7 +176,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     ctx.shard.purge_tombstones().await;
     if let Err(e) = ctx.shard.reclaim_space().await {
-        eprintln!("sluice: shard {id}: space reclamation failed: {e:?}");
+        tracing::warn!(shard = id, error = ?e, "space reclamation failed");
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
@@ -198,7 +198,7 @@ async fn reclaimer(ctx: Rc<Ctx>) {
         }
         if ctx.shard.store.borrow().reclaim_due {
             if let Err(e) = ctx.shard.reclaim_space().await {
-                eprintln!("sluice: shard {}: space reclamation failed: {e:?}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = ?e, "space reclamation failed");
             }
         }
     }
@@ -262,7 +262,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();
             }
             Some(Err(e)) => {
-                eprintln!("sluice: shard {}: accept failed: {e}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = %e, "accept failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }

@@ -187,7 +187,7 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Optio
     match ctx.shard.read_messages(&parts).await {
         Ok(data) => batch.data = data,
         Err(e) => {
-            eprintln!("sluice: shard {}: read failed: {e}", ctx.id);
+            tracing::error!(shard = ctx.id, error = %e, "read failed");
             return None;
         }
     }

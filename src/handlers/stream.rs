@@ -282,7 +282,7 @@ pub fn store_error(ctx: &Ctx, key: &StreamKey, e: StoreError) -> Response {
         },
         StoreError::Log(LogError::NoSpace) => Response::error(507, "no space left for the log; retry later"),
         StoreError::Log(LogError::Failed(why)) => {
-            eprintln!("sluice: shard {}: {why}", ctx.id);
+            tracing::error!(shard = ctx.id, reason = %why, "fail-stop: the log takes no more writes until restart");
             Response::error(503, "log unavailable after a write failure; restart required")
         }
     }
