@@ -134,6 +134,14 @@ impl Config {
         }
         let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
         if let Some(memlock) = host.locked_memory {
+            if memlock < MIN_LOCKED_MEMORY {
+                return Err(format!(
+                    "the locked-memory limit {} is below the {} each io_uring executor needs \
+                     (raise LimitMEMLOCK / ulimit -l, see tuning/README.md)",
+                    format_size(memlock),
+                    format_size(MIN_LOCKED_MEMORY)
+                ));
+            }
             if locked > memlock {
                 warnings.push(format!(
                     "the locked-memory limit {} is below --shards {} x --io-memory {}: io_uring falls back to \
@@ -147,16 +155,13 @@ impl Config {
         if self.shards > host.cores {
             warnings.push(format!("--shards {} exceeds the {} cores: shards share cores", self.shards, host.cores));
         }
-        if self.request_timeout > self.idle_timeout {
-            return Err(format!(
-                "--request-timeout {} exceeds --idle-timeout {}: a started request would outlive an idle connection",
-                format_duration(self.request_timeout),
-                format_duration(self.idle_timeout)
-            ));
-        }
         Ok(warnings)
     }
 }
+
+/// Locked memory glommio needs per executor for its rings; below it the
+/// executor fails to start.
+const MIN_LOCKED_MEMORY: u64 = 512 << 10;
 
 /// File descriptors a shard needs besides its connections (listener, log
 /// segments, io_uring rings, eventfds), used for the open-files check.
@@ -319,10 +324,6 @@ mod tests {
 
     #[test]
     fn cross_flag_checks() {
-        let c = serve("serve --request-timeout 2m --idle-timeout 1m").expect("parses");
-        let e = c.check(&roomy_host()).expect_err("request timeout beyond idle timeout");
-        assert!(e.contains("--request-timeout 2m exceeds --idle-timeout 1m"), "{e}");
-
         let c = serve("serve --shards 4 --max-connections 1000 --io-memory 4MiB").expect("parses");
         assert!(c.check(&roomy_host()).expect("fine").is_empty());
         let tight = HostLimits { open_files: 1024, locked_memory: Some(8 << 20), cores: 2 };
@@ -331,5 +332,8 @@ mod tests {
         assert!(w[0].contains("open-files limit 1024"), "{}", w[0]);
         assert!(w[1].contains("locked-memory limit 8MiB"), "{}", w[1]);
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
+        let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
+        let e = c.check(&starved).expect_err("below glommio's minimum");
+        assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");
     }
 }
