@@ -4,6 +4,7 @@
 
 use crate::config::{Config, HostLimits};
 use crate::mesh::Message;
+use crate::reload::Reloads;
 use crate::shard;
 use crate::watchdog;
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -38,9 +39,10 @@ pub fn run(cfg: Config) -> Result<(), i32> {
         data_dir = %cfg.data_dir.display(),
         fsync = if cfg.fsync == FsyncMode::Always { "always" } else { "never" },
         recovery_ms = started.elapsed().as_millis() as u64,
+        torn_bytes_repaired = running.torn_bytes,
         "started"
     );
-    let signal = wait_for_stop(&running.signals);
+    let signal = wait_for_stop(&running.signals, &running.reloads);
     tracing::info!(signal, "stopping: finishing in-flight requests");
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -73,6 +75,9 @@ struct Running {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
+    reloads: Arc<Reloads>,
+    /// Torn-tail bytes zeroed by recovery, all shards.
+    torn_bytes: u64,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
@@ -90,7 +95,8 @@ fn start(cfg: &Config) -> Result<Running, String> {
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let reloads = Arc::new(Reloads::default());
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<u64, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
@@ -98,8 +104,13 @@ fn start(cfg: &Config) -> Result<Running, String> {
         let mesh = mesh.clone();
         let pulse = Arc::new(watchdog::Pulse::default());
         pulses.push(pulse.clone());
-        let start =
-            shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone(), pulse };
+        let start = shard::Startup {
+            ready: ready_tx.clone(),
+            synced: synced.clone(),
+            shutdown: shutdown.clone(),
+            pulse,
+            reloads: reloads.clone(),
+        };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
             .name(&format!("shard-{i}"))
@@ -110,14 +121,15 @@ fn start(cfg: &Config) -> Result<Running, String> {
     }
     drop(ready_tx);
     watchdog::start(pulses);
+    let mut torn_bytes = 0;
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
+            Ok(Ok(torn)) => torn_bytes += torn,
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals })
+    Ok(Running { handles, shutdown, signals, reloads, torn_bytes })
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
@@ -190,7 +202,7 @@ fn block_signals() -> libc::sigset_t {
 
 /// Waits for SIGTERM or SIGINT and names it. SIGHUP does not stop the
 /// server: it is logged and counted as a reload request.
-fn wait_for_stop(set: &libc::sigset_t) -> &'static str {
+fn wait_for_stop(set: &libc::sigset_t, reloads: &Reloads) -> &'static str {
     loop {
         let mut sig = 0;
         // SAFETY: sigwait(3) on a set that is blocked in every thread.
@@ -200,7 +212,10 @@ fn wait_for_stop(set: &libc::sigset_t) -> &'static str {
         match sig {
             libc::SIGTERM => return "SIGTERM",
             libc::SIGINT => return "SIGINT",
-            _ => tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running"),
+            _ => {
+                tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running");
+                reloads.request();
+            }
         }
     }
 }
