@@ -91,7 +91,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
         listeners.push(bind(cfg, true)?);
     }
     let signals = block_signals();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = allowed_cpus();
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
@@ -112,7 +112,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             reloads: reloads.clone(),
         };
         let fd = listener.into_raw_fd();
-        let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
+        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()]))
             .name(&format!("shard-{i}"))
             .io_memory(cfg.io_memory)
             .spawn(move || shard::run(i, cfg, fd, mesh, start))
@@ -130,6 +130,25 @@ fn start(cfg: &Config) -> Result<Running, String> {
         }
     }
     Ok(Running { handles, shutdown, signals, reloads, torn_bytes })
+}
+
+/// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
+/// container's cpuset), ascending: shard i is pinned to the i-th of them.
+/// CPU 0 alone if the mask cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity(2) fills the zeroed set we own; CPU_ISSET reads it.
+    let cpus: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    };
+    if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus
+    }
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {

@@ -261,3 +261,64 @@ fn rust_log_overrides_the_level() {
     assert_eq!(s.get("/v1/healthz").status, 200);
     assert!(!s.output().contains(" started "), "RUST_LOG=warn hides info: {}", s.output());
 }
+
+/// Shards are pinned to the CPUs the process may use (taskset, systemd
+/// CPUAffinity=, a container's cpuset), not to CPUs 0..N-1.
+#[test]
+fn shards_pin_to_the_allowed_cpus() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        eprintln!("skipped: needs 2 CPUs");
+        return;
+    }
+    let dir = TempDir::new("pin");
+    let port = common::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["serve", "--shards", "1", "--segment-bytes", "1MiB", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only sched_setaffinity(2) runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(1, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn sluice");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ready = loop {
+        let ok = std::net::TcpStream::connect(addr).ok().and_then(|s| {
+            s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+            common::Conn::from_stream(s).try_request("GET", "/v1/healthz", &[], b"").ok()
+        });
+        let up = ok.is_some_and(|r| r.status == 200);
+        if up || Instant::now() > deadline {
+            break up;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let tasks = format!("/proc/{}/task", child.id());
+    let shard_cpus: Vec<String> = std::fs::read_dir(&tasks)
+        .expect("task dir")
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+            let status = std::fs::read_to_string(t.join("status")).ok()?;
+            let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim().to_string();
+            comm.starts_with("shard-0-").then_some(cpus)
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "the server did not start");
+    assert!(!shard_cpus.is_empty(), "no shard-0 thread found");
+    assert!(shard_cpus.iter().all(|c| c == "1"), "shard 0 runs on the only allowed CPU: {shard_cpus:?}");
+}
