@@ -330,3 +330,73 @@ fn allowed_cpus() -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
     }
 }
+
+/// /v1/healthz answers only once recovery is over: the first 200 after a
+/// restart comes no sooner than the slowest shard's log replay took.
+#[test]
+fn healthz_answers_only_after_recovery() {
+    let dir = TempDir::new("ready");
+    let data = dir.path().join("data");
+    let args = ["--fsync", "never", "--segment-bytes", "16MiB"];
+    let mut s = Server::launch(&data, Launch::logged(&dir.path().join("server.log"), &args));
+    let paths: Vec<String> = (0..4).map(|i| format!("/v1/stream/replay-{i}")).collect();
+    for p in &paths {
+        s.create(p, "text/plain");
+    }
+    // Many small records make a replay that takes measurable time.
+    let mut c = s.connect();
+    for round in 0..40 {
+        let mut batch = Vec::new();
+        for i in 0..500 {
+            let body = format!("record {round}-{i}\n");
+            batch.extend(build("POST", &paths[i % paths.len()], &[("Content-Type", "text/plain")], body.as_bytes()));
+        }
+        c.send(&batch).unwrap();
+        for _ in 0..500 {
+            assert_eq!(c.read_response(false).status, 204);
+        }
+    }
+    drop(c);
+    let (status, _) = s.sigterm(Duration::from_secs(15));
+    assert!(status.success());
+
+    // Restart by hand, probing /v1/healthz from the moment of spawn.
+    let port = common::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--shards", "2", "--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sluice");
+    let spawned = Instant::now();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let first_ok = loop {
+        let answered = std::net::TcpStream::connect(addr).ok().and_then(|sock| {
+            sock.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+            common::Conn::from_stream(sock).try_request("GET", "/v1/healthz", &[], b"").ok()
+        });
+        if answered.is_some_and(|r| r.status == 200) {
+            break spawned.elapsed();
+        }
+        assert!(spawned.elapsed() < Duration::from_secs(20), "no 200 from /v1/healthz");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let text = {
+        let sock = std::net::TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        common::Conn::from_stream(sock).request("GET", "/v1/metrics", &[], b"").text()
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let slowest = ["0", "1"]
+        .iter()
+        .map(|sh| value(&text, "sluice_recovery_seconds", &[&format!("shard=\"{sh}\"")]))
+        .fold(0.0, f64::max);
+    assert!(slowest > 0.0, "{text}");
+    assert!(first_ok.as_secs_f64() >= slowest, "first 200 after {first_ok:?}, replay took {slowest}s");
+    println!("replay {slowest:.3}s, first healthz 200 after {first_ok:?}");
+}
