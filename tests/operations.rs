@@ -260,6 +260,14 @@ fn rust_log_overrides_the_level() {
     let s = start_env(&dir, &[("RUST_LOG", "warn")], &["--segment-bytes", "1MiB", "--log-level", "debug"]);
     assert_eq!(s.get("/v1/healthz").status, 200);
     assert!(!s.output().contains(" started "), "RUST_LOG=warn hides info: {}", s.output());
+    drop(s);
+    // glommio logs through the `log` crate; its records reach the same log.
+    let dir = TempDir::new("rust-log-glommio");
+    let s = start_env(&dir, &[("RUST_LOG", "info,glommio=trace")], &["--segment-bytes", "1MiB"]);
+    assert_eq!(s.get("/v1/healthz").status, 200);
+    let log = s.output();
+    assert!(log.lines().any(|l| l.contains(" glommio::")), "no glommio record in: {log}");
+    assert!(log.contains(" started "), "{log}");
 }
 
 /// Shards are pinned to the CPUs the process may use (taskset, systemd
