@@ -38,8 +38,9 @@ pub fn run(cfg: Config) -> Result<(), i32> {
         shards = cfg.shards,
         data_dir = %cfg.data_dir.display(),
         fsync = if cfg.fsync == FsyncMode::Always { "always" } else { "never" },
-        recovery_ms = started.elapsed().as_millis() as u64,
-        torn_bytes_repaired = running.torn_bytes,
+        recovery_ms = running.recovered.replay.as_millis() as u64,
+        ready_ms = started.elapsed().as_millis() as u64,
+        torn_bytes_repaired = running.recovered.torn_bytes,
         "started"
     );
     let signal = wait_for_stop(&running.signals, &running.reloads);
@@ -76,8 +77,8 @@ struct Running {
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
     reloads: Arc<Reloads>,
-    /// Torn-tail bytes zeroed by recovery, all shards.
-    torn_bytes: u64,
+    /// The slowest shard's replay time and the torn bytes of all shards.
+    recovered: shard::Recovered,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
@@ -96,7 +97,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
     let reloads = Arc::new(Reloads::default());
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<u64, String>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
@@ -121,15 +122,18 @@ fn start(cfg: &Config) -> Result<Running, String> {
     }
     drop(ready_tx);
     watchdog::start(pulses);
-    let mut torn_bytes = 0;
+    let mut recovered = shard::Recovered { replay: Duration::ZERO, torn_bytes: 0 };
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
-            Ok(Ok(torn)) => torn_bytes += torn,
+            Ok(Ok(r)) => {
+                recovered.replay = recovered.replay.max(r.replay);
+                recovered.torn_bytes += r.torn_bytes;
+            }
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals, reloads, torn_bytes })
+    Ok(Running { handles, shutdown, signals, reloads, recovered })
 }
 
 /// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
