@@ -1,5 +1,6 @@
 //! Bootstrap (extension section 3): the latest snapshot plus every retained
-//! message after it, one MIME part per message, as `multipart/mixed`.
+//! message after it, one MIME part per message (its stored bytes), as
+//! `multipart/mixed`.
 
 use super::stream::{missing, JSON_RECORDS};
 use crate::shard::Ctx;
@@ -65,10 +66,10 @@ pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) 
     push_part(&mut body, &boundary, snapshot_type, &blob);
     let mut at = 0usize;
     for len in lens {
-        let msg = &data[at..at + len as usize];
+        // One stored message per part, as ordinary reads return it (a JSON
+        // record with its newline).
+        push_part(&mut body, &boundary, &content_type, &data[at..at + len as usize]);
         at += len as usize;
-        let msg = if json { msg.strip_suffix(b",").unwrap_or(msg) } else { msg };
-        push_part(&mut body, &boundary, &content_type, msg);
     }
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
     let snapshot_offset = snapshot.as_ref().map_or("-1".to_string(), |s| Offset(s.offset).to_string());

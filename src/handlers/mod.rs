@@ -41,6 +41,25 @@ impl Route {
     }
 }
 
+/// The URL surface a request came through; it decides how JSON streams read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// `/v1/stream/{stream_id}`: the base protocol, JSON reads are JSON arrays.
+    Base,
+    /// `/{bucket_id}/{stream_id}`: the extensions, JSON reads are canonical NDJSON.
+    Bucketed,
+}
+
+impl Surface {
+    pub fn of(t: &Target) -> Surface {
+        if t.segments.first().is_some_and(|s| s == "v1") {
+            Surface::Base
+        } else {
+            Surface::Bucketed
+        }
+    }
+}
+
 /// How a request is answered.
 pub enum Reply {
     Full(Response),

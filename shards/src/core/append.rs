@@ -138,7 +138,7 @@ mod tests {
         let j = stream("application/json");
         assert_eq!(
             decide(&j, &input(Some("application/json"), b"[1, 2]")),
-            Ok(AppendDecision::Write { data: Cow::Owned(b"1,2,".to_vec()), messages: vec![2, 2] })
+            Ok(AppendDecision::Write { data: Cow::Owned(b"1\n2\n".to_vec()), messages: vec![2, 2] })
         );
         assert!(matches!(decide(&j, &input(Some("application/json"), b"[]")), Err(AppendError::Bad(_))));
         assert!(matches!(decide(&j, &input(Some("application/json"), b"{x")), Err(AppendError::Bad(_))));
