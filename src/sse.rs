@@ -7,6 +7,7 @@ use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use sluice::http::headers as h;
 use sluice::http::Response;
 use sluice::sse_wire::{encode_control, encode_data_event, is_binary, Control};
 use sluice_shards::core::cursor::next_cursor;
@@ -35,14 +36,14 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         view => read::content_type(&content_type, json, view),
     };
     let mut head = Response::new(200)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .header("stream-data-content-type", data_type);
+        .header(h::CONTENT_TYPE, "text/event-stream")
+        .header(h::CACHE_CONTROL, "no-cache")
+        .header(h::STREAM_DATA_CONTENT_TYPE, data_type);
     if binary {
-        head.set("stream-sse-data-encoding", "base64");
+        head.set(h::STREAM_SSE_DATA_ENCODING, "base64");
     }
     if json {
-        head.set("stream-extensions", crate::handlers::stream::JSON_RECORDS);
+        head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
     render_stream_head(crate::handlers::finish(head), &mut out);

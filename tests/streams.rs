@@ -657,8 +657,95 @@ fn options_preflight_and_cors_headers() {
         // Ordinary responses carry CORS headers too.
         let r = s.put(&path, TEXT, b"").expect(201);
         assert_eq!(r.h("access-control-allow-origin"), "*");
-        assert!(r.h("access-control-expose-headers").contains("Stream-Next-Offset"));
+        assert!(r.h("access-control-expose-headers").contains("stream-next-offset"));
     });
+}
+
+/// Headers a browser may read without being listed in
+/// `access-control-expose-headers` (CORS-safelisted), or that describe the
+/// HTTP exchange itself.
+const NOT_EXPOSED: [&str; 9] = [
+    "content-type",
+    "content-length",
+    "cache-control",
+    "connection",
+    "date",
+    "x-content-type-options",
+    "cross-origin-resource-policy",
+    "access-control-allow-origin",
+    "access-control-expose-headers",
+];
+
+#[test]
+fn every_response_header_is_exposed_to_browsers_and_every_response_has_a_date() {
+    let s = Server::start();
+    s.req("PUT", "/corsb", &[], b"").expect(201);
+    let p = "/corsb/s";
+    let mut seen = Vec::new();
+    seen.push(s.put(p, TEXT, b"abc").expect(201));
+    seen.push(
+        s.req(
+            "POST",
+            p,
+            &[("Content-Type", TEXT), ("Producer-Id", "w"), ("Producer-Epoch", "0"), ("Producer-Seq", "0")],
+            b"d",
+        )
+        .expect(200),
+    );
+    let snap = format!("{p}/snapshot/{}", offset(3));
+    seen.push(s.req("PUT", &snap, &[("Content-Type", TEXT)], b"S").expect(204));
+    seen.push(s.req("PUT", &format!("{p}/retention/{}", offset(3)), &[], b"").expect(204));
+    seen.push(s.head(p).expect(200));
+    seen.push(s.get(&snap).expect(200));
+    seen.push(s.get(&format!("{p}/snapshot")).expect(307));
+    seen.push(s.get(&format!("{p}?offset=-1")).expect(200));
+    seen.push(s.get(&format!("{p}?offset=now&live=long-poll")).expect(204));
+    seen.push(s.get(&format!("{p}?offset={}", offset(0))).expect(410));
+    seen.push(
+        s.req(
+            "POST",
+            p,
+            &[("Content-Type", TEXT), ("Producer-Id", "w"), ("Producer-Epoch", "0"), ("Producer-Seq", "5")],
+            b"x",
+        )
+        .expect(409),
+    );
+    seen.push(s.put("/corsb/j", "application/json", b"[1]").expect(201));
+    seen.push(s.get("/corsb/nope").expect(404));
+    seen.push(s.get("/").expect(404));
+    seen.push(s.req("PATCH", p, &[], b"").expect(405));
+    let mut c = s.connect();
+    c.send(b"GARBAGE\r\n\r\n").unwrap();
+    seen.push(c.read_response(false).expect(400));
+    // An SSE response head.
+    let mut c = s.connect();
+    c.send(&common::build("GET", "/corsb/j?offset=-1&live=sse", &[], b"")).unwrap();
+    let head = String::from_utf8(c.read_until(b"\r\n\r\n").unwrap()).unwrap();
+    let sse_headers: Vec<(String, String)> = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    seen.push(common::Resp { status: 200, reason: String::new(), headers: sse_headers, body: Vec::new() });
+
+    for r in &seen {
+        let date = r.h("date");
+        assert!(date.ends_with(" GMT") && date.len() == 29 && date.as_bytes()[3] == b',', "IMF-fixdate: {date:?}");
+        let exposed: Vec<&str> = r.h("access-control-expose-headers").split(", ").collect();
+        for (name, _) in &r.headers {
+            assert!(
+                NOT_EXPOSED.contains(&name.as_str()) || exposed.contains(&name.as_str()),
+                "{name} is sent but hidden from browsers (status {})",
+                r.status
+            );
+        }
+    }
+    let names: Vec<&str> = seen.iter().flat_map(|r| r.headers.iter().map(|(n, _)| n.as_str())).collect();
+    for h in ["stream-snapshot-offset", "stream-snapshot-digest", "stream-retained-offset", "stream-data-content-type"]
+    {
+        assert!(names.contains(&h), "the test should have seen {h}");
+    }
 }
 
 #[test]

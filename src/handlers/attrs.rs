@@ -2,6 +2,7 @@
 
 use super::stream::{missing, store_error};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
@@ -20,7 +21,7 @@ pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -
             match st.live(key, now) {
                 Some(e) => {
                     let body = if e.state.attrs.is_empty() { b"{}".to_vec() } else { e.state.attrs.clone() };
-                    Response::new(200).header("content-type", "application/json").with_body(body)
+                    Response::new(200).header(h::CONTENT_TYPE, "application/json").with_body(body)
                 }
                 None => {
                     drop(st);
@@ -29,7 +30,7 @@ pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -
             }
         }
         Method::Put => {
-            let json = head.header("content-type").is_some_and(sluice_shards::core::is_json);
+            let json = head.header(h::CONTENT_TYPE).is_some_and(sluice_shards::core::is_json);
             if !json {
                 return Response::error(400, "attributes need Content-Type: application/json");
             }

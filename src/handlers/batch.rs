@@ -4,6 +4,7 @@
 use super::stream::{json_stream, store_error};
 use crate::shard::Ctx;
 use serde_json::{json, Value};
+use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::append::AppendError;
 use sluice_shards::core::batch::{decode_frames, BatchError};
@@ -13,7 +14,7 @@ use std::rc::Rc;
 
 /// Per-append controls the batch endpoint cannot carry.
 const UNSUPPORTED: [&str; 6] =
-    ["stream-closed", "producer-id", "producer-epoch", "producer-seq", "stream-record-match", "stream-seq"];
+    [h::STREAM_CLOSED, h::PRODUCER_ID, h::PRODUCER_EPOCH, h::PRODUCER_SEQ, h::STREAM_RECORD_MATCH, h::STREAM_SEQ];
 
 /// A frame-level failure as the acknowledgement array reports it.
 fn frame_error(e: &AppendError) -> (u16, &'static str, &'static str) {
@@ -32,7 +33,7 @@ pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u
     if head.method != Method::Post {
         return Response::error(405, "method not allowed");
     }
-    let Some(content_type) = head.header("content-type").filter(|c| !c.is_empty()) else {
+    let Some(content_type) = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()) else {
         return Response::error(400, "append-batch needs a Content-Type");
     };
     if let Some(h) = UNSUPPORTED.iter().find(|h| head.header(h).is_some()) {
@@ -74,6 +75,6 @@ pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u
         })
         .collect();
     Response::new(200)
-        .header("content-type", "application/json")
+        .header(h::CONTENT_TYPE, "application/json")
         .with_body(serde_json::to_vec(&acks).expect("serializable"))
 }

@@ -4,6 +4,7 @@
 
 use super::stream::{missing, JSON_RECORDS};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::offset::Offset;
@@ -74,16 +75,16 @@ pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) 
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
     let snapshot_offset = snapshot.as_ref().map_or("-1".to_string(), |s| Offset(s.offset).to_string());
     let mut r = Response::new(200)
-        .header("content-type", format!("multipart/mixed; boundary={boundary}"))
-        .header("stream-snapshot-offset", snapshot_offset)
-        .header("stream-next-offset", Offset(tail).to_string())
-        .header("stream-up-to-date", "true")
-        .header("cache-control", "no-store")
+        .header(h::CONTENT_TYPE, format!("multipart/mixed; boundary={boundary}"))
+        .header(h::STREAM_SNAPSHOT_OFFSET, snapshot_offset)
+        .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+        .header(h::STREAM_UP_TO_DATE, "true")
+        .header(h::CACHE_CONTROL, "no-store")
         .with_body(body);
     if json {
-        r.set("stream-extensions", JSON_RECORDS);
-        r.set("stream-record-first", records.0.to_string());
-        r.set("stream-record-next", records.1.to_string());
+        r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
+        r.set(h::STREAM_RECORD_FIRST, records.0.to_string());
+        r.set(h::STREAM_RECORD_NEXT, records.1.to_string());
     }
     r
 }

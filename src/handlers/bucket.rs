@@ -3,6 +3,7 @@
 
 use crate::mesh::{BucketRep, BucketReq, Listed};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Method, Response};
 use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
@@ -16,7 +17,7 @@ pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
     let home = bucket_shard(bucket, ctx.shards);
     match method {
         Method::Put => match ctx.ask(home, BucketReq::Create { bucket: bucket.into() }).await {
-            BucketRep::Status(201) => Response::new(201).header("location", format!("/{bucket}")),
+            BucketRep::Status(201) => Response::new(201).header(h::LOCATION, format!("/{bucket}")),
             BucketRep::Status(409) => Response::error(409, "bucket already exists"),
             _ => Response::error(503, "bucket create failed; retry"),
         },
@@ -57,7 +58,7 @@ fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
 
 fn json(status: u16, v: &serde_json::Value) -> Response {
     Response::new(status)
-        .header("content-type", "application/json")
+        .header(h::CONTENT_TYPE, "application/json")
         .with_body(serde_json::to_vec(v).expect("serializable"))
 }
 

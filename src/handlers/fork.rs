@@ -4,6 +4,7 @@
 use super::Route;
 use crate::mesh::{BucketRep, BucketReq};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::parse_target;
 use sluice::http::{Head, Response};
 use sluice_shards::core::create::CreateInput;
@@ -22,8 +23,8 @@ pub async fn fork_plan(
     input: &mut CreateInput,
     explicit_type: bool,
 ) -> Result<Option<ForkPlan>, Response> {
-    let from = head.header("stream-forked-from");
-    let sub = match head.header("stream-fork-sub-offset") {
+    let from = head.header(h::STREAM_FORKED_FROM);
+    let sub = match head.header(h::STREAM_FORK_SUB_OFFSET) {
         None => None,
         Some(v) if v == "0" || (!v.starts_with('0') && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) => {
             Some(v.parse::<u64>().map_err(|_| Response::error(400, "Stream-Fork-Sub-Offset is too large"))?)
@@ -36,7 +37,7 @@ pub async fn fork_plan(
             None => Ok(None),
         };
     };
-    let offset = match head.header("stream-fork-offset") {
+    let offset = match head.header(h::STREAM_FORK_OFFSET) {
         None => None,
         Some(v) => Some(Offset::parse(v).ok_or_else(|| Response::error(400, "malformed Stream-Fork-Offset"))?.0),
     };

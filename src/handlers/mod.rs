@@ -13,6 +13,7 @@ pub mod stream;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::url::Target;
+use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
@@ -98,30 +99,21 @@ pub fn route(_head: &Head, t: &Target) -> Route {
     }
 }
 
-/// Headers every response carries: browser hardening and CORS.
+/// Headers every response carries: `Date`, browser hardening and CORS.
 pub fn finish(mut r: Response) -> Response {
-    r.set("x-content-type-options", "nosniff");
-    r.set("cross-origin-resource-policy", "cross-origin");
-    r.set("access-control-allow-origin", "*");
-    r.set(
-        "access-control-expose-headers",
-        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, Stream-Expires-At, \
-         Stream-SSE-Data-Encoding, Stream-Extensions, Stream-Record-First, Stream-Record-Start, Stream-Record-Next, \
-         Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type",
-    );
+    r.set(h::DATE, date::now());
+    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
+    r.set(h::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    r.set(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
     r
 }
 
 fn preflight() -> Response {
     Response::new(204)
-        .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
-        .header(
-            "access-control-allow-headers",
-            "content-type, authorization, if-none-match, stream-seq, stream-ttl, stream-expires-at, stream-closed, \
-             stream-attrs, stream-record-match, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
-             producer-id, producer-epoch, producer-seq",
-        )
-        .header("access-control-max-age", "86400")
+        .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
+        .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
+        .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
 }
 
 pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
@@ -131,7 +123,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
     let resp = match route {
         Route::Health => match head.method {
             Method::Get | Method::Head => {
-                Response::new(200).header("content-type", "text/plain").with_body(b"ok\n".to_vec())
+                Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
             }
             _ => Response::error(405, "method not allowed"),
         },

@@ -8,6 +8,7 @@ use super::stream::{missing, JSON_RECORDS};
 use super::{Reply, Surface};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
 use sluice_shards::core::cursor::next_cursor;
@@ -100,8 +101,8 @@ pub fn resolve(
     let gone = |s: &sluice_shards::core::StreamState| {
         Start::Refused(
             Response::error(410, "data before the earliest retained offset is gone; use /bootstrap")
-                .header("stream-record-first", s.first_message.to_string())
-                .header("stream-record-next", s.visible.messages.to_string()),
+                .header(h::STREAM_RECORD_FIRST, s.first_message.to_string())
+                .header(h::STREAM_RECORD_NEXT, s.visible.messages.to_string()),
         )
     };
     if let Some(rq) = rq {
@@ -113,7 +114,7 @@ pub fn resolve(
             Err(RecordRefusal::Gone) => gone(s),
             Err(RecordRefusal::Beyond) => Start::Refused(
                 Response::error(400, "record is beyond the record tail")
-                    .header("stream-record-next", s.visible.messages.to_string()),
+                    .header(h::STREAM_RECORD_NEXT, s.visible.messages.to_string()),
             ),
         };
     }
@@ -294,21 +295,21 @@ pub fn content_type(content_type: &str, json: bool, view: View) -> String {
 
 fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
     let mut r = Response::new(200)
-        .header("content-type", content_type(&b.content_type, b.json, view))
-        .header("stream-next-offset", Offset(b.end).to_string())
-        .header("cache-control", cache);
+        .header(h::CONTENT_TYPE, content_type(&b.content_type, b.json, view))
+        .header(h::STREAM_NEXT_OFFSET, Offset(b.end).to_string())
+        .header(h::CACHE_CONTROL, cache);
     if b.up_to_date {
-        r.set("stream-up-to-date", "true");
+        r.set(h::STREAM_UP_TO_DATE, "true");
     }
     if b.closed {
-        r.set("stream-closed", "true");
+        r.set(h::STREAM_CLOSED, "true");
     }
     if b.json {
-        r.set("stream-extensions", JSON_RECORDS);
+        r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
         if view.record_aware() {
-            r.set("stream-record-first", b.records.0.to_string());
-            r.set("stream-record-start", b.records.1.to_string());
-            r.set("stream-record-next", b.records.2.to_string());
+            r.set(h::STREAM_RECORD_FIRST, b.records.0.to_string());
+            r.set(h::STREAM_RECORD_START, b.records.1.to_string());
+            r.set(h::STREAM_RECORD_NEXT, b.records.2.to_string());
         }
     }
     r.body = render_body(&mut b, view);
@@ -406,12 +407,12 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
             if offset == OffsetQuery::Now && q.records.is_none() {
                 return Reply::Full(read_response(b, view, "no-store"));
             }
-            if head.header("if-none-match") == Some(b.etag.as_str()) {
-                return Reply::Full(Response::new(304).header("etag", b.etag.clone()));
+            if head.header(h::IF_NONE_MATCH) == Some(b.etag.as_str()) {
+                return Reply::Full(Response::new(304).header(h::ETAG, b.etag.clone()));
             }
             let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
             let etag = b.etag.clone();
-            Reply::Full(read_response(b, view, cache).header("etag", etag))
+            Reply::Full(read_response(b, view, cache).header(h::ETAG, etag))
         }
     }
 }
@@ -441,28 +442,28 @@ async fn long_poll(
             let Some(b) = read_batch(ctx, key, from, limit).await else {
                 return missing(ctx, key);
             };
-            return read_response(b, view, "no-cache").header("stream-cursor", cursor());
+            return read_response(b, view, "no-cache").header(h::STREAM_CURSOR, cursor());
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if closed || left.is_zero() || ctx.stopping() {
             let mut r = Response::new(204)
-                .header("stream-next-offset", Offset(tail).to_string())
-                .header("stream-up-to-date", "true")
-                .header("stream-cursor", cursor())
-                .header("cache-control", "no-cache");
+                .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+                .header(h::STREAM_UP_TO_DATE, "true")
+                .header(h::STREAM_CURSOR, cursor())
+                .header(h::CACHE_CONTROL, "no-cache");
             if closed {
-                r.set("stream-closed", "true");
+                r.set(h::STREAM_CLOSED, "true");
             }
             if let (Some((first, next)), true) = (records, view.record_aware()) {
-                r.set("stream-extensions", JSON_RECORDS);
-                r.set("stream-record-first", first.to_string());
-                r.set("stream-record-start", next.to_string());
-                r.set("stream-record-next", next.to_string());
+                r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
+                r.set(h::STREAM_RECORD_FIRST, first.to_string());
+                r.set(h::STREAM_RECORD_START, next.to_string());
+                r.set(h::STREAM_RECORD_NEXT, next.to_string());
             }
             return r;
         }
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
-            return Response::error(503, "too many parked readers (--max-waiters)").header("retry-after", "1");
+            return Response::error(503, "too many parked readers (--max-waiters)").header(h::RETRY_AFTER, "1");
         }
         park(ctx, &signal, seen, left).await;
     }

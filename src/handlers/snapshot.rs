@@ -3,6 +3,7 @@
 
 use super::stream::{missing, store_error, JSON_RECORDS};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::stream::Snapshot;
@@ -61,8 +62,8 @@ pub async fn snapshot(
         (Method::Get, None) => match current(ctx, key) {
             None => missing(ctx, key),
             Some((Some(s), _, _)) => Response::new(307)
-                .header("location", format!("{}/snapshot/{}", stream_path(key), Offset(s.offset)))
-                .header("cache-control", "no-store"),
+                .header(h::LOCATION, format!("{}/snapshot/{}", stream_path(key), Offset(s.offset)))
+                .header(h::CACHE_CONTROL, "no-store"),
             Some((None, _, _)) => Response::error(404, "no snapshot"),
         },
         (Method::Put, _) => {
@@ -70,12 +71,12 @@ pub async fn snapshot(
                 Ok(a) => a,
                 Err(r) => return r,
             };
-            let ct = head.header("content-type").filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
-            let expected = head.header("stream-snapshot-match");
+            let ct = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
+            let expected = head.header(h::STREAM_SNAPSHOT_MATCH);
             match ctx.shard.publish_snapshot(key, at, ct, &body, expected, ctx.now_ms()).await {
                 Ok((offset, digest)) => Response::new(204)
-                    .header("stream-snapshot-digest", digest)
-                    .header("stream-snapshot-offset", Offset(offset).to_string()),
+                    .header(h::STREAM_SNAPSHOT_DIGEST, digest)
+                    .header(h::STREAM_SNAPSHOT_OFFSET, Offset(offset).to_string()),
                 Err(e) => store_error(ctx, key, e),
             }
         }
@@ -93,14 +94,14 @@ pub async fn snapshot(
                 Err(_) => return Response::error(503, "cannot read the snapshot"),
             };
             let mut r = Response::new(200)
-                .header("content-type", s.content_type.clone())
-                .header("stream-snapshot-offset", Offset(s.offset).to_string())
-                .header("stream-snapshot-digest", s.digest.clone())
-                .header("stream-next-offset", Offset(s.offset).to_string())
-                .header("stream-up-to-date", (s.offset == tail).to_string())
+                .header(h::CONTENT_TYPE, s.content_type.clone())
+                .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset).to_string())
+                .header(h::STREAM_SNAPSHOT_DIGEST, s.digest.clone())
+                .header(h::STREAM_NEXT_OFFSET, Offset(s.offset).to_string())
+                .header(h::STREAM_UP_TO_DATE, (s.offset == tail).to_string())
                 .with_body(blob);
             if json {
-                r.set("stream-extensions", JSON_RECORDS);
+                r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
             }
             r
         }
@@ -124,7 +125,7 @@ pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, 
         Err(r) => return r,
     };
     match ctx.shard.set_retention(key, at, ctx.now_ms()).await {
-        Ok(offset) => Response::new(204).header("stream-retained-offset", Offset(offset).to_string()),
+        Ok(offset) => Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string()),
         Err(e) => store_error(ctx, key, e),
     }
 }

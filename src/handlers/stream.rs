@@ -6,6 +6,7 @@ use super::fork::fork_plan;
 use super::{read, Reply};
 use crate::mesh::BucketReq;
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::append::{AppendError, AppendInput};
@@ -39,8 +40,8 @@ fn header_true(head: &Head, name: &str) -> Result<bool, &'static str> {
 }
 
 async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Response {
-    let ttl = head.header("stream-ttl");
-    let expires = head.header("stream-expires-at");
+    let ttl = head.header(h::STREAM_TTL);
+    let expires = head.header(h::STREAM_EXPIRES_AT);
     if ttl.is_some() && expires.is_some() {
         return Response::error(400, "Stream-TTL and Stream-Expires-At are mutually exclusive");
     }
@@ -54,16 +55,16 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         Some(v) => v,
         None => None,
     };
-    let closed = match header_true(head, "stream-closed") {
+    let closed = match header_true(head, h::STREAM_CLOSED) {
         Ok(c) => c,
         Err(why) => return Response::error(400, why),
     };
-    let attrs = match head.header("stream-attrs").map(|a| canonical_attrs(a.as_bytes())) {
+    let attrs = match head.header(h::STREAM_ATTRS).map(|a| canonical_attrs(a.as_bytes())) {
         Some(Err(why)) => return Response::error(400, why),
         Some(Ok(a)) => a,
         None => Vec::new(),
     };
-    let explicit_type = head.header("content-type").filter(|c| !c.is_empty());
+    let explicit_type = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty());
     let content_type = explicit_type.unwrap_or("application/octet-stream").to_string();
     let mut input = CreateInput { content_type, ttl_secs, expires_at_ms, closed, attrs };
     let fork = match fork_plan(ctx, head, &mut input, explicit_type.is_some()).await {
@@ -86,14 +87,14 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
                 .get(key)
                 .map_or(input.content_type.clone(), |e| e.state.content_type.clone());
             let mut r = Response::new(if created { 201 } else { 200 })
-                .header("content-type", content_type)
-                .header("stream-next-offset", Offset(tail).to_string());
+                .header(h::CONTENT_TYPE, content_type)
+                .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
             if created {
-                let host = head.header("host").unwrap_or("localhost");
-                r.set("location", format!("http://{host}{}", head.target.split('?').next().unwrap_or("")));
+                let host = head.header(h::HOST).unwrap_or("localhost");
+                r.set(h::LOCATION, format!("http://{host}{}", head.target.split('?').next().unwrap_or("")));
             }
             if closed {
-                r.set("stream-closed", "true");
+                r.set(h::STREAM_CLOSED, "true");
             }
             if json_stream(ctx, key) {
                 set_record_range(&mut r, records);
@@ -106,9 +107,9 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
 
 /// Adds the JSON record coordinates of a create or append.
 pub fn set_record_range(r: &mut Response, (start, next): (u64, u64)) {
-    r.set("stream-extensions", JSON_RECORDS);
-    r.set("stream-record-start", start.to_string());
-    r.set("stream-record-next", next.to_string());
+    r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
+    r.set(h::STREAM_RECORD_START, start.to_string());
+    r.set(h::STREAM_RECORD_NEXT, next.to_string());
 }
 
 /// Extension token of JSON record coordinates.
@@ -124,9 +125,9 @@ pub fn missing(ctx: &Ctx, key: &StreamKey) -> Response {
 }
 
 fn producer_headers(head: &Head) -> Result<Option<ProducerStamp>, &'static str> {
-    let id = head.header("producer-id");
-    let epoch = head.header("producer-epoch");
-    let seq = head.header("producer-seq");
+    let id = head.header(h::PRODUCER_ID);
+    let epoch = head.header(h::PRODUCER_EPOCH);
+    let seq = head.header(h::PRODUCER_SEQ);
     match (id, epoch, seq) {
         (None, None, None) => Ok(None),
         (Some(id), Some(epoch), Some(seq)) => {
@@ -153,33 +154,33 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         Ok(p) => p,
         Err(why) => return Response::error(400, why),
     };
-    let close = match header_true(head, "stream-closed") {
+    let close = match header_true(head, h::STREAM_CLOSED) {
         Ok(c) => c,
         Err(why) => return Response::error(400, why),
     };
-    let record_match = match head.header("stream-record-match").map(|v| v.parse::<u64>()) {
+    let record_match = match head.header(h::STREAM_RECORD_MATCH).map(|v| v.parse::<u64>()) {
         Some(Err(_)) => return Response::error(400, "Stream-Record-Match must be an unsigned integer"),
         Some(Ok(v)) => Some(v),
         None => None,
     };
     let input = AppendInput {
-        content_type: head.header("content-type"),
+        content_type: head.header(h::CONTENT_TYPE),
         body,
         close,
-        stream_seq: head.header("stream-seq"),
+        stream_seq: head.header(h::STREAM_SEQ),
         producer,
         record_match,
     };
     match ctx.shard.append(key, &input, now).await {
         Ok(out) => {
             let status = if out.wrote && out.producer.is_some() { 200 } else { 204 };
-            let mut r = Response::new(status).header("stream-next-offset", Offset(out.next_offset).to_string());
+            let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset).to_string());
             if let Some((epoch, seq)) = out.producer {
-                r.set("producer-epoch", epoch.to_string());
-                r.set("producer-seq", seq.to_string());
+                r.set(h::PRODUCER_EPOCH, epoch.to_string());
+                r.set(h::PRODUCER_SEQ, seq.to_string());
             }
             if out.closed {
-                r.set("stream-closed", "true");
+                r.set(h::STREAM_CLOSED, "true");
             }
             if json_stream(ctx, key) {
                 set_record_range(&mut r, out.records);
@@ -206,26 +207,26 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Response {
     };
     let s = &e.state;
     let mut r = Response::new(200)
-        .header("content-type", s.content_type.clone())
-        .header("stream-next-offset", Offset(s.visible.tail).to_string())
-        .header("cache-control", "no-store");
+        .header(h::CONTENT_TYPE, s.content_type.clone())
+        .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail).to_string())
+        .header(h::CACHE_CONTROL, "no-store");
     if let Some(ttl) = s.lifetime.ttl_secs {
-        r.set("stream-ttl", ttl.to_string());
+        r.set(h::STREAM_TTL, ttl.to_string());
     }
     if let Some(at) = s.lifetime.expires_at_ms {
-        r.set("stream-expires-at", format_rfc3339(at));
+        r.set(h::STREAM_EXPIRES_AT, format_rfc3339(at));
     }
     if s.visible.closed {
-        r.set("stream-closed", "true");
+        r.set(h::STREAM_CLOSED, "true");
     }
     if s.json {
-        r.set("stream-extensions", JSON_RECORDS);
-        r.set("stream-record-first", s.first_message.to_string());
-        r.set("stream-record-next", s.visible.messages.to_string());
+        r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
+        r.set(h::STREAM_RECORD_FIRST, s.first_message.to_string());
+        r.set(h::STREAM_RECORD_NEXT, s.visible.messages.to_string());
     }
     if let Some(snap) = &s.snapshot {
-        r.set("stream-snapshot-offset", Offset(snap.offset).to_string());
-        r.set("stream-snapshot-digest", snap.digest.clone());
+        r.set(h::STREAM_SNAPSHOT_OFFSET, Offset(snap.offset).to_string());
+        r.set(h::STREAM_SNAPSHOT_DIGEST, snap.digest.clone());
     }
     r.head_length = Some(0);
     r
@@ -257,25 +258,25 @@ pub fn store_error(ctx: &Ctx, key: &StreamKey, e: StoreError) -> Response {
         StoreError::Append(a) => match a {
             AppendError::Bad(why) => Response::error(400, why),
             AppendError::Closed => {
-                let mut r = Response::error(409, "stream is closed").header("stream-closed", "true");
+                let mut r = Response::error(409, "stream is closed").header(h::STREAM_CLOSED, "true");
                 if let Some((t, _)) = tail() {
-                    r.set("stream-next-offset", Offset(t).to_string());
+                    r.set(h::STREAM_NEXT_OFFSET, Offset(t).to_string());
                 }
                 r
             }
             AppendError::ContentType => Response::error(409, "Content-Type does not match the stream"),
             AppendError::SeqRegression => Response::error(409, "Stream-Seq must increase"),
             AppendError::StaleEpoch(current) => {
-                Response::error(403, "stale producer epoch").header("producer-epoch", current.to_string())
+                Response::error(403, "stale producer epoch").header(h::PRODUCER_EPOCH, current.to_string())
             }
             AppendError::Gap { expected, received } => Response::error(409, "producer sequence gap")
-                .header("producer-expected-seq", expected.to_string())
-                .header("producer-received-seq", received.to_string()),
+                .header(h::PRODUCER_EXPECTED_SEQ, expected.to_string())
+                .header(h::PRODUCER_RECEIVED_SEQ, received.to_string()),
             AppendError::RecordMismatch => {
                 let mut r = Response::error(412, "Stream-Record-Match does not equal the record tail");
                 if let Some((t, n)) = tail() {
-                    r.set("stream-record-next", n.to_string());
-                    r.set("stream-next-offset", Offset(t).to_string());
+                    r.set(h::STREAM_RECORD_NEXT, n.to_string());
+                    r.set(h::STREAM_NEXT_OFFSET, Offset(t).to_string());
                 }
                 r
             }

@@ -1,6 +1,8 @@
 //! Request heads: httparse does the tokenizing; this module applies sluice's
 //! limits and extracts what the router and body reader need.
 
+use super::headers as h;
+
 /// Request methods sluice serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -91,26 +93,26 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let mut chunked = false;
     let mut expect_continue = false;
     let mut close = http10;
-    for h in req.headers.iter() {
-        let name = h.name.to_ascii_lowercase();
-        let value = std::str::from_utf8(h.value).map_err(|_| HeadError::Bad("header value is not UTF-8"))?.trim();
+    for field in req.headers.iter() {
+        let name = field.name.to_ascii_lowercase();
+        let value = std::str::from_utf8(field.value).map_err(|_| HeadError::Bad("header value is not UTF-8"))?.trim();
         match name.as_str() {
-            "content-length" => {
+            h::CONTENT_LENGTH => {
                 let v: u64 = value.parse().map_err(|_| HeadError::Bad("invalid Content-Length"))?;
                 if length.is_some_and(|l| l != v) {
                     return Err(HeadError::Bad("conflicting Content-Length headers"));
                 }
                 length = Some(v);
             }
-            "transfer-encoding" => {
+            h::TRANSFER_ENCODING => {
                 if value.eq_ignore_ascii_case("chunked") {
                     chunked = true;
                 } else if !value.eq_ignore_ascii_case("identity") {
                     return Err(HeadError::Unsupported("unsupported Transfer-Encoding"));
                 }
             }
-            "expect" => expect_continue = value.eq_ignore_ascii_case("100-continue"),
-            "connection" => {
+            h::EXPECT => expect_continue = value.eq_ignore_ascii_case("100-continue"),
+            h::CONNECTION => {
                 for token in value.split(',').map(str::trim) {
                     if token.eq_ignore_ascii_case("close") {
                         close = true;
