@@ -83,7 +83,10 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             continue;
         }
         if tail > offset {
-            let Some(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
+            // A failed read (logged by read_batch) or a vanished stream ends
+            // the event stream after its last complete event; the client
+            // reconnects from the last control event's offset.
+            let Ok(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
             match req.view {
                 View::Envelope => {
                     for (i, m) in messages(&b).enumerate() {

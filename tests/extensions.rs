@@ -200,15 +200,21 @@ fn snapshot_publish_is_idempotent_and_validated() {
     let r = s.get(&format!("{p}/snapshot/{}", encoded(5))).expect(200);
     assert_eq!(r.body, b"S5");
 
-    // DELETE: another offset is 404, the latest (no retention) 204.
+    // DELETE (section 2.6): a superseded or unknown offset is 404; the latest
+    // visible snapshot backs /bootstrap, so deleting it is 409 and it stays.
     s.delete(&snap3).expect(404);
+    s.delete(&format!("{p}/snapshot/{}", offset(4))).expect(404);
     s.delete(&format!("{p}/snapshot/garbage")).expect(400);
-    s.delete(&format!("{p}/snapshot/{}", encoded(5))).expect(204);
-    s.get(&format!("{p}/snapshot")).expect(404);
-    s.get(&snap5).expect(404);
-    s.delete(&snap5).expect(404);
+    let r = s.delete(&format!("{p}/snapshot/{}", encoded(5))).expect(409);
+    assert!(r.text().contains("bootstrap"), "{}", r.text());
+    s.delete(&snap5).expect(409);
+    assert_eq!(s.get(&snap5).expect(200).body, b"S5");
+    assert_eq!(s.get(&format!("{p}/snapshot")).expect(307).h("location"), snap5);
     let r = s.head(p).expect(200);
-    assert!(!r.has("stream-snapshot-offset") && !r.has("stream-snapshot-digest"), "{r:?}");
+    assert_eq!(r.h("stream-snapshot-offset"), offset(5));
+    assert_eq!(r.h("stream-snapshot-digest"), d2);
+    let parts = multipart(&s.get(&format!("{p}/bootstrap")).expect(200));
+    assert_eq!(parts[0], part("application/x-state", b"S5"));
 }
 
 #[test]

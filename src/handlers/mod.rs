@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod bucket;
 pub mod fork;
 pub mod read;
+pub mod refuse;
 pub mod snapshot;
 pub mod stream;
 
@@ -15,6 +16,7 @@ use crate::sse::SseRequest;
 use sluice::http::url::Target;
 use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::Error;
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
@@ -125,34 +127,63 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get | Method::Head => {
                 Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
             }
-            _ => Response::error(405, "method not allowed"),
+            _ => Error::MethodNotAllowed.into(),
         },
-        Route::Bad(why) => Response::error(400, why),
-        Route::NotFound => Response::error(404, "no such resource"),
+        Route::Bad(why) => Error::Invalid(why).into(),
+        Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
         Route::BucketList(b) => match head.method {
             Method::Get => bucket::list(ctx, &b, t).await,
-            _ => Response::error(405, "method not allowed"),
+            _ => Error::MethodNotAllowed.into(),
         },
-        Route::Stream(key, sub) if sub.is_empty() => return stream::stream(ctx, head, t, &key, body).await,
         Route::Stream(key, sub) => {
-            if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-                return Reply::Full(Response::error(404, "bucket not found"));
-            }
-            let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
-            match sub.as_slice() {
-                ["attrs"] => attrs::attrs(ctx, head, &key, body).await,
-                ["snapshot", rest @ ..] if rest.len() <= 1 => {
-                    snapshot::snapshot(ctx, head, t, &key, rest.first().copied(), body).await
-                }
-                ["retention", rest @ ..] if rest.len() <= 1 => {
-                    snapshot::retention(ctx, head, t, &key, rest.first().copied()).await
-                }
-                ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, &key).await,
-                ["append-batch"] => batch::append_batch(ctx, head, &key, &body).await,
-                _ => Response::error(404, "no such stream sub-resource"),
-            }
+            let json_before = stream::json_stream(ctx, &key);
+            let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
+            return advertise_records(reply, json_before || stream::json_stream(ctx, &key));
         }
     };
     Reply::Full(resp)
+}
+
+/// A request to a stream or one of its sub-resources.
+async fn stream_operation(
+    ctx: &Rc<Ctx>,
+    head: &Head,
+    t: &Target,
+    key: &StreamKey,
+    sub: &[String],
+    body: Vec<u8>,
+) -> Reply {
+    if sub.is_empty() {
+        return stream::stream(ctx, head, t, key, body).await;
+    }
+    if !ctx.shard.store.borrow().bucket_exists(&key.0) {
+        return Reply::Full(Error::NoBucket.into());
+    }
+    let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
+    let resp = match sub.as_slice() {
+        ["attrs"] => attrs::attrs(ctx, head, key, body).await,
+        ["snapshot", rest @ ..] if rest.len() <= 1 => {
+            snapshot::snapshot(ctx, head, t, key, rest.first().copied(), body).await
+        }
+        ["retention", rest @ ..] if rest.len() <= 1 => {
+            snapshot::retention(ctx, head, t, key, rest.first().copied()).await
+        }
+        ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, key).await,
+        ["append-batch"] => batch::append_batch(ctx, head, key, &body).await,
+        _ => Error::NotFound("no such stream sub-resource").into(),
+    };
+    Reply::Full(resp)
+}
+
+/// Every response about a JSON stream, refusals included, names the JSON
+/// record coordinates extension (`Stream-Extensions`); no other does.
+fn advertise_records(reply: Reply, json: bool) -> Reply {
+    match reply {
+        Reply::Full(mut r) if json && !r.headers.iter().any(|(n, _)| *n == h::STREAM_EXTENSIONS) => {
+            r.set(h::STREAM_EXTENSIONS, stream::JSON_RECORDS);
+            Reply::Full(r)
+        }
+        other => other,
+    }
 }

@@ -4,7 +4,8 @@
 //! Record-aware reads (JSON record coordinates) return whole records as NDJSON
 //! or envelopes.
 
-use super::stream::{missing, JSON_RECORDS};
+use super::refuse::{read_failed, refuse};
+use super::stream::{bucket_exists, json_stream};
 use super::{Reply, Surface};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
@@ -12,8 +13,10 @@ use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
 use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::json::{record_value, render_array, NDJSON};
-use sluice_shards::core::records::{self, RecordQuery, RecordRefusal};
+use sluice_shards::core::records::{self, RecordQuery};
+use sluice_shards::core::Error;
 use sluice_shards::offset::{Offset, OffsetQuery};
 use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
@@ -70,12 +73,6 @@ pub struct Batch {
     pub records: (usize, usize, usize),
 }
 
-/// Where a read starts.
-pub enum Start {
-    At(u64),
-    Refused(Response),
-}
-
 /// Whether a read cut by `max_bytes` must end on a UTF-8 character boundary.
 fn utf8(content_type: &str) -> bool {
     sluice_shards::core::media_type(content_type).starts_with("text/") || sluice_shards::core::is_json(content_type)
@@ -89,44 +86,29 @@ pub fn resolve(
     q: OffsetQuery,
     rq: Option<&RecordQuery>,
     now: u64,
-) -> Start {
+) -> Result<u64, Error> {
     let mut st = ctx.shard.store.borrow_mut();
-    let Some(e) = st.live(key, now) else {
-        drop(st);
-        return Start::Refused(missing(ctx, key));
-    };
+    let e = st.live(key, now).ok_or(Error::NoStream)?;
     e.state.lifetime.touch(now);
     let s = &e.state;
-    let bad = |why| Start::Refused(Response::error(400, why));
-    let gone = |s: &sluice_shards::core::StreamState| {
-        Start::Refused(
-            Response::error(410, "data before the earliest retained offset is gone; use /bootstrap")
-                .header(h::STREAM_RECORD_FIRST, s.first_message.to_string())
-                .header(h::STREAM_RECORD_NEXT, s.visible.messages.to_string()),
-        )
-    };
     if let Some(rq) = rq {
         if !s.json {
-            return bad("record coordinates need an application/json stream");
+            return Err(Error::Invalid("record coordinates need an application/json stream"));
         }
-        return match records::resolve(s, rq.start) {
-            Ok(r) => Start::At(s.record_offset(r).expect("resolved within [F, N]")),
-            Err(RecordRefusal::Gone) => gone(s),
-            Err(RecordRefusal::Beyond) => Start::Refused(
-                Response::error(400, "record is beyond the record tail")
-                    .header(h::STREAM_RECORD_NEXT, s.visible.messages.to_string()),
-            ),
-        };
+        let r = records::resolve(s, rq.start)?;
+        return Ok(s.record_offset(r).expect("resolved within [F, N]"));
     }
     match q {
-        OffsetQuery::Start => Start::At(s.retained),
-        OffsetQuery::Now => Start::At(s.visible.tail),
-        OffsetQuery::At(Offset(o)) if o > s.visible.tail => bad("offset is beyond the stream tail"),
-        OffsetQuery::At(Offset(o)) if o < s.retained => gone(s),
-        OffsetQuery::At(Offset(o)) if s.json && surface == Surface::Base && !s.is_boundary(o) => {
-            bad("offset is not a message boundary of this JSON stream")
+        OffsetQuery::Start => Ok(s.retained),
+        OffsetQuery::Now => Ok(s.visible.tail),
+        OffsetQuery::At(Offset(o)) if o > s.visible.tail => Err(Error::Invalid("offset is beyond the stream tail")),
+        OffsetQuery::At(Offset(o)) if o < s.retained => {
+            Err(Error::Trimmed("data before the earliest retained offset is gone; use /bootstrap"))
         }
-        OffsetQuery::At(Offset(o)) => Start::At(o),
+        OffsetQuery::At(Offset(o)) if s.json && surface == Surface::Base && !s.is_boundary(o) => {
+            Err(Error::Invalid("offset is not a message boundary of this JSON stream"))
+        }
+        OffsetQuery::At(Offset(o)) => Ok(o),
     }
 }
 
@@ -134,20 +116,20 @@ pub fn resolve(
 /// text stream the cut never splits a UTF-8 character: a trailing partial
 /// character is left for the next read, and a limit smaller than the first
 /// character returns that whole character.
-pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
+pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
     let mut b = read_span(ctx, key, from, limit).await?;
     if limit.exact && utf8(&b.content_type) {
         if let Some(width) = trim_to_char_boundary(&mut b) {
             b = read_span(ctx, key, from, Limit { bytes: width, ..limit }).await?;
         }
     }
-    Some(b)
+    Ok(b)
 }
 
-async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
+async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
     let (parts, mut batch) = {
         let st = ctx.shard.store.borrow();
-        let e = st.streams.get(key)?;
+        let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
         let s = &e.state;
         let whole_messages = s.json && limit.whole_json;
         let mut parts = Vec::new();
@@ -200,14 +182,8 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Optio
         };
         (parts, batch)
     };
-    match ctx.shard.read_messages(&parts).await {
-        Ok(data) => batch.data = data,
-        Err(e) => {
-            eprintln!("sluice: shard {}: read failed: {e}", ctx.id);
-            return None;
-        }
-    }
-    Some(batch)
+    batch.data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
+    Ok(batch)
 }
 
 /// Drops a trailing partial UTF-8 character. When not even the first
@@ -304,13 +280,10 @@ fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
     if b.closed {
         r.set(h::STREAM_CLOSED, "true");
     }
-    if b.json {
-        r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
-        if view.record_aware() {
-            r.set(h::STREAM_RECORD_FIRST, b.records.0.to_string());
-            r.set(h::STREAM_RECORD_START, b.records.1.to_string());
-            r.set(h::STREAM_RECORD_NEXT, b.records.2.to_string());
-        }
+    if view.record_aware() {
+        r.set(h::STREAM_RECORD_FIRST, b.records.0.to_string());
+        r.set(h::STREAM_RECORD_START, b.records.1.to_string());
+        r.set(h::STREAM_RECORD_NEXT, b.records.2.to_string());
     }
     r.body = render_body(&mut b, view);
     r
@@ -345,28 +318,29 @@ impl View {
 }
 
 /// Parses `offset`, `live`, `max_bytes` and the record parameters.
-pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, &'static str> {
+pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, Error> {
+    let bad = |why| Err(Error::Invalid(why));
     let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
-        return Err("offset given more than once");
+        return bad("offset given more than once");
     }
     let offset = match offsets.first() {
         None => None,
-        Some(v) => Some(OffsetQuery::parse(v).ok_or("malformed offset")?),
+        Some(v) => Some(OffsetQuery::parse(v).ok_or(Error::Invalid("malformed offset"))?),
     };
     let records = records::parse(|k| t.param(k))?;
     let live = t.param("live");
     match live {
         None | Some("long-poll") | Some("sse") => {}
-        Some(_) => return Err("live must be long-poll or sse"),
+        Some(_) => return bad("live must be long-poll or sse"),
     }
     if live.is_some() && offset.is_none() && records.is_none() {
-        return Err("live reads need an offset");
+        return bad("live reads need an offset");
     }
     let mut limit =
         Limit { records: records.and_then(|r| r.max_records), whole_json: surface == Surface::Base, ..Limit::DEFAULT };
     if let Some(m) = t.param("max_bytes") {
-        let n: u64 = m.parse().ok().filter(|n| *n > 0).ok_or("max_bytes must be a positive integer")?;
+        let n = parse_uint(m).filter(|n| *n > 0).ok_or(Error::Invalid("max_bytes must be a positive integer"))?;
         limit.bytes = n.min(READ_CHUNK);
         limit.exact = true;
     }
@@ -374,23 +348,22 @@ pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, &
 }
 
 pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
+    match read(ctx, head, t, key).await {
+        Ok(reply) => reply,
+        Err(e) => Reply::Full(refuse(ctx, key, e)),
+    }
+}
+
+async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Reply, Error> {
     let surface = Surface::of(t);
-    let q = match parse_read_query(t, surface) {
-        Ok(q) => q,
-        Err(why) => return Reply::Full(Response::error(400, why)),
-    };
+    let q = parse_read_query(t, surface)?;
     let offset = q.offset.unwrap_or(OffsetQuery::Start);
     let now = ctx.now_ms();
-    if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-        return Reply::Full(Response::error(404, "bucket not found"));
-    }
-    let from = match resolve(ctx, key, surface, offset, q.records.as_ref(), now) {
-        Start::At(o) => o,
-        Start::Refused(r) => return Reply::Full(r),
-    };
-    let view = q.view(surface, super::stream::json_stream(ctx, key));
+    bucket_exists(ctx, key)?;
+    let from = resolve(ctx, key, surface, offset, q.records.as_ref(), now)?;
+    let view = q.view(surface, json_stream(ctx, key));
     let cursor = || next_cursor(ctx.now_ms(), t.param("cursor"), ctx.random()).to_string();
-    match q.live {
+    let reply = match q.live {
         Some("sse") => Reply::Sse(SseRequest {
             key: key.clone(),
             from,
@@ -398,24 +371,26 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
             view,
             limit: q.limit,
         }),
-        Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await),
+        Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await?),
         None => {
-            let Some(mut b) = read_batch(ctx, key, from, q.limit).await else {
-                return Reply::Full(missing(ctx, key));
-            };
+            let mut b = read_batch(ctx, key, from, q.limit).await?;
             b.etag = representation_etag(&b.etag, view);
             if offset == OffsetQuery::Now && q.records.is_none() {
-                return Reply::Full(read_response(b, view, "no-store"));
+                return Ok(Reply::Full(read_response(b, view, "no-store")));
             }
             if head.header(h::IF_NONE_MATCH) == Some(b.etag.as_str()) {
-                return Reply::Full(Response::new(304).header(h::ETAG, b.etag.clone()));
+                return Ok(Reply::Full(Response::new(304).header(h::ETAG, b.etag.clone())));
             }
             let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
             let etag = b.etag.clone();
             Reply::Full(read_response(b, view, cache).header(h::ETAG, etag))
         }
-    }
+    };
+    Ok(reply)
 }
+
+/// More parked readers than --max-waiters.
+pub const TOO_MANY_WAITERS: Error = Error::Unavailable("too many parked readers (--max-waiters)");
 
 /// Parks until the stream grows past `from`, closes, or the timeout passes.
 async fn long_poll(
@@ -425,24 +400,19 @@ async fn long_poll(
     view: View,
     limit: Limit,
     cursor: &dyn Fn() -> String,
-) -> Response {
+) -> Result<Response, Error> {
     let deadline = Instant::now() + ctx.cfg.long_poll_timeout;
     loop {
         let (signal, seen, tail, closed, records) = {
             let st = ctx.shard.store.borrow();
-            let Some(e) = st.streams.get(key).filter(|e| !e.state.deleted) else {
-                drop(st);
-                return missing(ctx, key);
-            };
+            let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
             let s = &e.state;
             let records = s.json.then_some((s.first_message, s.visible.messages));
             (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, records)
         };
         if tail > from {
-            let Some(b) = read_batch(ctx, key, from, limit).await else {
-                return missing(ctx, key);
-            };
-            return read_response(b, view, "no-cache").header(h::STREAM_CURSOR, cursor());
+            let b = read_batch(ctx, key, from, limit).await?;
+            return Ok(read_response(b, view, "no-cache").header(h::STREAM_CURSOR, cursor()));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if closed || left.is_zero() || ctx.stopping() {
@@ -455,15 +425,14 @@ async fn long_poll(
                 r.set(h::STREAM_CLOSED, "true");
             }
             if let (Some((first, next)), true) = (records, view.record_aware()) {
-                r.set(h::STREAM_EXTENSIONS, JSON_RECORDS);
                 r.set(h::STREAM_RECORD_FIRST, first.to_string());
                 r.set(h::STREAM_RECORD_START, next.to_string());
                 r.set(h::STREAM_RECORD_NEXT, next.to_string());
             }
-            return r;
+            return Ok(r);
         }
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
-            return Response::error(503, "too many parked readers (--max-waiters)").header(h::RETRY_AFTER, "1");
+            return Err(TOO_MANY_WAITERS);
         }
         park(ctx, &signal, seen, left).await;
     }

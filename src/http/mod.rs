@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod date;
+pub mod error;
 pub mod headers;
 pub mod request;
 pub mod response;

@@ -45,7 +45,7 @@ impl Response {
     }
 
     /// A short plain-text error.
-    pub fn error(status: u16, why: &str) -> Self {
+    pub(super) fn error(status: u16, why: &str) -> Self {
         let mut r = Response::new(status);
         r.headers.push((h::CONTENT_TYPE, "text/plain; charset=utf-8".into()));
         r.body = format!("{why}\n").into_bytes();

@@ -8,23 +8,11 @@
 //! escape it), so every `\n` in the stored bytes ends a record; the base
 //! protocol surface renders whole records as a JSON array from them.
 
+use super::Error;
 use serde_json::value::RawValue;
 
-/// Why a JSON body was refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum JsonError {
-    Invalid,
-    EmptyArray,
-}
-
-impl JsonError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            JsonError::Invalid => "body is not valid JSON",
-            JsonError::EmptyArray => "empty JSON array appends nothing",
-        }
-    }
-}
+const NOT_JSON: Error = Error::Invalid("body is not valid JSON");
+const EMPTY_ARRAY: Error = Error::Invalid("empty JSON array appends nothing");
 
 /// Normalized messages: stored bytes (each message + `\n`) and each message's stored length.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -35,20 +23,20 @@ pub struct Normalized {
 
 /// Normalizes a JSON body. `allow_empty` is true for create (PUT), where `[]`
 /// makes no messages; an append (POST) of `[]` is an error.
-pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, JsonError> {
-    let text = std::str::from_utf8(body).map_err(|_| JsonError::Invalid)?;
+pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, Error> {
+    let text = std::str::from_utf8(body).map_err(|_| NOT_JSON)?;
     let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r']);
     let mut out = Normalized::default();
     if trimmed.starts_with('[') {
-        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| NOT_JSON)?;
         if items.is_empty() && !allow_empty {
-            return Err(JsonError::EmptyArray);
+            return Err(EMPTY_ARRAY);
         }
         for item in items {
             push_message(&mut out, item.get());
         }
     } else {
-        let value: &RawValue = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        let value: &RawValue = serde_json::from_str(text).map_err(|_| NOT_JSON)?;
         push_message(&mut out, value.get());
     }
     Ok(out)
@@ -143,12 +131,12 @@ mod tests {
 
     #[test]
     fn empty_and_invalid() {
-        assert_eq!(normalize(b"[]", false), Err(JsonError::EmptyArray));
+        assert_eq!(normalize(b"[]", false), Err(EMPTY_ARRAY));
         assert_eq!(normalize(b"[]", true).unwrap(), Normalized::default());
-        assert_eq!(normalize(b"{", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"[1,]", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"\xff", false), Err(JsonError::Invalid));
+        assert_eq!(normalize(b"{", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"[1,]", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"\xff", false), Err(NOT_JSON));
         let mut out = Vec::new();
         render_array(b"", &mut out);
         assert_eq!(out, b"[]");

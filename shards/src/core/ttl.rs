@@ -3,12 +3,7 @@
 
 /// Parses `Stream-TTL`: decimal digits, no sign, no leading zeros (but `0` itself).
 pub fn parse_ttl(v: &str) -> Option<u64> {
-    let ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
-    if ok {
-        v.parse().ok()
-    } else {
-        None
-    }
+    super::int::parse_canonical_uint(v)
 }
 
 /// Parses an RFC 3339 timestamp to Unix milliseconds.
