@@ -19,7 +19,11 @@ use std::time::Duration;
 const META_FILE: &str = "sluice.meta";
 
 /// Runs the server until SIGTERM/SIGINT. Start-up problems come back as one line.
-pub fn run(cfg: Config) -> Result<(), String> {
+pub fn run(mut cfg: Config) -> Result<(), String> {
+    // glommio opens directories through io_uring, where a relative path does
+    // not resolve: every path the shards use starts from an absolute one.
+    cfg.data_dir = std::path::absolute(&cfg.data_dir)
+        .map_err(|e| format!("cannot resolve data dir {}: {e}", cfg.data_dir.display()))?;
     prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.

@@ -185,6 +185,23 @@ fn sigterm_shuts_down_cleanly_and_keeps_data() {
 }
 
 #[test]
+fn a_relative_data_dir_works() {
+    // The same directory, named relative to the test's working directory.
+    let dir = TempDir::new("relative");
+    let cwd = std::env::current_dir().expect("cwd");
+    let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+    let relative = up.join(dir.path().strip_prefix("/").expect("temp dirs are absolute"));
+    assert!(relative.is_relative(), "{}", relative.display());
+    let mut s = Server::start_in(&relative, 2, &[]);
+    s.put("/v1/stream/rel", TEXT, b"kept").expect(201);
+    s.post("/v1/stream/rel", TEXT, b" here").expect(204);
+    assert!(s.terminate().success());
+    assert!(dir.path().join("shard-0").is_dir() && dir.path().join("shard-1").is_dir());
+    s.start_again();
+    assert_eq!(s.get("/v1/stream/rel").expect(200).body, b"kept here");
+}
+
+#[test]
 fn restart_with_a_different_shard_count_is_refused() {
     let dir = TempDir::new("shards");
     {
