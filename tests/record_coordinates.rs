@@ -414,3 +414,24 @@ fn snapshot_retention_and_bootstrap_carry_record_bounds() {
     assert!(!r.has("stream-record-first"), "{r:?}");
     s.req("PUT", "/bounds/t/snapshot?record=0", &[], b"x").expect(400);
 }
+
+#[test]
+fn offset_sse_sends_ndjson_on_the_bucketed_surface_and_arrays_on_the_base_surface() {
+    let s = Server::start();
+    s.req("PUT", "/ssej", &[], b"").expect(201);
+    for (path, data_type, data) in [
+        ("/ssej/s", "application/x-ndjson", "{\"id\":0}\n{\"id\":1}\n"),
+        ("/v1/stream/ssej-s", JSON, "[{\"id\":0},{\"id\":1}]"),
+    ] {
+        s.put(path, JSON, br#"[{"id":0},{"id":1}]"#).expect(201);
+        let (head, events) = sse(&s, &format!("{path}?offset=-1&live=sse"));
+        assert_eq!(head.header("stream-data-content-type"), Some(data_type), "{path}: {head:?}");
+        assert_eq!(head.header("stream-extensions"), Some(TOKEN), "{path}");
+        assert!(!head.has("stream-sse-data-encoding"), "JSON travels as text: {head:?}");
+        assert_eq!(events.len(), 2, "{path}: {events:?}");
+        assert_eq!(events[0], ("data".to_string(), data.to_string()), "{path}");
+        let ctl: Value = serde_json::from_str(&events[1].1).expect("control JSON");
+        assert_eq!(ctl["streamNextOffset"], offset(18), "{path}: {ctl}");
+        assert!(ctl.get("streamNextRecord").is_none(), "offset reads carry no record fields: {ctl}");
+    }
+}
