@@ -30,7 +30,7 @@ pub enum Route {
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
     Stream(StreamKey, Vec<String>),
-    Bad(&'static str),
+    Bad(Error),
     NotFound,
 }
 
@@ -79,21 +79,21 @@ pub fn route(_head: &Head, t: &Target) -> Route {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
                     Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), Vec::new()),
-                    Err(e) => Route::Bad(e.reason()),
+                    Err(e) => Route::Bad(e),
                 }
             }
             _ => Route::NotFound,
         },
         Some(bucket) => {
             if !valid_bucket_id(bucket) {
-                return Route::Bad("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)");
+                return Route::Bad(Error::Invalid("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)"));
             }
             match seg.len() {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
                 2..=4 => match validate_stream_id(bucket, &seg[1]) {
                     Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg[2..].to_vec()),
-                    Err(e) => Route::Bad(e.reason()),
+                    Err(e) => Route::Bad(e),
                 },
                 _ => Route::NotFound,
             }
@@ -129,7 +129,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             }
             _ => Error::MethodNotAllowed.into(),
         },
-        Route::Bad(why) => Error::Invalid(why).into(),
+        Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
         Route::BucketList(b) => match head.method {
