@@ -61,15 +61,8 @@ pub enum Error {
 impl Error {
     /// A short, human-readable reason (one line).
     pub fn reason(&self) -> Cow<'static, str> {
-        match self {
-            Error::UnsupportedHeader(name) => Cow::Owned(format!("the {name} header is not supported here")),
-            other => Cow::Borrowed(other.fixed_reason()),
-        }
-    }
-
-    fn fixed_reason(&self) -> &'static str {
-        match self {
-            Error::UnsupportedHeader(_) => "header not supported here",
+        let fixed = match self {
+            Error::UnsupportedHeader(name) => return Cow::Owned(format!("the {name} header is not supported here")),
             Error::Invalid(why)
             | Error::NotFound(why)
             | Error::Timeout(why)
@@ -94,7 +87,8 @@ impl Error {
             Error::ReadFailed => "stored data could not be read; retry later",
             Error::Log(LogError::NoSpace) => "no space left for the log; retry later",
             Error::Log(LogError::Failed(_)) => "log unavailable after a write failure; restart required",
-        }
+        };
+        Cow::Borrowed(fixed)
     }
 }
 
