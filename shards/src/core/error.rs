@@ -90,9 +90,7 @@ impl Error {
         };
         Cow::Borrowed(fixed)
     }
-}
 
-impl Error {
     /// A stable snake_case name for machine-readable error bodies (the
     /// append-batch acknowledgements).
     pub fn code(&self) -> &'static str {
