@@ -27,6 +27,10 @@ pub struct Entry {
     pub signal: Rc<Signal>,
     /// The newest live event, encoded once for every reader at its position.
     pub shared_event: Option<Rc<SharedEvent>>,
+    /// Commit number of the newest change readers can observe outside the
+    /// append path (create, attrs, retention, snapshot, soft delete):
+    /// readers wait until it is durable ([`Shard::settle`]).
+    pub settle: u64,
 }
 
 /// An encoded live-read event (SSE data + control) covering `[from, end)`,
@@ -68,6 +72,9 @@ pub struct Store {
     bucket_segments: HashMap<String, u32>,
     /// Something was deleted since the last space reclamation.
     pub reclaim_due: bool,
+    /// Commit number of the newest hard delete: a reader that finds no
+    /// stream answers only once it is durable.
+    removed: u64,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -233,7 +240,7 @@ impl Store {
         self.handles.insert(c.handle, key.clone());
         let mut state = StreamState::from_create(c, self.shard);
         state.first_segment = segment;
-        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None });
+        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None, settle: 0 });
     }
 
     fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
@@ -377,7 +384,7 @@ impl Shard {
         let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
         self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
             .await?;
-        let (lsn, created, handle) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             if st.is_tombstone(key) {
@@ -399,7 +406,7 @@ impl Shard {
             }
             let existing = st.streams.get(key).map(|e| &e.state);
             let decision = create::decide(existing, input, body).map_err(StoreError::Create)?;
-            match decision {
+            let decision = match decision {
                 CreateDecision::Exists => {
                     // Answer with the state as decided now (the creator's
                     // records included): it is durable once `assigned` is.
@@ -439,6 +446,7 @@ impl Shard {
                     let created = self.log.append(&Record::Create(c.clone()));
                     let mut lsn = created.lsn;
                     st.insert(&c, created.segment);
+                    st.by_handle(handle).expect("just inserted").settle = created.lsn;
                     let start = st.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
                     if !data.is_empty() {
                         let a = AppendRecord {
@@ -453,19 +461,19 @@ impl Shard {
                         let at = self.log.append(&Record::Append(a.clone()));
                         lsn = at.lsn;
                         let e = st.by_handle(handle).expect("just inserted");
-                        e.state.apply_append(&a, at.segment, at.data_pos);
+                        let tail = e.state.apply_append(&a, at.segment, at.data_pos);
+                        // Readers see the new stream only once `settle` is
+                        // durable, and then with its initial body.
+                        e.state.publish(tail, input.closed);
+                        e.settle = at.lsn;
                     }
                     (lsn, Some(start), handle)
                 }
-            }
-        };
-        let decided = {
-            let st = self.store.borrow();
-            let e = st.streams.get(key).filter(|e| e.state.handle == handle).ok_or(StoreError::NoStream)?;
-            (e.state.tail, e.state.closed, e.state.messages.len() as u64)
-        };
-        let (tail, closed, next) = decided;
-        self.log.durable(lsn).await?;
+            };
+            let e = st.by_handle(decision.2).expect("decided on a live entry");
+            Ok((decision.0, (decision.1, e.state.handle, e.state.tail, e.state.closed, e.state.messages.len() as u64)))
+        })();
+        let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
         self.publish(handle, tail, closed);
         Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
     }
@@ -524,14 +532,14 @@ impl Shard {
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
         self.reserve(input.body.len() + extra).await?;
-        let (lsn, handle, out) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.entry(key)?;
             let (lsn, out) = self.append_one(e, input, now_ms).map_err(StoreError::Append)?;
-            (lsn, e.state.handle, out)
-        };
-        self.log.durable(lsn).await?;
+            Ok((lsn, (e.state.handle, out)))
+        })();
+        let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.closed);
         Ok(out)
     }
@@ -546,7 +554,7 @@ impl Shard {
     ) -> Result<Vec<Result<AppendOutcome, AppendError>>, StoreError> {
         let total: usize = frames.iter().map(|f| f.len() + 64).sum();
         self.reserve(total).await?;
-        let (lsn, handle, results) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.entry(key)?;
@@ -566,13 +574,52 @@ impl Shard {
                     out
                 }));
             }
-            (lsn, e.state.handle, results)
-        };
-        self.log.durable(lsn).await?;
-        if let Some(Ok(last)) = results.iter().rev().find(|r| r.is_ok()) {
-            self.publish(handle, last.next_offset, last.closed);
-        }
+            // Refused frames report the tail as decided here: durable below.
+            Ok((lsn, (e.state.handle, e.state.tail, e.state.closed, results)))
+        })();
+        let (handle, tail, closed, results) = self.settle_outcome(key, decided).await?;
+        self.publish(handle, tail, closed);
         Ok(results)
+    }
+
+    /// Answers only from durable state: a decision waits for its records
+    /// (`lsn`); a refusal waits for everything decided before it, and the
+    /// stream's tail as decided then is published, so the error reports a
+    /// durable tail, never one a crash could take back.
+    async fn settle_outcome<T>(&self, key: &StreamKey, decided: Result<(u64, T), StoreError>) -> Result<T, StoreError> {
+        match decided {
+            Ok((lsn, out)) => {
+                self.log.durable(lsn).await?;
+                Ok(out)
+            }
+            Err(refusal) => {
+                let lsn = self.log.assigned();
+                let tail = self.store.borrow().streams.get(key).map(|e| (e.state.handle, e.state.tail, e.state.closed));
+                self.log.durable(lsn).await?;
+                if let Some((handle, tail, closed)) = tail {
+                    self.publish(handle, tail, closed);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Waits until everything a reader of `key` could observe is durable:
+    /// the stream's newest create/attrs/retention/snapshot/delete change, or,
+    /// when there is no such stream, the newest hard delete. Call right
+    /// before reading the stream's state, with no await in between.
+    pub async fn settle(&self, key: &StreamKey) -> Result<(), LogError> {
+        loop {
+            let need = {
+                let st = self.store.borrow();
+                st.streams.get(key).map_or(st.removed, |e| e.settle)
+            };
+            self.log.durable(need).await?;
+            let st = self.store.borrow();
+            if st.streams.get(key).map_or(st.removed, |e| e.settle) <= need {
+                return Ok(());
+            }
+        }
     }
 
     fn publish(&self, handle: u64, tail: u64, closed: bool) {
@@ -606,14 +653,14 @@ impl Shard {
         now_ms: u64,
     ) -> Result<(u64, String), StoreError> {
         self.reserve(body.len() + content_type.len() + 128).await?;
-        let (lsn, offset, digest) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
+            Ok(match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
                 Err((status, why)) => return Err(StoreError::Refused(status, why)),
-                Ok(snapshot::Publish::Same(d)) => (self.log.assigned(), offset, d),
+                Ok(snapshot::Publish::Same(d)) => (self.log.assigned(), (offset, d)),
                 Ok(snapshot::Publish::Write(d)) => {
                     let rec = crate::log::SnapshotRecord {
                         handle: e.state.handle,
@@ -631,55 +678,55 @@ impl Shard {
                         pos: at.data_pos,
                         len: body.len() as u32,
                     });
-                    (at.lsn, offset, d)
+                    e.settle = at.lsn;
+                    (at.lsn, (offset, d))
                 }
-            }
-        };
-        self.log.durable(lsn).await?;
-        Ok((offset, digest))
+            })
+        })();
+        self.settle_outcome(key, decided).await
     }
 
     /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
     pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
         self.reserve(32).await?;
-        let (lsn, offset) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
             match snapshot::decide_retention(&e.state, offset) {
-                Err((status, why)) => return Err(StoreError::Refused(status, why)),
-                Ok(false) => (self.log.assigned(), offset),
+                Err((status, why)) => Err(StoreError::Refused(status, why)),
+                Ok(false) => Ok((self.log.assigned(), offset)),
                 Ok(true) => {
                     let lsn = self.log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
                     e.state.retain_from(offset);
-                    (lsn, offset)
+                    e.settle = lsn;
+                    Ok((lsn, offset))
                 }
             }
-        };
-        self.log.durable(lsn).await?;
-        Ok(offset)
+        })();
+        self.settle_outcome(key, decided).await
     }
 
     /// DELETE {stream}/snapshot/{offset}.
     pub async fn delete_snapshot(&self, key: &StreamKey, offset: u64, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(32).await?;
-        let lsn = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             snapshot::decide_delete(&e.state, offset).map_err(|(status, why)| StoreError::Refused(status, why))?;
             e.state.snapshot = None;
-            self.log.append(&Record::SnapshotDelete { handle: e.state.handle, offset }).lsn
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
+            e.settle = self.log.append(&Record::SnapshotDelete { handle: e.state.handle, offset }).lsn;
+            Ok((e.settle, ()))
+        })();
+        self.settle_outcome(key, decided).await
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
     pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(16).await?;
-        let lsn = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.entry(key)?;
@@ -687,14 +734,15 @@ impl Shard {
             e.signal.notify();
             if e.state.forks > 0 {
                 e.state.deleted = true;
-                self.log.append(&Record::SoftDelete { handle }).lsn
+                e.settle = self.log.append(&Record::SoftDelete { handle }).lsn;
+                Ok((e.settle, ()))
             } else {
                 st.remove_hard(handle);
-                self.log.append(&Record::Delete { handle }).lsn
+                st.removed = self.log.append(&Record::Delete { handle }).lsn;
+                Ok((st.removed, ()))
             }
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
+        })();
+        self.settle_outcome(key, decided).await
     }
 
     /// Takes a fork reference on stream `key` at `offset` (default: tail) and
@@ -835,19 +883,17 @@ impl Shard {
     /// Replaces a stream's attributes.
     pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(attrs.len()).await?;
-        let lsn = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.entry(key)?;
-            if e.state.attrs == attrs {
-                self.log.assigned()
-            } else {
+            if e.state.attrs != attrs {
                 e.state.attrs = attrs.clone();
-                self.log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn
+                e.settle = self.log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn;
             }
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
+            Ok((self.log.assigned(), ()))
+        })();
+        self.settle_outcome(key, decided).await
     }
 
     /// Drops `key` if expired, logging the delete so a restart agrees.

@@ -48,7 +48,7 @@ pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u
         Err(e) => return store_error(ctx, key, e),
     };
     let json_records = json_stream(ctx, key);
-    let tail = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.tail);
+    let tail = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.visible.tail);
     let acks: Vec<Value> = results
         .iter()
         .map(|r| match r {

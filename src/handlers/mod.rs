@@ -109,6 +109,12 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
     if head.method == Method::Options {
         return Reply::Full(preflight());
     }
+    if let Route::Stream(key, _) = &route {
+        // Responses, reads and refusals alike, observe only durable state.
+        if let Err(e) = ctx.shard.settle(key).await {
+            return Reply::Full(stream::store_error(ctx, key, e.into()));
+        }
+    }
     let resp = match route {
         Route::Health => match head.method {
             Method::Get | Method::Head => {

@@ -393,6 +393,9 @@ async fn long_poll(
 ) -> Response {
     let deadline = Instant::now() + ctx.cfg.long_poll_timeout;
     loop {
+        if let Err(e) = ctx.shard.settle(key).await {
+            return super::stream::store_error(ctx, key, e.into());
+        }
         let (signal, seen, tail, closed, records) = {
             let st = ctx.shard.store.borrow();
             let Some(e) = st.streams.get(key).filter(|e| !e.state.deleted) else {

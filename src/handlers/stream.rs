@@ -243,7 +243,8 @@ async fn delete(ctx: &Rc<Ctx>, key: &StreamKey) -> Response {
 
 /// Maps a store failure to its status code and headers.
 pub fn store_error(ctx: &Ctx, key: &StreamKey, e: StoreError) -> Response {
-    let tail = || ctx.shard.store.borrow().streams.get(key).map(|e| (e.state.tail, e.state.messages.len()));
+    // The store published the decided tail once durable: report that.
+    let tail = || ctx.shard.store.borrow().streams.get(key).map(|e| (e.state.visible.tail, e.state.visible.messages));
     match e {
         StoreError::NoBucket => Response::error(404, "bucket not found"),
         StoreError::NoStream => missing(ctx, key),
