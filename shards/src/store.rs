@@ -229,6 +229,8 @@ impl Store {
                     }
                 }
             }
+            // Seals are checked by the scan and change no stream.
+            Record::Seal(_) => {}
         }
     }
 
@@ -325,7 +327,7 @@ impl Shard {
     /// Opens shard `id`'s log under `cfg.dir`, replaying it.
     pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
         let mut store = Store { shard: id as u32, ..Store::default() };
-        let tail = recovery::scan(&cfg.dir, |r, at| store.replay(r, at))?;
+        let tail = recovery::scan(&cfg.dir, recovery::Mode::Repair, |r, at| store.replay(r, at))?;
         let mut segments = Vec::new();
         for &no in &tail.segments {
             segments.push(
@@ -338,7 +340,6 @@ impl Shard {
         // keep writing where the records end and reuse it as the next one
         // (one cut short by a stop during its zero-fill is dropped).
         let mut next = None;
-        let mut write_pos = tail.write_pos;
         if segments.len() >= 2 && tail.write_pos == 0 {
             let blank = segments.pop().expect("two or more");
             if blank.size >= cfg.segment_size {
@@ -347,22 +348,34 @@ impl Shard {
                 std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, blank.no))
                     .map_err(|e| format!("cannot remove a partly preallocated segment: {e}"))?;
             }
-            write_pos = tail.ends[segments.len() - 1];
         }
-        let (active, write_pos) = match segments.pop() {
-            Some(s) => (s, write_pos),
-            None => (
-                crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
-                    .await
-                    .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
-                0,
-            ),
+        let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let active = match segments.pop() {
+            Some(s) => s,
+            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
+                .await
+                .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
         };
+        // A segment without records gets its seal first: of the segment
+        // before it, or, when that was reclaimed (the log-start segment's
+        // seal is never checked) or never existed, of nothing.
+        let before = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let seal = (write_pos == 0).then(|| crate::log::Seal {
+            previous: active.no - 1,
+            len: before.0,
+            crc: before.1,
+            size: active.size,
+        });
         for (b, at) in &store.home_buckets {
             store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
         }
         let dir = cfg.dir.clone();
-        let log = Log::start(cfg, active, write_pos, segments, next);
+        let head_file = crate::log::marks::Head::open(&cfg.dir)
+            .await
+            .map_err(|e| format!("cannot open {}/log-head: {e}", cfg.dir.display()))?;
+        let resume =
+            crate::log::Resume { active, write_pos, crc, older: segments, next, head: tail.head, head_file, seal };
+        let log = Log::start(cfg, resume);
         Ok(Shard { id, store: RefCell::new(store), log, dir, foreign: RefCell::new(HashMap::new()) })
     }
 
