@@ -54,6 +54,8 @@ sluice - a Durable Streams server
 
 USAGE:
     sluice serve [OPTIONS]
+    sluice check --data-dir DIR   verify a stopped data dir offline, changing
+                                  nothing: exit 0 clean, 1 damaged
     sluice --help
 
 OPTIONS (defaults in brackets):
@@ -96,6 +98,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// What the command line asked for.
 pub enum Command {
     Serve(Config),
+    /// `sluice check --data-dir DIR`.
+    Check(PathBuf),
     Help,
 }
 
@@ -104,6 +108,12 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
     let mut it = args.iter();
     match it.next().map(String::as_str) {
         Some("serve") => {}
+        Some("check") => {
+            return match it.as_slice() {
+                [flag, dir] if flag == "--data-dir" => Ok(Command::Check(PathBuf::from(dir))),
+                _ => Err("usage: sluice check --data-dir DIR".into()),
+            }
+        }
         Some("--help") | Some("-h") | Some("help") | None => return Ok(Command::Help),
         Some(other) => return Err(format!("unknown command '{other}' (try: sluice serve --help)")),
     }
@@ -182,5 +192,9 @@ mod tests {
         assert!(parse_args(&args("serve --bogus 1")).is_err());
         assert!(parse_args(&args("serve --listen")).is_err());
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
+        assert!(matches!(parse_args(&args("check --data-dir /d")), Ok(Command::Check(d)) if d == PathBuf::from("/d")));
+        assert!(parse_args(&args("check")).is_err());
+        assert!(parse_args(&args("check --data-dir")).is_err());
+        assert!(parse_args(&args("check --data-dir /d --x")).is_err());
     }
 }

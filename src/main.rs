@@ -1,5 +1,6 @@
 //! sluice: a Durable Streams server on pinned glommio shards with an fsync-durable log.
 
+mod check;
 mod config;
 mod conn;
 mod handlers;
@@ -15,6 +16,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse_args(&args) {
         Ok(Command::Help) => print!("{USAGE}"),
+        Ok(Command::Check(dir)) => std::process::exit(check::run(&dir)),
         Ok(Command::Serve(cfg)) => {
             if let Err(e) = server::run(cfg) {
                 eprintln!("sluice: {e}");
