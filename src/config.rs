@@ -192,7 +192,7 @@ mod tests {
         assert!(parse_args(&args("serve --bogus 1")).is_err());
         assert!(parse_args(&args("serve --listen")).is_err());
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
-        assert!(matches!(parse_args(&args("check --data-dir /d")), Ok(Command::Check(d)) if d == "/d"));
+        assert!(matches!(parse_args(&args("check --data-dir /d")), Ok(Command::Check(d)) if d.as_os_str() == "/d"));
         assert!(parse_args(&args("check")).is_err());
         assert!(parse_args(&args("check --data-dir")).is_err());
         assert!(parse_args(&args("check --data-dir /d --x")).is_err());
