@@ -5,14 +5,14 @@
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
-use crate::core::append::{self, AppendDecision, AppendError, AppendInput};
-use crate::core::create::{self, CreateDecision, CreateError, CreateInput};
+use crate::core::append::{AppendError, AppendInput};
+use crate::core::create::{CreateError, CreateInput};
 use crate::core::snapshot;
 use crate::core::stream::Snapshot;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::recovery::{self, Position};
-use crate::log::{AppendRecord, CreateRecord, Log, LogError, Record};
+use crate::log::{CreateRecord, Log, LogError, Record};
 use crate::signal::Signal;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -57,7 +57,7 @@ pub struct Store {
     /// Streams by name, sorted so bucket listings are range scans.
     pub streams: BTreeMap<StreamKey, Entry>,
     handles: HashMap<u64, StreamKey>,
-    next_handle: u64,
+    pub(crate) next_handle: u64,
     /// Buckets every shard knows about (replicated).
     pub buckets: HashMap<String, BucketInfo>,
     /// Buckets whose authoritative record lives in this shard's log.
@@ -74,7 +74,7 @@ pub struct Store {
     pub reclaim_due: bool,
     /// Commit number of the newest hard delete: a reader that finds no
     /// stream answers only once it is durable.
-    removed: u64,
+    pub(crate) removed: u64,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -234,7 +234,7 @@ impl Store {
         }
     }
 
-    fn insert(&mut self, c: &CreateRecord, segment: u32) {
+    pub(crate) fn insert(&mut self, c: &CreateRecord, segment: u32) {
         let key = (c.bucket.clone(), c.stream.clone());
         if let Some(old) = self.streams.remove(&key) {
             self.handles.remove(&old.state.handle);
@@ -245,7 +245,7 @@ impl Store {
         self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None, settle: 0 });
     }
 
-    fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
+    pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
         self.streams.get_mut(key)
     }
@@ -397,143 +397,10 @@ impl Shard {
         let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
         self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
             .await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            if st.is_tombstone(key) {
-                return Err(StoreError::Create(CreateError::Conflict));
-            }
-            if let (Some(e), Some(plan)) = (st.streams.get(key), &fork) {
-                let same = e.state.fork.as_ref().is_some_and(|f| {
-                    f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
-                });
-                if !same {
-                    return Err(StoreError::Create(CreateError::Conflict));
-                }
-            }
-            if !st.bucket_exists(&key.0) {
-                return Err(StoreError::NoBucket);
-            }
-            if st.buckets.get(&key.0).is_some_and(|b| b.deleting) {
-                return Err(StoreError::BucketBusy);
-            }
-            let existing = st.streams.get(key).map(|e| &e.state);
-            let decision = create::decide(existing, input, body).map_err(StoreError::Create)?;
-            let decision = match decision {
-                CreateDecision::Exists => {
-                    // Answer with the state as decided now (the creator's
-                    // records included): it is durable once `assigned` is.
-                    let e = st.streams.get(key).expect("exists");
-                    (self.log.assigned(), None, e.state.handle)
-                }
-                CreateDecision::Create { mut data, mut messages } => {
-                    if let Some(plan) = &fork {
-                        // The materialized sub-offset prefix comes first.
-                        let mut all = plan.prefix.clone();
-                        all.extend_from_slice(&data);
-                        data = all;
-                        let mut lens = plan.prefix_messages.clone();
-                        if lens.is_empty() && !plan.prefix.is_empty() {
-                            lens.push(plan.prefix.len() as u32);
-                        }
-                        if messages.is_empty() && !body.is_empty() {
-                            messages.push(body.len() as u32);
-                        }
-                        lens.extend_from_slice(&messages);
-                        messages = lens;
-                    }
-                    let handle = st.next_handle;
-                    st.next_handle += 1;
-                    let c = CreateRecord {
-                        handle,
-                        bucket: key.0.clone(),
-                        stream: key.1.clone(),
-                        content_type: input.content_type.clone(),
-                        created_ms: now_ms,
-                        ttl_secs: input.ttl_secs,
-                        expires_at_ms: input.expires_at_ms,
-                        closed: input.closed && data.is_empty(),
-                        fork: fork.as_ref().map(|f| f.record.clone()),
-                        attrs: input.attrs.clone(),
-                    };
-                    let created = self.log.append(&Record::Create(c.clone()));
-                    let mut lsn = created.lsn;
-                    st.insert(&c, created.segment);
-                    st.by_handle(handle).expect("just inserted").settle = created.lsn;
-                    let start = st.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
-                    if !data.is_empty() {
-                        let a = AppendRecord {
-                            handle,
-                            at_ms: now_ms,
-                            stream_seq: None,
-                            producer: None,
-                            close: input.closed,
-                            messages,
-                            data: &data,
-                        };
-                        let at = self.log.append(&Record::Append(a.clone()));
-                        lsn = at.lsn;
-                        let e = st.by_handle(handle).expect("just inserted");
-                        let tail = e.state.apply_append(&a, at.segment, at.data_pos);
-                        // Readers see the new stream only once `settle` is
-                        // durable, and then with its initial body.
-                        e.state.publish(tail, input.closed);
-                        e.settle = at.lsn;
-                    }
-                    (lsn, Some(start), handle)
-                }
-            };
-            let e = st.by_handle(decision.2).expect("decided on a live entry");
-            Ok((decision.0, (decision.1, e.state.handle, e.state.tail, e.state.closed, e.state.messages.len() as u64)))
-        })();
+        let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
         let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
         self.publish(handle, tail, closed);
         Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
-    }
-
-    /// Decides and logs one append against `e` (no await: the caller reserved room).
-    fn append_one(
-        &self,
-        e: &mut Entry,
-        input: &AppendInput<'_>,
-        now_ms: u64,
-    ) -> Result<(u64, AppendOutcome), AppendError> {
-        e.state.lifetime.touch(now_ms);
-        let decision = append::decide(&e.state, input)?;
-        let records_before = e.state.messages.len() as u64;
-        let (data, messages) = match decision {
-            AppendDecision::Duplicate { producer } => {
-                // A retry answers with what the original append answered.
-                let ack = input.producer.as_ref().and_then(|p| e.state.producers.get(&p.id)).map(|p| p.ack);
-                let (next_offset, records) = match ack {
-                    Some((offset, start, next)) if producer.is_some() => (offset, (start, next)),
-                    _ => (e.state.tail, (records_before, records_before)),
-                };
-                let out = AppendOutcome { next_offset, closed: e.state.closed, wrote: false, producer, records };
-                return Ok((self.log.assigned(), out));
-            }
-            AppendDecision::Write { data, messages } => (data, messages),
-            AppendDecision::Close => (std::borrow::Cow::Borrowed(&[][..]), Vec::new()),
-        };
-        let a = AppendRecord {
-            handle: e.state.handle,
-            at_ms: now_ms,
-            stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
-            producer: input.producer.clone(),
-            close: input.close,
-            messages,
-            data: &data,
-        };
-        let at = self.log.append(&Record::Append(a.clone()));
-        let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
-        let out = AppendOutcome {
-            next_offset,
-            closed: e.state.closed,
-            wrote: !data.is_empty(),
-            producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
-            records: (records_before, e.state.messages.len() as u64),
-        };
-        Ok((at.lsn, out))
     }
 
     /// POST: append (and/or close).
@@ -545,13 +412,7 @@ impl Shard {
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
         self.reserve(input.body.len() + extra).await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            let (lsn, out) = self.append_one(e, input, now_ms).map_err(StoreError::Append)?;
-            Ok((lsn, (e.state.handle, out)))
-        })();
+        let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.closed);
         Ok(out)
@@ -569,7 +430,7 @@ impl Shard {
         self.reserve(total).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
             let e = st.entry(key)?;
             let mut lsn = self.log.assigned();
             let mut results = Vec::with_capacity(frames.len());
@@ -582,7 +443,7 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(self.append_one(e, &input, now_ms).map(|(l, out)| {
+                results.push(crate::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
                     lsn = l;
                     out
                 }));
@@ -668,7 +529,7 @@ impl Shard {
         self.reserve(body.len() + content_type.len() + 128).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
             Ok(match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
@@ -704,7 +565,7 @@ impl Shard {
         self.reserve(32).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
             match snapshot::decide_retention(&e.state, offset) {
@@ -726,7 +587,7 @@ impl Shard {
         self.reserve(32).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             snapshot::decide_delete(&e.state, offset).map_err(|(status, why)| StoreError::Refused(status, why))?;
             e.state.snapshot = None;
@@ -739,22 +600,7 @@ impl Shard {
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
     pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(16).await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            let handle = e.state.handle;
-            e.signal.notify();
-            if e.state.forks > 0 {
-                e.state.deleted = true;
-                e.settle = self.log.append(&Record::SoftDelete { handle }).lsn;
-                Ok((e.settle, ()))
-            } else {
-                st.remove_hard(handle);
-                st.removed = self.log.append(&Record::Delete { handle }).lsn;
-                Ok((st.removed, ()))
-            }
-        })();
+        let decided = self.store.borrow_mut().decide_delete(&self.log, key, now_ms);
         self.settle_outcome(key, decided).await
     }
 
@@ -896,33 +742,8 @@ impl Shard {
     /// Replaces a stream's attributes.
     pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(attrs.len()).await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            if e.state.attrs != attrs {
-                e.state.attrs = attrs.clone();
-                e.settle = self.log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn;
-            }
-            Ok((self.log.assigned(), ()))
-        })();
+        let decided = self.store.borrow_mut().decide_attrs(&self.log, key, attrs, now_ms);
         self.settle_outcome(key, decided).await
-    }
-
-    /// Drops `key` if expired, logging the delete so a restart agrees.
-    /// The callers reserved log room; the reserve slack covers this record.
-    fn expire(&self, st: &mut Store, key: &StreamKey, now_ms: u64) {
-        let Some(handle) = st.streams.get(key).filter(|e| !e.state.deleted).map(|e| e.state.handle) else {
-            return;
-        };
-        if st.live(key, now_ms).is_some() {
-            return;
-        }
-        if st.is_tombstone(key) {
-            self.log.append(&Record::SoftDelete { handle });
-        } else {
-            self.log.append(&Record::Delete { handle });
-        }
     }
 
     /// Deletes every stream whose TTL or Expires-At has passed, so streams
@@ -941,7 +762,7 @@ impl Shard {
                 return 0;
             }
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
         }
         expired.len()
     }

@@ -17,7 +17,57 @@ use super::marks::{self, LOG_HEAD, LOG_START};
 use super::record::{read_frame, Frame, Record, MAX_KIND};
 use super::segment::{list_segments, segment_path};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A shard's log files as the scan sees them: real files in a directory
+/// ([`Dir`]), or bytes in memory for the deterministic simulation.
+pub trait LogFiles {
+    /// The `log-start` and `log-head` marks (`None` when absent).
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String>;
+    /// Segment numbers present, ascending.
+    fn list(&self) -> Result<Vec<u32>, String>;
+    fn read(&self, no: u32) -> Result<Vec<u8>, String>;
+    /// How a file is named in errors (`name` is a segment, or a mark when `None`).
+    fn name(&self, segment: Option<u32>, mark: &str) -> String;
+    fn remove(&mut self, no: u32) -> Result<(), String>;
+    /// Durably zeroes `len` bytes at `at` of segment `no`.
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String>;
+}
+
+/// A shard's log directory.
+pub struct Dir(pub PathBuf);
+
+impl LogFiles for Dir {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+        Ok((marks::read(&self.0, LOG_START)?, marks::read_head(&self.0)?))
+    }
+
+    fn list(&self) -> Result<Vec<u32>, String> {
+        list_segments(&self.0).map_err(|e| format!("cannot list {}: {e}", self.0.display()))
+    }
+
+    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
+        let path = segment_path(&self.0, no);
+        std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    }
+
+    fn name(&self, segment: Option<u32>, mark: &str) -> String {
+        match segment {
+            Some(no) => segment_path(&self.0, no).display().to_string(),
+            None => self.0.join(mark).display().to_string(),
+        }
+    }
+
+    fn remove(&mut self, no: u32) -> Result<(), String> {
+        std::fs::remove_file(segment_path(&self.0, no))
+            .map_err(|e| format!("cannot remove reclaimed segment {no}: {e}"))
+    }
+
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
+        let path = segment_path(&self.0, no);
+        zero_range(&path, at, len).map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))
+    }
+}
 
 /// Where a recovered record lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,16 +106,24 @@ pub enum Mode {
 }
 
 /// Replays every record under `dir` (seals are checked, not replayed).
-pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
-    let start = marks::read(dir, LOG_START)?.unwrap_or(1);
-    let head = marks::read_head(dir)?;
-    let mut segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+pub fn scan(dir: &Path, mode: Mode, apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
+    scan_files(&mut Dir(dir.to_path_buf()), mode, apply)
+}
+
+/// [`scan`] over any [`LogFiles`].
+pub fn scan_files<F: LogFiles>(
+    files: &mut F,
+    mode: Mode,
+    mut apply: impl FnMut(Record<'_>, Position),
+) -> Result<Tail, String> {
+    let (start, head) = files.marks()?;
+    let start = start.unwrap_or(1);
+    let mut segments = files.list()?;
     // Segments below the log start were reclaimed; a crash between recording
     // the new start and unlinking them leaves them behind.
     if mode == Mode::Repair {
-        for n in segments.iter().filter(|&&n| n < start) {
-            std::fs::remove_file(segment_path(dir, *n))
-                .map_err(|e| format!("cannot remove reclaimed segment {n}: {e}"))?;
+        for &n in segments.iter().filter(|&&n| n < start) {
+            files.remove(n)?;
         }
     }
     segments.retain(|&n| n >= start);
@@ -74,14 +132,14 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
     if let Some(&first) = segments.first().filter(|&&n| n != start) {
         return Err(format!(
             "{}: segment {start} is missing (the oldest is {first}): acknowledged data is gone",
-            segment_path(dir, start).display()
+            files.name(Some(start), "")
         ));
     }
     for pair in segments.windows(2) {
         if pair[1] != pair[0] + 1 {
             return Err(format!(
                 "{}: segment {} is missing (found {} then {}): acknowledged data is gone",
-                segment_path(dir, pair[0] + 1).display(),
+                files.name(Some(pair[0] + 1), ""),
                 pair[0] + 1,
                 pair[0],
                 pair[1]
@@ -92,14 +150,14 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
         if h < start {
             return Err(format!(
                 "{}: names segment {h}, below {LOG_START} {start}: one of the two marks is stale or damaged",
-                dir.join(LOG_HEAD).display()
+                files.name(None, LOG_HEAD)
             ));
         }
         let newest = segments.last().copied().unwrap_or(start - 1);
         if newest < h {
             return Err(format!(
                 "{}: segment {} is missing ({LOG_HEAD} says segments up to {h} hold records): acknowledged data is gone",
-                segment_path(dir, newest + 1).display(),
+                files.name(Some(newest + 1), ""),
                 newest + 1
             ));
         }
@@ -115,24 +173,20 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
         records: 0,
     };
     for (i, &no) in segments.iter().enumerate() {
-        let path = segment_path(dir, no);
-        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let path = files.name(Some(no), "");
+        let buf = files.read(no)?;
         let last = i + 1 == segments.len();
         let mut pos = 0usize;
         loop {
             match read_frame(&buf[pos..]) {
                 Frame::Record { record: Record::Seal(seal), len, .. } if pos == 0 => {
                     if seal.previous + 1 != no {
-                        return Err(format!(
-                            "{}: its seal names segment {}: not this log's",
-                            path.display(),
-                            seal.previous
-                        ));
+                        return Err(format!("{}: its seal names segment {}: not this log's", path, seal.previous));
                     }
                     if seal.size != buf.len() as u64 {
                         return Err(format!(
                             "{}: {} bytes, but its seal says {}: truncated or replaced",
-                            path.display(),
+                            path,
                             buf.len(),
                             seal.size
                         ));
@@ -142,7 +196,7 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
                         return Err(format!(
                             "{}: holds {} bytes of records (CRC32C {:08x}), but segment {no} sealed it at {} \
                              bytes (CRC32C {:08x}): truncated, zeroed or replaced by an older copy",
-                            segment_path(dir, seal.previous).display(),
+                            files.name(Some(seal.previous), ""),
                             tail.ends[i - 1],
                             tail.crcs[i - 1],
                             seal.len,
@@ -152,10 +206,10 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
                     pos += len;
                 }
                 Frame::Record { record: Record::Seal(_), .. } => {
-                    return Err(format!("{}: a seal at byte {pos}, not at the start: damaged", path.display()));
+                    return Err(format!("{}: a seal at byte {pos}, not at the start: damaged", path));
                 }
                 Frame::Record { .. } if pos == 0 => {
-                    return Err(format!("{}: does not begin with its seal: damaged or not this log's", path.display()));
+                    return Err(format!("{}: does not begin with its seal: damaged or not this log's", path));
                 }
                 Frame::Record { record, len, data_at } => {
                     apply(record, Position { segment: no, data_pos: (pos + data_at) as u64 });
@@ -173,13 +227,12 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
                     // The newest segment with records is usually followed by
                     // the preallocated (all-zero) next one: its tail is still
                     // the log's tail.
-                    if valid_frame_after(&buf, pos + 1) || !blank_after(dir, &segments[i + 1..])? {
+                    if valid_frame_after(&buf, pos + 1) || !blank_after(files, &segments[i + 1..])? {
                         return Err(hole(&path, pos, "damaged"));
                     }
                     let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
                     if mode == Mode::Repair {
-                        zero_range(&path, pos as u64, end - pos)
-                            .map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))?;
+                        files.zero(no, pos as u64, end - pos)?;
                     }
                     tail.torn_bytes = (end - pos) as u64;
                     break;
@@ -188,10 +241,7 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
         }
         // A segment log-head covers had its seal durable before the head moved.
         if pos == 0 && no <= head {
-            return Err(format!(
-                "{}: holds no records, but {LOG_HEAD} says it was written: truncated or zeroed",
-                path.display()
-            ));
+            return Err(format!("{}: holds no records, but {LOG_HEAD} says it was written: truncated or zeroed", path));
         }
         tail.ends.push(pos as u64);
         tail.crcs.push(crc32c::crc32c(&buf[..pos]));
@@ -200,24 +250,23 @@ pub fn scan(dir: &Path, mode: Mode, mut apply: impl FnMut(Record<'_>, Position))
         }
     }
     if head == 0 && tail.ends.iter().any(|&e| e > 0) {
-        return Err(format!("{}: missing, but the segments hold records", dir.join(LOG_HEAD).display()));
+        return Err(format!("{}: missing, but the segments hold records", files.name(None, LOG_HEAD)));
     }
     Ok(tail)
 }
 
-fn hole(path: &Path, pos: usize, what: &str) -> String {
+fn hole(path: &str, pos: usize, what: &str) -> String {
     format!(
         "{}: {what} record at byte {pos} with acknowledged records after it; \
          refusing to serve a log with a hole (restore the file or remove the shard's data)",
-        path.display()
+        path
     )
 }
 
 /// Whether every segment in `later` is all zeros (preallocated, never written).
-fn blank_after(dir: &Path, later: &[u32]) -> Result<bool, String> {
+fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, String> {
     for &no in later {
-        let path = segment_path(dir, no);
-        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let buf = files.read(no)?;
         if buf.iter().any(|b| *b != 0) {
             return Ok(false);
         }
