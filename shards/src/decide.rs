@@ -116,35 +116,18 @@ impl Store {
                     created_ms: now_ms,
                     ttl_secs: input.ttl_secs,
                     expires_at_ms: input.expires_at_ms,
-                    closed: input.closed && data.is_empty(),
+                    closed: input.closed,
                     fork: fork.map(|f| f.record.clone()),
                     attrs: input.attrs.clone(),
+                    initial: data,
+                    initial_messages: messages,
                 };
-                let created = log.append(&Record::Create(c.clone()));
-                let mut lsn = created.lsn;
-                self.insert(&c, created.segment);
-                self.by_handle(handle).expect("just inserted").settle = created.lsn;
-                let start = self.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
-                if !data.is_empty() {
-                    let a = AppendRecord {
-                        handle,
-                        at_ms: now_ms,
-                        stream_seq: None,
-                        producer: None,
-                        close: input.closed,
-                        messages,
-                        data: &data,
-                    };
-                    let at = log.append(&Record::Append(a.clone()));
-                    lsn = at.lsn;
-                    let e = self.by_handle(handle).expect("just inserted");
-                    let tail = e.state.apply_append(&a, at.segment, at.data_pos);
-                    // Readers see the new stream only once `settle` is
-                    // durable, and then with its initial body.
-                    e.state.publish(tail, input.closed);
-                    e.settle = at.lsn;
-                }
-                (lsn, Some(start), handle)
+                let rec = Record::Create(c);
+                let at = log.append(&rec);
+                let Record::Create(c) = rec else { unreachable!("built as a create") };
+                let start = self.apply_create(&c, at);
+                self.by_handle(handle).expect("just inserted").settle = at.lsn;
+                (at.lsn, Some(start), handle)
             }
         };
         let s = &self.by_handle(handle).expect("decided on a live entry").state;

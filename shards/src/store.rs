@@ -182,7 +182,7 @@ impl Store {
             }
             Record::Create(c) => {
                 self.next_handle = self.next_handle.max(c.handle + 1);
-                self.insert(&c, at.segment);
+                self.apply_create(&c, crate::log::Appended { lsn: 0, segment: at.segment, data_pos: at.data_pos });
             }
             Record::Append(a) => {
                 if let Some(e) = self.by_handle(a.handle) {
@@ -234,7 +234,21 @@ impl Store {
         }
     }
 
-    pub(crate) fn insert(&mut self, c: &CreateRecord, segment: u32) {
+    /// Inserts the stream a create record describes, with its initial body
+    /// visible at once (readers wait for the create to be durable through
+    /// `settle`). Returns the record ordinal the initial body starts at.
+    pub(crate) fn apply_create(&mut self, c: &CreateRecord, at: crate::log::Appended) -> u64 {
+        self.insert(c, at.segment);
+        let e = self.by_handle(c.handle).expect("just inserted");
+        let start = e.state.messages.len() as u64;
+        if let Some(a) = c.initial_append() {
+            let tail = e.state.apply_append(&a, at.segment, at.data_pos);
+            e.state.publish(tail, c.closed);
+        }
+        start
+    }
+
+    fn insert(&mut self, c: &CreateRecord, segment: u32) {
         let key = (c.bucket.clone(), c.stream.clone());
         if let Some(old) = self.streams.remove(&key) {
             self.handles.remove(&old.state.handle);

@@ -217,6 +217,8 @@ pub(crate) mod fixture {
             closed: false,
             fork: None,
             attrs: vec![],
+            initial: vec![],
+            initial_messages: vec![],
         };
         StreamState::from_create(&c, 0)
     }

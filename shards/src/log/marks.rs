@@ -49,7 +49,8 @@ pub fn read(dir: &Path, name: &str) -> Result<Option<u32>, String> {
 const SLOT: usize = 8;
 const HEAD_FILE: usize = 2 * SLOT;
 
-/// Reads `log-head` of `dir`: `Ok(None)` when missing or never written.
+/// Reads `log-head` of `dir`: `Ok(None)` when missing; 0 when no segment
+/// held a durable record yet.
 pub fn read_head(dir: &Path) -> Result<Option<u32>, String> {
     let path = dir.join(LOG_HEAD);
     let bytes = match std::fs::read(&path) {
@@ -65,7 +66,6 @@ pub fn read_head(dir: &Path) -> Result<Option<u32>, String> {
         (u32::from_le_bytes(b[4..].try_into().expect("4")) == checksum(LOG_HEAD, no)).then_some(no)
     };
     match (slot(&bytes[..SLOT]), slot(&bytes[SLOT..])) {
-        (None, None) if bytes.iter().all(|b| *b == 0) => Ok(None),
         (None, None) => Err(format!("{}: damaged (no slot holds a checksummed segment number)", path.display())),
         (a, b) => Ok(a.max(b)),
     }
@@ -77,13 +77,13 @@ pub struct Head {
 }
 
 impl Head {
-    /// Opens `log-head`, creating it (both slots empty) if missing.
+    /// Opens `log-head`, creating it (naming segment 0) if missing.
     pub async fn open(dir: &Path) -> std::io::Result<Head> {
         let path = dir.join(LOG_HEAD);
         let exists = path.exists();
         let file = OpenOptions::new().read(true).write(true).create(true).buffered_open(&path).await?;
         if !exists {
-            file.write_at(vec![0; HEAD_FILE], 0).await?;
+            file.write_at(head_file(0), 0).await?;
             file.fdatasync().await?;
             sync_dir(dir).await?;
         }
@@ -102,7 +102,7 @@ impl Head {
     }
 }
 
-/// The bytes of a `log-head` file naming `no` (for tests of recovery).
+/// The bytes of a fresh `log-head` file naming `no`.
 pub fn head_file(no: u32) -> Vec<u8> {
     let mut out = vec![0; HEAD_FILE];
     let at = no as usize % 2 * SLOT;
@@ -153,8 +153,10 @@ mod tests {
         let d = dir("head");
         let path = d.join(LOG_HEAD);
         assert_eq!(read_head(&d), Ok(None));
+        std::fs::write(&path, head_file(0)).unwrap();
+        assert_eq!(read_head(&d), Ok(Some(0)));
         std::fs::write(&path, vec![0; HEAD_FILE]).unwrap();
-        assert_eq!(read_head(&d), Ok(None));
+        assert!(read_head(&d).unwrap_err().contains("log-head: damaged"));
         let mut both = head_file(6);
         both[SLOT..].copy_from_slice(&head_file(7)[SLOT..]);
         std::fs::write(&path, &both).unwrap();

@@ -20,11 +20,31 @@ pub struct CreateRecord {
     pub created_ms: u64,
     pub ttl_secs: Option<u64>,
     pub expires_at_ms: Option<u64>,
+    /// Closed once created (after its initial body, if any).
     pub closed: bool,
     /// Set when the stream is a fork of another stream.
     pub fork: Option<ForkRecord>,
     /// Canonical attribute JSON ("" when none).
     pub attrs: Vec<u8>,
+    /// The initial body, in the same record so a crash keeps both or neither.
+    pub initial: Vec<u8>,
+    /// Lengths of the messages in `initial`.
+    pub initial_messages: Vec<u32>,
+}
+
+impl CreateRecord {
+    /// The initial body as the append it amounts to (none when empty).
+    pub fn initial_append(&self) -> Option<AppendRecord<'_>> {
+        (!self.initial.is_empty()).then(|| AppendRecord {
+            handle: self.handle,
+            at_ms: self.created_ms,
+            stream_seq: None,
+            producer: None,
+            close: self.closed,
+            messages: self.initial_messages.clone(),
+            data: &self.initial,
+        })
+    }
 }
 
 /// Where inherited bytes live: a message of an ancestor stream, possibly in
@@ -202,6 +222,13 @@ impl Record<'_> {
                     }
                 }
                 out.put_bytes(&c.attrs);
+                out.put_u32(c.initial_messages.len() as u32);
+                for m in &c.initial_messages {
+                    out.put_u32(*m);
+                }
+                out.put_u32(c.initial.len() as u32);
+                data_at = out.len() - start;
+                out.extend_from_slice(&c.initial);
             }
             Record::Append(a) => {
                 out.put_u8(K_APPEND);
@@ -353,6 +380,14 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                 }
             };
             let attrs = c.bytes()?.to_vec();
+            let n = c.u32()? as usize;
+            let mut initial_messages = Vec::with_capacity(n.min(body.len() / 4));
+            for _ in 0..n {
+                initial_messages.push(c.u32()?);
+            }
+            let len = c.u32()? as usize;
+            data_at = c.position();
+            let initial = c.take(len)?.to_vec();
             Record::Create(CreateRecord {
                 handle,
                 bucket,
@@ -364,6 +399,8 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                 closed,
                 fork,
                 attrs,
+                initial,
+                initial_messages,
             })
         }
         K_APPEND => {
@@ -435,6 +472,8 @@ mod tests {
                     inherited: vec![Extent { shard: 1, segment: 2, pos: 3, len: 4 }],
                 }),
                 attrs: br#"{"title":"t"}"#.to_vec(),
+                initial: b"[1][2]".to_vec(),
+                initial_messages: vec![3, 3],
             }),
             Record::Append(AppendRecord {
                 handle: 3,

@@ -146,7 +146,9 @@ pub fn scan_files<F: LogFiles>(
             ));
         }
     }
-    if let Some(h) = head {
+    // A head of 0 was written when the log was created: no segment is
+    // known to hold a durable record yet.
+    if let Some(h) = head.filter(|&h| h > 0) {
         if h < start {
             return Err(format!(
                 "{}: names segment {h}, below {LOG_START} {start}: one of the two marks is stale or damaged",
@@ -162,6 +164,7 @@ pub fn scan_files<F: LogFiles>(
             ));
         }
     }
+    let head_mark = head;
     let head = head.unwrap_or(0);
     let mut tail = Tail {
         segments: segments.clone(),
@@ -249,7 +252,7 @@ pub fn scan_files<F: LogFiles>(
             tail.write_pos = pos as u64;
         }
     }
-    if head == 0 && tail.ends.iter().any(|&e| e > 0) {
+    if head_mark.is_none() && tail.ends.iter().any(|&e| e > 0) {
         return Err(format!("{}: missing, but the segments hold records", files.name(None, LOG_HEAD)));
     }
     Ok(tail)
