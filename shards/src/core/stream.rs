@@ -159,6 +159,7 @@ impl StreamState {
     /// Makes everything decided so far visible to readers (called once durable
     /// for the live path; at once during recovery).
     pub fn publish(&mut self, up_to_tail: u64, closed: bool) {
+        assert!(up_to_tail <= self.tail, "visible tail {up_to_tail} beyond the decided tail {}", self.tail);
         if up_to_tail >= self.visible.tail {
             self.visible.tail = up_to_tail;
             // Appends become durable in order: advance instead of searching.

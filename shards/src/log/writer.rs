@@ -272,6 +272,7 @@ impl Log {
             let seen = self.done.generation();
             {
                 let s = self.inner.borrow();
+                assert!(lsn <= s.assigned, "waiting for commit {lsn}, never assigned (newest {})", s.assigned);
                 if s.durable >= lsn {
                     return Ok(());
                 }
@@ -359,7 +360,10 @@ impl Log {
                 self.ready.notify();
                 return;
             }
-            self.inner.borrow_mut().durable = lsn;
+            let mut s = self.inner.borrow_mut();
+            assert!(s.durable <= lsn && lsn <= s.assigned, "durable mark must move forward, within assigned");
+            s.durable = lsn;
+            drop(s);
             self.done.notify();
         }
     }
