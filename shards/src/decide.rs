@@ -126,7 +126,8 @@ impl Store {
                 let at = log.append(&rec);
                 let Record::Create(c) = rec else { unreachable!("built as a create") };
                 let start = self.apply_create(&c, at);
-                self.by_handle(handle).expect("just inserted").settle = at.lsn;
+                let e = self.by_handle(handle).expect("just inserted");
+                (e.settle, e.created) = (at.lsn, at.lsn);
                 (at.lsn, Some(start), handle)
             }
         };

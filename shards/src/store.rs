@@ -31,6 +31,19 @@ pub struct Entry {
     /// append path (create, attrs, retention, snapshot, soft delete):
     /// readers wait until it is durable ([`Shard::settle`]).
     pub settle: u64,
+    /// Commit number of its create record.
+    pub created: u64,
+}
+
+impl Entry {
+    /// Whether a bucket listing taken at durable mark `durable` (see
+    /// [`Shard::listing_mark`]) shows this stream at `now_ms`: its create is
+    /// durable, and no durable delete or expiry hides it.
+    pub fn listed(&self, durable: u64, now_ms: u64) -> bool {
+        self.created <= durable
+            && !(self.state.deleted && self.settle <= durable)
+            && !self.state.lifetime.expired(now_ms)
+    }
 }
 
 /// An encoded live-read event (SSE data + control) covering `[from, end)`,
@@ -256,7 +269,10 @@ impl Store {
         self.handles.insert(c.handle, key.clone());
         let mut state = StreamState::from_create(c, self.shard);
         state.first_segment = segment;
-        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None, settle: 0 });
+        self.streams.insert(
+            key,
+            Entry { state, signal: Rc::new(Signal::default()), shared_event: None, settle: 0, created: 0 },
+        );
     }
 
     pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
@@ -488,6 +504,19 @@ impl Shard {
                     self.publish(handle, tail, closed);
                 }
                 Err(refusal)
+            }
+        }
+    }
+
+    /// Waits until every hard delete decided so far is durable, and returns
+    /// the durable mark a listing filters the rest with ([`Entry::listed`]).
+    /// Call right before listing, with no await in between.
+    pub async fn listing_mark(&self) -> Result<u64, LogError> {
+        loop {
+            let need = self.store.borrow().removed;
+            self.log.durable(need).await?;
+            if self.store.borrow().removed <= need {
+                return Ok(self.log.durable_mark());
             }
         }
     }

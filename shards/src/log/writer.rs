@@ -239,6 +239,11 @@ impl Log {
         self.inner.borrow().assigned
     }
 
+    /// The commit number of the newest durable record.
+    pub fn durable_mark(&self) -> u64 {
+        self.inner.borrow().durable
+    }
+
     /// Number of the segment being written.
     pub fn active_segment(&self) -> u32 {
         self.inner.borrow().active.no
