@@ -224,6 +224,17 @@ pub fn scan_files<F: LogFiles>(
                     if valid_frame_after(&buf, pos + 1) {
                         return Err(hole(&path, pos, "zeroed"));
                     }
+                    // Sectors of a torn write can land out of order: bytes
+                    // after the end with no valid record among them were
+                    // never acknowledged. Zero them, or the log would resume
+                    // here and later find them in front of newer records.
+                    let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| (p + 1).max(pos));
+                    if end > pos {
+                        if mode == Mode::Repair {
+                            files.zero(no, pos as u64, end - pos)?;
+                        }
+                        tail.torn_bytes += (end - pos) as u64;
+                    }
                     break;
                 }
                 Frame::Damaged => {
@@ -387,6 +398,20 @@ mod tests {
         assert!(after[S + DEL..].iter().all(|b| *b == 0));
         // A second start finds a clean log.
         assert_eq!(replay(&d).unwrap().1.torn_bytes, 0);
+    }
+
+    /// A torn write whose later sector landed but whose first did not:
+    /// zeros at the end of the records, then garbage. The garbage is zeroed
+    /// so that records written after the restart never sit behind it.
+    #[test]
+    fn garbage_after_the_end_is_zeroed() {
+        let d = dir("garbage");
+        let mut buf = write_log(&d, 1, &[&[del(1)]], 256).remove(0);
+        buf[200..210].copy_from_slice(b"not-a-frm!");
+        std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        let (seen, tail) = replay(&d).unwrap();
+        assert_eq!((seen, tail.write_pos, tail.torn_bytes), (vec![1], (S + DEL) as u64, 210 - (S + DEL) as u64));
+        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[S + DEL..].iter().all(|b| *b == 0));
     }
 
     #[test]
