@@ -162,3 +162,32 @@ fn check_rejects_a_dir_without_meta_and_bad_usage() {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A burst can roll into several preallocated segments before a crash lets
+/// any of their records reach the disk: every blank segment after the newest
+/// written one is set aside at start, so none is left between written ones
+/// (a later start would take it for a segment that lost its records).
+#[test]
+fn several_unwritten_segments_after_a_crash_are_set_aside() {
+    let tmp = TempDir::new("blank-run");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, launch(tmp.path()));
+    s.put(STREAM, "text/plain", b"").expect(201);
+    let mut acked = Vec::new();
+    append(&s, 0, 100, &mut acked);
+    s.kill();
+    let shard = data.join("shard-0");
+    let newest =
+        files(&shard).keys().filter_map(|p| p.to_str()?.strip_suffix(".seg")?.parse::<u32>().ok()).max().unwrap();
+    for no in newest + 1..newest + 4 {
+        std::fs::write(shard.join(format!("{no:010}.seg")), vec![0u8; SEGMENT.parse().unwrap()]).unwrap();
+    }
+    for round in 0..2 {
+        let s = Server::try_launch(&data, launch(tmp.path()))
+            .unwrap_or_else(|(_, out)| panic!("round {round}: refused after unwritten segments: {out}"));
+        let (got, tail) = s.read_all(STREAM);
+        assert!(tail == acked.len() as u64 && got == acked, "round {round}: bytes differ");
+        append(&s, 1000 * (round + 1), 150, &mut acked);
+        drop(s);
+    }
+}

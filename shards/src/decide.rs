@@ -8,8 +8,9 @@
 
 use crate::core::append::{self, AppendDecision, AppendError, AppendInput};
 use crate::core::create::{self, CreateDecision, CreateError, CreateInput};
-use crate::log::{AppendRecord, Appended, CreateRecord, Record};
-use crate::store::{AppendOutcome, Entry, ForkPlan, Store, StoreError, StreamKey};
+use crate::core::{snapshot, StreamState};
+use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
+use crate::store::{AppendOutcome, Entry, ForkPlan, SnapshotAt, Store, StoreError, StreamKey};
 
 /// Where decided records go.
 pub trait Journal {
@@ -166,6 +167,63 @@ impl Store {
         }
     }
 
+    /// PUT {stream}/snapshot/{offset}: publishes a snapshot; answers its offset and digest.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_snapshot(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        at: SnapshotAt,
+        content_type: &str,
+        body: &[u8],
+        expected: Option<&str>,
+        now_ms: u64,
+    ) -> Decided<(u64, String)> {
+        self.expire(log, key, now_ms);
+        let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
+        let offset = position(&e.state, at)?;
+        match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
+            Err((status, why)) => Err(StoreError::Refused(status, why)),
+            Ok(snapshot::Publish::Same(d)) => Ok((log.assigned(), (offset, d))),
+            Ok(snapshot::Publish::Write(digest)) => {
+                let rec = SnapshotRecord {
+                    handle: e.state.handle,
+                    offset,
+                    content_type: content_type.to_string(),
+                    digest,
+                    body,
+                };
+                let at = log.append(&Record::Snapshot(rec.clone()));
+                e.state.set_snapshot(&rec, at.segment, at.data_pos);
+                e.settle = at.lsn;
+                Ok((at.lsn, (offset, rec.digest)))
+            }
+        }
+    }
+
+    /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
+    pub fn decide_retention(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        at: SnapshotAt,
+        now_ms: u64,
+    ) -> Decided<u64> {
+        self.expire(log, key, now_ms);
+        let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
+        let offset = position(&e.state, at)?;
+        match snapshot::decide_retention(&e.state, offset) {
+            Err((status, why)) => Err(StoreError::Refused(status, why)),
+            Ok(false) => Ok((log.assigned(), offset)),
+            Ok(true) => {
+                let lsn = log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
+                e.state.retain_from(offset);
+                e.settle = lsn;
+                Ok((lsn, offset))
+            }
+        }
+    }
+
     /// Replaces a stream's attributes.
     pub fn decide_attrs(&mut self, log: &impl Journal, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Decided<()> {
         self.expire(log, key, now_ms);
@@ -175,6 +233,19 @@ impl Store {
             e.settle = log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn;
         }
         Ok((log.assigned(), ()))
+    }
+}
+
+/// Resolves a snapshot/retention position: an offset, or a record ordinal.
+fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
+    match at {
+        SnapshotAt::Offset(o) => Ok(o),
+        SnapshotAt::Record(r) if (r as usize) < s.first_message => {
+            Err(StoreError::Refused(410, "record is older than the first retained record"))
+        }
+        SnapshotAt::Record(r) => {
+            s.record_offset(r as usize).ok_or(StoreError::Refused(409, "record is beyond the record tail"))
+        }
     }
 }
 

@@ -8,7 +8,6 @@
 use crate::core::append::{AppendError, AppendInput};
 use crate::core::create::{CreateError, CreateInput};
 use crate::core::snapshot;
-use crate::core::stream::Snapshot;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::recovery::{self, Position};
@@ -220,14 +219,7 @@ impl Store {
             }
             Record::Snapshot(r) => {
                 if let Some(e) = self.by_handle(r.handle) {
-                    e.state.snapshot = Some(crate::core::stream::Snapshot {
-                        offset: r.offset,
-                        content_type: r.content_type,
-                        digest: r.digest,
-                        segment: at.segment,
-                        pos: at.data_pos,
-                        len: r.body.len() as u32,
-                    });
+                    e.state.set_snapshot(&r, at.segment, at.data_pos);
                 }
             }
             Record::Retention { handle, offset } => {
@@ -358,25 +350,36 @@ impl Shard {
     pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
         let mut store = Store { shard: id as u32, ..Store::default() };
         let tail = recovery::scan(&cfg.dir, recovery::Mode::Repair, |r, at| store.replay(r, at))?;
+        // Segments after the newest one with records were prepared, or rolled
+        // into, but never written before the stop. Writing resumes where the
+        // records end; the first blank one is reused as the next segment if
+        // whole, and the others are removed, newest first (so a stop midway
+        // leaves no gap), so a blank segment never sits between written ones.
+        let written = tail.ends.iter().rposition(|&e| e > 0).map_or(1, |i| i + 1).min(tail.segments.len());
         let mut segments = Vec::new();
-        for &no in &tail.segments {
+        for &no in &tail.segments[..written] {
             segments.push(
                 crate::log::segment::open_segment(&cfg.dir, no)
                     .await
                     .map_err(|e| format!("cannot open segment {no}: {e}"))?,
             );
         }
-        // A trailing blank segment is the one prepared before the last stop:
-        // keep writing where the records end and reuse it as the next one
-        // (one cut short by a stop during its zero-fill is dropped).
+        let remove = |no: u32| {
+            std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, no))
+                .map_err(|e| format!("cannot remove unwritten segment {no}: {e}"))
+        };
         let mut next = None;
-        if segments.len() >= 2 && tail.write_pos == 0 {
-            let blank = segments.pop().expect("two or more");
+        if let Some((&first, rest)) = tail.segments[written..].split_first() {
+            for &no in rest.iter().rev() {
+                remove(no)?;
+            }
+            let blank = crate::log::segment::open_segment(&cfg.dir, first)
+                .await
+                .map_err(|e| format!("cannot open segment {first}: {e}"))?;
             if blank.size >= cfg.segment_size {
                 next = Some(blank);
             } else {
-                std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, blank.no))
-                    .map_err(|e| format!("cannot remove a partly preallocated segment: {e}"))?;
+                remove(first)?;
             }
         }
         let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
@@ -546,19 +549,6 @@ impl Shard {
         }
     }
 
-    /// Resolves a snapshot/retention position: an offset, or a record ordinal.
-    fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
-        match at {
-            SnapshotAt::Offset(o) => Ok(o),
-            SnapshotAt::Record(r) if (r as usize) < s.first_message => {
-                Err(StoreError::Refused(410, "record is older than the first retained record"))
-            }
-            SnapshotAt::Record(r) => {
-                s.record_offset(r as usize).ok_or(StoreError::Refused(409, "record is beyond the record tail"))
-            }
-        }
-    }
-
     /// PUT {stream}/snapshot/{offset}: publishes a snapshot; returns its digest.
     pub async fn publish_snapshot(
         &self,
@@ -570,58 +560,14 @@ impl Shard {
         now_ms: u64,
     ) -> Result<(u64, String), StoreError> {
         self.reserve(body.len() + content_type.len() + 128).await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            st.expire(&self.log, key, now_ms);
-            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
-            let offset = Self::position(&e.state, at)?;
-            Ok(match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
-                Err((status, why)) => return Err(StoreError::Refused(status, why)),
-                Ok(snapshot::Publish::Same(d)) => (self.log.assigned(), (offset, d)),
-                Ok(snapshot::Publish::Write(d)) => {
-                    let rec = crate::log::SnapshotRecord {
-                        handle: e.state.handle,
-                        offset,
-                        content_type: content_type.to_string(),
-                        digest: d.clone(),
-                        body,
-                    };
-                    let at = self.log.append(&Record::Snapshot(rec));
-                    e.state.snapshot = Some(Snapshot {
-                        offset,
-                        content_type: content_type.to_string(),
-                        digest: d.clone(),
-                        segment: at.segment,
-                        pos: at.data_pos,
-                        len: body.len() as u32,
-                    });
-                    e.settle = at.lsn;
-                    (at.lsn, (offset, d))
-                }
-            })
-        })();
+        let decided = self.store.borrow_mut().decide_snapshot(&self.log, key, at, content_type, body, expected, now_ms);
         self.settle_outcome(key, decided).await
     }
 
     /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
     pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
         self.reserve(32).await?;
-        let decided = (|| {
-            let mut st = self.store.borrow_mut();
-            st.expire(&self.log, key, now_ms);
-            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
-            let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_retention(&e.state, offset) {
-                Err((status, why)) => Err(StoreError::Refused(status, why)),
-                Ok(false) => Ok((self.log.assigned(), offset)),
-                Ok(true) => {
-                    let lsn = self.log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
-                    e.state.retain_from(offset);
-                    e.settle = lsn;
-                    Ok((lsn, offset))
-                }
-            }
-        })();
+        let decided = self.store.borrow_mut().decide_retention(&self.log, key, at, now_ms);
         self.settle_outcome(key, decided).await
     }
 

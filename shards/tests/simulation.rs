@@ -247,7 +247,13 @@ impl LogFiles for MemFiles<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct MStream {
     data: Vec<u8>,
-    messages: usize,
+    /// End offset of each message.
+    ends: Vec<u64>,
+    /// The tail readers see (moved at each commit).
+    visible: u64,
+    /// Latest snapshot: offset and body.
+    snapshot: Option<(u64, Vec<u8>)>,
+    retained: u64,
     closed: bool,
     /// Producer "p": (epoch, last seq, ack offset).
     producer: Option<(u64, u64, u64)>,
@@ -336,15 +342,14 @@ impl World {
             15..=49 => self.append(seed, &name, false),
             50..=69 => self.append(seed, &name, true),
             70..=74 => self.delete(seed, &name),
-            75..=79 => self.attrs(seed, &name),
+            75..=76 => self.attrs(seed, &name),
+            77..=78 => self.snapshot(seed, &name),
+            79 => self.retention(seed, &name),
             80..=84 => {
                 self.now += self.rng.below(3_000);
                 self.trace.push(format!("clock -> {}", self.now));
             }
-            85..=94 => {
-                self.journal.sync();
-                self.trace.push("sync".into());
-            }
+            85..=94 => self.sync(),
             _ => self.crash(seed),
         }
         self.record();
@@ -370,10 +375,22 @@ impl World {
         if let Err(e) = got {
             self.fail(seed, format!("create {name}: {e:?}"));
         }
-        let messages = usize::from(!body.is_empty());
+        let ends = if body.is_empty() { vec![] } else { vec![body.len() as u64] };
+        let visible = body.len() as u64;
         self.model.insert(
             name.to_string(),
-            MStream { data: body, messages, closed, producer: None, closed_by: None, attrs: vec![], expires_at },
+            MStream {
+                data: body,
+                ends,
+                visible,
+                snapshot: None,
+                retained: 0,
+                closed,
+                producer: None,
+                closed_by: None,
+                attrs: vec![],
+                expires_at,
+            },
         );
     }
 
@@ -468,7 +485,7 @@ impl World {
             let m = self.model.get_mut(name).expect("live");
             if !body.is_empty() {
                 m.data.extend_from_slice(&body);
-                m.messages += 1;
+                m.ends.push(m.data.len() as u64);
             }
             m.closed |= close;
             if let Some(p) = &stamp {
@@ -489,6 +506,110 @@ impl World {
             }
             (Err(StoreError::NoStream), false) => {}
             (got, _) => self.fail(seed, format!("delete {name}: {got:?}, model says live {live}")),
+        }
+    }
+
+    /// A group commit: every decided change becomes durable and visible.
+    fn sync(&mut self) {
+        self.journal.sync();
+        for e in self.store.streams.values_mut() {
+            let (tail, closed) = (e.state.tail, e.state.closed);
+            e.state.publish(tail, closed);
+        }
+        for m in self.model.values_mut() {
+            m.visible = m.data.len() as u64;
+        }
+        self.trace.push("sync".into());
+    }
+
+    /// An offset to publish a snapshot or retain at: mostly a boundary.
+    fn pick_offset(&mut self, m: &MStream) -> u64 {
+        let mut boundaries: Vec<u64> = vec![0, m.visible];
+        boundaries.extend(m.ends.iter().filter(|&&e| e < m.visible));
+        match self.rng.below(10) {
+            0 => m.visible + 1,
+            1 => self.rng.below(m.visible + 1),
+            _ => boundaries[self.rng.below(boundaries.len() as u64) as usize],
+        }
+    }
+
+    /// The model's refusal of `offset` as a snapshot or retention position.
+    fn boundary_refusal(m: &MStream, offset: u64) -> Option<u16> {
+        let boundary = offset == 0 || offset == m.visible || m.ends.iter().any(|&e| e == offset && e < m.visible);
+        if offset > m.visible {
+            Some(409)
+        } else if offset < m.retained {
+            Some(410)
+        } else if !boundary {
+            Some(400)
+        } else {
+            None
+        }
+    }
+
+    fn snapshot(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let m = self.model.get(name).filter(|_| live).cloned();
+        let offset = m.as_ref().map_or(0, |m| self.pick_offset(m));
+        let body = if self.rng.chance(30) {
+            m.as_ref().and_then(|m| m.snapshot.clone()).map_or_else(|| self.rng.bytes(100), |s| s.1)
+        } else {
+            self.rng.bytes(100)
+        };
+        let expect: Result<bool, u16> = match &m {
+            None => Err(404),
+            Some(m) => match Self::boundary_refusal(m, offset) {
+                Some(code) => Err(code),
+                None => match &m.snapshot {
+                    Some((o, b)) if *o == offset && *b == body => Ok(false),
+                    Some((o, _)) if *o == offset => Err(409),
+                    _ => Ok(true),
+                },
+            },
+        };
+        self.trace.push(format!("snapshot {name} at {offset} body {} expect {expect:?}", body.len()));
+        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let got = self.store.decide_snapshot(&self.journal, &key(name), at, "application/x-s", &body, None, self.now);
+        let verdict = match &got {
+            Ok(_) => Ok(expect == Ok(true)),
+            Err(StoreError::NoStream) => Err(404),
+            Err(StoreError::Refused(code, _)) => Err(*code),
+            Err(e) => self.fail(seed, format!("snapshot {name}: unexpected {e:?}")),
+        };
+        if verdict != expect {
+            self.fail(seed, format!("snapshot {name}: store answered {got:?}, model expects {expect:?}"));
+        }
+        if expect == Ok(true) {
+            self.model.get_mut(name).expect("live").snapshot = Some((offset, body));
+        }
+    }
+
+    fn retention(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let m = self.model.get(name).filter(|_| live).cloned();
+        let offset = m.as_ref().map_or(0, |m| self.pick_offset(m));
+        let expect: Result<bool, u16> = match &m {
+            None => Err(404),
+            Some(m) => match Self::boundary_refusal(m, offset) {
+                Some(code) => Err(code),
+                None if offset > 0 && m.snapshot.as_ref().is_none_or(|s| offset > s.0) => Err(409),
+                None => Ok(offset > m.retained),
+            },
+        };
+        self.trace.push(format!("retention {name} at {offset} expect {expect:?}"));
+        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let got = self.store.decide_retention(&self.journal, &key(name), at, self.now);
+        let verdict = match &got {
+            Ok(_) => expect.map(|_| ()),
+            Err(StoreError::NoStream) => Err(404),
+            Err(StoreError::Refused(code, _)) => Err(*code),
+            Err(e) => self.fail(seed, format!("retention {name}: unexpected {e:?}")),
+        };
+        if verdict != expect.map(|_| ()) {
+            self.fail(seed, format!("retention {name}: store answered {got:?}, model expects {expect:?}"));
+        }
+        if expect == Ok(true) {
+            self.model.get_mut(name).expect("live").retained = offset;
         }
     }
 
@@ -522,16 +643,27 @@ impl World {
                 (None, Some(_)) => return Err(format!("{name}: present in the store, absent in the model")),
                 (Some(m), Some(e)) => {
                     let s = &e.state;
-                    if s.tail != m.data.len() as u64 || s.closed != m.closed || s.messages.len() != m.messages {
+                    let ends: Vec<u64> = s.messages.iter().map(|x| x.offset + u64::from(x.len)).collect();
+                    if s.tail != m.data.len() as u64 || s.closed != m.closed || ends != m.ends {
                         return Err(format!(
                             "{name}: store tail {} closed {} messages {}, model {} {} {}",
                             s.tail,
                             s.closed,
-                            s.messages.len(),
+                            ends.len(),
                             m.data.len(),
                             m.closed,
-                            m.messages
+                            m.ends.len()
                         ));
+                    }
+                    if s.visible.tail != m.visible || s.retained != m.retained {
+                        return Err(format!(
+                            "{name}: visible {} retained {}, model {} {}",
+                            s.visible.tail, s.retained, m.visible, m.retained
+                        ));
+                    }
+                    let snapshot = s.snapshot.as_ref().map(|x| (x.offset, read(x.segment, x.pos, x.len)));
+                    if snapshot != m.snapshot {
+                        return Err(format!("{name}: snapshot differs from the model"));
                     }
                     if s.attrs != m.attrs {
                         return Err(format!("{name}: attributes differ"));
@@ -606,21 +738,22 @@ impl World {
                 format!("{recovered} records recovered: not the end of any operation (an operation was split)"),
             );
         };
+        let mut model = model;
+        for m in model.values_mut() {
+            m.visible = m.data.len() as u64;
+        }
         let read = |g: u32, p: u64, l: u32| disk.segments[&g][p as usize..p as usize + l as usize].to_vec();
         if let Err(why) = Self::compare(&mut store, &model, self.now, read) {
             self.fail(seed, format!("recovered state: {why}"));
         }
-        // Resume on the recovered log, as the shard does: a trailing blank
-        // segment (preallocated, never written) is set aside.
-        let mut last = tail.segments.len() - 1;
+        // Resume on the recovered log, as the shard does: segments after the
+        // newest one with records were never written and are removed.
+        let last = tail.ends.iter().rposition(|&e| e > 0).unwrap_or(0);
         let mut disk = disk.clone();
-        let mut write_pos = tail.write_pos as usize;
-        if last >= 1 && write_pos == 0 {
-            disk.segments.remove(&tail.segments[last]);
-            last -= 1;
-            write_pos = tail.ends[last] as usize;
+        for no in &tail.segments[last + 1..] {
+            disk.segments.remove(no);
         }
-        let active = tail.segments[last];
+        let (active, write_pos) = (tail.segments[last], tail.ends[last] as usize);
         let mut inner = Inner {
             image: disk.segments.clone(),
             disk,
@@ -652,7 +785,7 @@ fn run(seed: u64, steps: usize) {
         w.step(seed);
     }
     // A final crash after a clean sync loses nothing.
-    w.journal.sync();
+    w.sync();
     let before = w.model.clone();
     w.recover(seed);
     assert_eq!(w.model, before, "seed {seed}: a clean restart changed the state");
