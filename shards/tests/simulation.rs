@@ -721,8 +721,22 @@ impl World {
             let s = self.journal.0.borrow();
             (s.durable, s.disk.clone())
         };
+        // `sluice check` (Verify) sees what start (Repair) sees, and changes nothing.
+        let mut untouched = disk.clone();
+        let verified = scan_files(&mut MemFiles(&mut untouched), Mode::Verify, |_, _| {});
+        if untouched.segments != disk.segments {
+            self.fail(seed, "verifying changed the disk".into());
+        }
         let mut store = Store::default();
         let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, at| store.replay(r, at));
+        let same = match (&verified, &scanned) {
+            (Ok(v), Ok(r)) => (v.records, v.torn_bytes, &v.ends) == (r.records, r.torn_bytes, &r.ends),
+            (Err(v), Err(r)) => v == r,
+            _ => false,
+        };
+        if !same {
+            self.fail(seed, format!("verify and repair disagree: {verified:?} vs {scanned:?}"));
+        }
         let tail = match scanned {
             Ok(t) => t,
             Err(e) => self.fail(seed, format!("recovery refused: {e}")),
