@@ -5,6 +5,7 @@
 //! - [`store`]: a shard's streams and buckets, applying core decisions to the log.
 //! - [`decide`]: the store's write decisions over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
+//! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 
 pub mod codec;
 pub mod core;
@@ -13,4 +14,5 @@ pub mod ids;
 pub mod log;
 pub mod offset;
 pub mod signal;
+pub mod stats;
 pub mod store;
