@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{offset, Conn, Resp, Server};
+use common::{offset, Conn, Resp, Server, TempDir};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,11 +22,13 @@ const BALLAST: usize = 4 << 20;
 /// How long a probe may poll before the change counts as never shown.
 const PROBE_LIMIT: Duration = Duration::from_secs(20);
 
-/// One shard (so the ballast shares the change's log) with room for the ballast.
-fn server() -> Server {
-    let s = Server::start_with(&["--shards", "1", "--segment-bytes", "33554432"]);
+/// One shard (so the ballast shares the change's log) with room for the
+/// ballast, in its own data dir (removed when the `TempDir` drops).
+fn server() -> (TempDir, Server) {
+    let dir = TempDir::new("visibility");
+    let s = Server::start_in(dir.path(), 1, &["--segment-bytes", "33554432"]);
     s.req("PUT", BUCKET, &[], b"").expect(201);
-    s
+    (dir, s)
 }
 
 /// Appends ballast to its own stream until dropped.
@@ -94,7 +96,7 @@ fn head_status(s: &Server, path: &str) -> u16 {
 
 #[test]
 fn a_created_stream_is_shown_only_once_durable() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/made");
     let change = ("PUT", p.clone(), vec![("Content-Type", TEXT.to_string())], b"first".to_vec());
     shown_then_crash(&mut s, change, |s| head_status(s, &p) == 200);
@@ -104,7 +106,7 @@ fn a_created_stream_is_shown_only_once_durable() {
 
 #[test]
 fn a_deleted_stream_is_gone_only_once_durable() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/doomed");
     s.put(&p, TEXT, b"x").expect(201);
     shown_then_crash(&mut s, ("DELETE", p.clone(), vec![], vec![]), |s| head_status(s, &p) == 404);
@@ -113,7 +115,7 @@ fn a_deleted_stream_is_gone_only_once_durable() {
 
 #[test]
 fn attributes_are_shown_only_once_durable() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/named");
     s.put(&p, TEXT, b"x").expect(201);
     let attrs = format!("{p}/attrs");
@@ -125,7 +127,7 @@ fn attributes_are_shown_only_once_durable() {
 
 #[test]
 fn retention_is_shown_only_once_durable() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/kept");
     s.put(&p, TEXT, b"aaa").expect(201);
     s.post(&p, TEXT, b"bbb").expect(204);
@@ -138,7 +140,7 @@ fn retention_is_shown_only_once_durable() {
 
 #[test]
 fn a_snapshot_is_served_only_once_durable_and_whole() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/snapped");
     s.put(&p, TEXT, b"abc").expect(201);
     let blob: Vec<u8> = (0..(2 << 20)).map(|i| (i % 251) as u8 + 1).collect();
@@ -156,7 +158,7 @@ fn a_snapshot_is_served_only_once_durable_and_whole() {
 
 #[test]
 fn a_refusal_reports_only_a_durable_close() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/shut");
     s.put(&p, TEXT, b"abc").expect(201);
     let change = ("POST", p.clone(), vec![("Stream-Closed", "true".to_string())], vec![]);
@@ -183,7 +185,7 @@ fn listed(s: &Server, id: &str) -> bool {
 
 #[test]
 fn a_listing_shows_only_durable_creates_and_deletes() {
-    let mut s = server();
+    let (_dir, mut s) = server();
     let p = format!("{BUCKET}/listed");
     let change = ("PUT", p.clone(), vec![("Content-Type", TEXT.to_string())], vec![]);
     shown_then_crash(&mut s, change, |s| listed(s, "listed"));
