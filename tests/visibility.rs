@@ -26,7 +26,7 @@ const PROBE_LIMIT: Duration = Duration::from_secs(20);
 /// ballast, in its own data dir (removed when the `TempDir` drops).
 fn server() -> (TempDir, Server) {
     let dir = TempDir::new("visibility");
-    let s = Server::start_in(dir.path(), 1, &["--segment-bytes", "33554432"]);
+    let s = Server::start_in(dir.path(), 1, &["--segment-bytes", "16777216"]);
     s.req("PUT", BUCKET, &[], b"").expect(201);
     (dir, s)
 }
