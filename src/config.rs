@@ -24,6 +24,16 @@ pub struct Cli {
 pub enum Command {
     /// Serve the Durable Streams protocol until SIGTERM or SIGINT.
     Serve(Config),
+    /// Verify a stopped data dir offline, changing nothing: exit 0 clean, 1 damaged.
+    Check(CheckArgs),
+}
+
+/// What `sluice check` verifies.
+#[derive(Args, Clone, Debug)]
+pub struct CheckArgs {
+    /// The data directory of a stopped server.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
 }
 
 /// Everything a shard needs to know about how to serve.
@@ -264,12 +274,21 @@ mod tests {
         let argv = std::iter::once("sluice").chain(args.split_whitespace());
         match Cli::try_parse_from(argv) {
             Ok(Cli { command: Command::Serve(c) }) => Ok(c),
+            Ok(Cli { command: other }) => Err(format!("not serve: {other:?}")),
             Err(e) => Err(e.to_string()),
         }
     }
 
     fn roomy_host() -> HostLimits {
         HostLimits { open_files: 1 << 20, locked_memory: None, cores: 256 }
+    }
+
+    #[test]
+    fn check_takes_a_data_dir() {
+        let parsed = Cli::try_parse_from(["sluice", "check", "--data-dir", "/d"]).expect("parses");
+        assert!(matches!(parsed.command, Command::Check(a) if a.data_dir.as_os_str() == "/d"));
+        assert!(Cli::try_parse_from(["sluice", "check"]).is_err());
+        assert!(Cli::try_parse_from(["sluice", "check", "--data-dir", "/d", "--x"]).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! sluice: a Durable Streams server on pinned glommio shards with an fsync-durable log.
 
+mod check;
 mod config;
 mod conn;
 mod handlers;
@@ -36,6 +37,7 @@ fn main() {
         }
     };
     match cli.command {
+        Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
         Command::Serve(cfg) => {
             logging::init(&cfg.log_level);
             if let Err(code) = server::run(cfg) {

@@ -159,6 +159,21 @@ fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// The shard count `sluice.meta` of `dir` records; `None` when there is no such file.
+pub fn read_shard_count(dir: &Path) -> Result<Option<usize>, String> {
+    let meta = dir.join(META_FILE);
+    match std::fs::read_to_string(&meta) {
+        Ok(text) => text
+            .lines()
+            .find_map(|l| l.strip_prefix("shards = "))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map(Some)
+            .ok_or_else(|| format!("{} is damaged: no 'shards = N' line", meta.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", meta.display())),
+    }
+}
+
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(unwritable)?;
@@ -166,13 +181,8 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
     std::fs::write(&probe, b"probe").map_err(unwritable)?;
     let _ = std::fs::remove_file(&probe);
     let meta = dir.join(META_FILE);
-    match std::fs::read_to_string(&meta) {
-        Ok(text) => {
-            let found = text
-                .lines()
-                .find_map(|l| l.strip_prefix("shards = "))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .ok_or_else(|| format!("{} is damaged: no 'shards = N' line", meta.display()))?;
+    match read_shard_count(dir) {
+        Ok(Some(found)) => {
             if found != shards {
                 return Err(format!(
                     "data dir {} was created with {found} shards; start with --shards {found} (asked for {shards})",
@@ -180,7 +190,7 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
                 ));
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Ok(None) => {
             let tmp = dir.join(".sluice.meta.tmp");
             let mut f = std::fs::File::create(&tmp).map_err(unwritable)?;
             writeln!(f, "# written by sluice at first start; the shard count cannot change\nshards = {shards}")
@@ -189,7 +199,7 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
             std::fs::rename(&tmp, &meta).map_err(unwritable)?;
             std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(unwritable)?;
         }
-        Err(e) => return Err(unwritable(e)),
+        Err(e) => return Err(e),
     }
     for i in 0..shards {
         std::fs::create_dir_all(dir.join(format!("shard-{i}"))).map_err(unwritable)?;

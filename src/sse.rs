@@ -59,6 +59,9 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let cursor = || next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
     loop {
         out.clear();
+        if ctx.shard.settle(&req.key).await.is_err() {
+            return;
+        }
         let (signal, seen, tail, closed, shared) = {
             let st = ctx.shard.store.borrow();
             let Some(e) = st.streams.get(&req.key) else {

@@ -3,9 +3,10 @@
 //! Each test writes acknowledged data, stops the server with SIGKILL, damages
 //! files under `DIR/shard-N/*.seg` by hand, and restarts it:
 //!
-//! - a torn or truncated record at the tail of the newest segment (the
-//!   preallocated next segment is there, all zeros) is dropped and the server
-//!   starts with every earlier acknowledged byte, and keeps writing correctly;
+//! - a torn record at the tail of the newest segment (the preallocated next
+//!   segment is there, all zeros) is dropped and the server starts with every
+//!   earlier acknowledged byte, and keeps writing correctly; a segment file
+//!   cut short (no write does that to a preallocated file) is refused;
 //! - a flipped bit, or a zeroed record, in the middle of a segment with valid
 //!   records after it, damage at the tail of an older segment, and a missing
 //!   segment (first or middle) make the server refuse to start with a
@@ -198,12 +199,19 @@ fn half_written_tail_record_is_dropped() {
     });
 }
 
+/// A write into a preallocated segment never shortens the file: a segment
+/// cut short is a file fault, refused with the file named, even at the tail.
 #[test]
-fn truncated_tail_record_is_dropped() {
-    torn_tail("truncated-tail", |seg, at| {
-        let f = std::fs::OpenOptions::new().write(true).open(seg).unwrap();
-        f.set_len(at as u64 + 30).unwrap();
-    });
+fn truncated_newest_segment_refuses_to_start() {
+    let tmp = TempDir::new("truncated-tail");
+    let dir = tmp.path();
+    let mut s = start(dir, SMALL);
+    let recs = fill(&s, "/v1/stream/cut", 30, 120);
+    s.kill();
+    let (seg, at) = locate(dir, &recs.last().unwrap().0);
+    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(at as u64 + 30).unwrap();
+    let out = refused(dir, SMALL);
+    assert!(out.contains(&seg.display().to_string()) && out.contains("truncated"), "{out}");
 }
 
 // ------------------------------------------------------------------ holes

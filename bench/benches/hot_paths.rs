@@ -112,6 +112,8 @@ fn stream_with(n: usize) -> StreamState {
         closed: false,
         fork: None,
         attrs: vec![],
+        initial: vec![],
+        initial_messages: vec![],
     };
     let mut s = StreamState::from_create(&create, 0);
     let data = [b'x'; 256];

@@ -3,11 +3,13 @@
 //! - [`core`]: the deterministic protocol core (no I/O, no clock).
 //! - [`log`]: framed records in preallocated segments, group commit, recovery.
 //! - [`store`]: a shard's streams and buckets, applying core decisions to the log.
+//! - [`decide`]: the store's write decisions over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 
 pub mod codec;
 pub mod core;
+pub mod decide;
 pub mod ids;
 pub mod log;
 pub mod offset;

@@ -5,16 +5,12 @@
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
-use crate::core::append::{self, AppendDecision, AppendInput};
-use crate::core::create::{self, CreateDecision, CreateInput};
-use crate::core::records::TRIMMED;
-use crate::core::snapshot;
-use crate::core::snapshot::BEYOND_TAIL;
-use crate::core::stream::Snapshot;
+use crate::core::append::AppendInput;
+use crate::core::create::CreateInput;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::recovery::{self, Position};
-use crate::log::{AppendRecord, CreateRecord, Log, LogError, Record};
+use crate::log::{CreateRecord, Log, LogError, Record};
 use crate::signal::Signal;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +25,23 @@ pub struct Entry {
     pub signal: Rc<Signal>,
     /// The newest live event, encoded once for every reader at its position.
     pub shared_event: Option<Rc<SharedEvent>>,
+    /// Commit number of the newest change readers can observe outside the
+    /// append path (create, attrs, retention, snapshot, soft delete):
+    /// readers wait until it is durable ([`Shard::settle`]).
+    pub settle: u64,
+    /// Commit number of its create record.
+    pub created: u64,
+}
+
+impl Entry {
+    /// Whether a bucket listing taken at durable mark `durable` (see
+    /// [`Shard::listing_mark`]) shows this stream at `now_ms`: its create is
+    /// durable, and no durable delete or expiry hides it.
+    pub fn listed(&self, durable: u64, now_ms: u64) -> bool {
+        self.created <= durable
+            && !(self.state.deleted && self.settle <= durable)
+            && !self.state.lifetime.expired(now_ms)
+    }
 }
 
 /// An encoded live-read event (SSE data + control) covering `[from, end)`,
@@ -55,7 +68,7 @@ pub struct Store {
     /// Streams by name, sorted so bucket listings are range scans.
     pub streams: BTreeMap<StreamKey, Entry>,
     handles: HashMap<u64, StreamKey>,
-    next_handle: u64,
+    pub(crate) next_handle: u64,
     /// Buckets every shard knows about (replicated).
     pub buckets: HashMap<String, BucketInfo>,
     /// Buckets whose authoritative record lives in this shard's log.
@@ -70,6 +83,9 @@ pub struct Store {
     bucket_segments: HashMap<String, u32>,
     /// Something was deleted since the last space reclamation.
     pub reclaim_due: bool,
+    /// Commit number of the newest hard delete: a reader that finds no
+    /// stream answers only once it is durable.
+    pub(crate) removed: u64,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -155,7 +171,7 @@ impl Store {
             }
             Record::Create(c) => {
                 self.next_handle = self.next_handle.max(c.handle + 1);
-                self.insert(&c, at.segment);
+                self.apply_create(&c, crate::log::Appended { lsn: 0, segment: at.segment, data_pos: at.data_pos });
             }
             Record::Append(a) => {
                 if let Some(e) = self.by_handle(a.handle) {
@@ -180,14 +196,7 @@ impl Store {
             }
             Record::Snapshot(r) => {
                 if let Some(e) = self.by_handle(r.handle) {
-                    e.state.snapshot = Some(crate::core::stream::Snapshot {
-                        offset: r.offset,
-                        content_type: r.content_type,
-                        digest: r.digest,
-                        segment: at.segment,
-                        pos: at.data_pos,
-                        len: r.body.len() as u32,
-                    });
+                    e.state.set_snapshot(&r, at.segment, at.data_pos);
                 }
             }
             Record::Retention { handle, offset } => {
@@ -202,7 +211,23 @@ impl Store {
                     }
                 }
             }
+            // Seals are checked by the scan and change no stream.
+            Record::Seal(_) => {}
         }
+    }
+
+    /// Inserts the stream a create record describes, with its initial body
+    /// visible at once (readers wait for the create to be durable through
+    /// `settle`). Returns the record ordinal the initial body starts at.
+    pub(crate) fn apply_create(&mut self, c: &CreateRecord, at: crate::log::Appended) -> u64 {
+        self.insert(c, at.segment);
+        let e = self.by_handle(c.handle).expect("just inserted");
+        let start = e.state.messages.len() as u64;
+        if let Some(a) = c.initial_append() {
+            let tail = e.state.apply_append(&a, at.segment, at.data_pos);
+            e.state.publish(tail, c.closed);
+        }
+        start
     }
 
     fn insert(&mut self, c: &CreateRecord, segment: u32) {
@@ -213,10 +238,13 @@ impl Store {
         self.handles.insert(c.handle, key.clone());
         let mut state = StreamState::from_create(c, self.shard);
         state.first_segment = segment;
-        self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None });
+        self.streams.insert(
+            key,
+            Entry { state, signal: Rc::new(Signal::default()), shared_event: None, settle: 0, created: 0 },
+        );
     }
 
-    fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
+    pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
         self.streams.get_mut(key)
     }
@@ -303,45 +331,67 @@ impl Shard {
     /// Opens shard `id`'s log under `cfg.dir`, replaying it.
     pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
         let mut store = Store { shard: id as u32, ..Store::default() };
-        let tail = recovery::scan(&cfg.dir, |r, at| store.replay(r, at))?;
+        let tail = recovery::scan(&cfg.dir, recovery::Mode::Repair, |r, at| store.replay(r, at))?;
         let torn_bytes = tail.torn_bytes;
+        // Segments after the newest one with records were prepared, or rolled
+        // into, but never written before the stop. Writing resumes where the
+        // records end; the first blank one is reused as the next segment if
+        // whole, and the others are removed, newest first (so a stop midway
+        // leaves no gap), so a blank segment never sits between written ones.
+        let written = tail.ends.iter().rposition(|&e| e > 0).map_or(1, |i| i + 1).min(tail.segments.len());
         let mut segments = Vec::new();
-        for &no in &tail.segments {
+        for &no in &tail.segments[..written] {
             segments.push(
                 crate::log::segment::open_segment(&cfg.dir, no)
                     .await
                     .map_err(|e| format!("cannot open segment {no}: {e}"))?,
             );
         }
-        // A trailing blank segment is the one prepared before the last stop:
-        // keep writing where the records end and reuse it as the next one
-        // (one cut short by a stop during its zero-fill is dropped).
+        let remove = |no: u32| {
+            std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, no))
+                .map_err(|e| format!("cannot remove unwritten segment {no}: {e}"))
+        };
         let mut next = None;
-        let mut write_pos = tail.write_pos;
-        if segments.len() >= 2 && tail.write_pos == 0 {
-            let blank = segments.pop().expect("two or more");
+        if let Some((&first, rest)) = tail.segments[written..].split_first() {
+            for &no in rest.iter().rev() {
+                remove(no)?;
+            }
+            let blank = crate::log::segment::open_segment(&cfg.dir, first)
+                .await
+                .map_err(|e| format!("cannot open segment {first}: {e}"))?;
             if blank.size >= cfg.segment_size {
                 next = Some(blank);
             } else {
-                std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, blank.no))
-                    .map_err(|e| format!("cannot remove a partly preallocated segment: {e}"))?;
+                remove(first)?;
             }
-            write_pos = tail.ends[segments.len() - 1];
         }
-        let (active, write_pos) = match segments.pop() {
-            Some(s) => (s, write_pos),
-            None => (
-                crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
-                    .await
-                    .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
-                0,
-            ),
+        let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let active = match segments.pop() {
+            Some(s) => s,
+            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
+                .await
+                .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
         };
+        // A segment without records gets its seal first: of the segment
+        // before it, or, when that was reclaimed (the log-start segment's
+        // seal is never checked) or never existed, of nothing.
+        let before = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let seal = (write_pos == 0).then(|| crate::log::Seal {
+            previous: active.no - 1,
+            len: before.0,
+            crc: before.1,
+            size: active.size,
+        });
         for (b, at) in &store.home_buckets {
             store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
         }
         let dir = cfg.dir.clone();
-        let log = Log::start(cfg, active, write_pos, segments, next);
+        let head_file = crate::log::marks::Head::open(&cfg.dir)
+            .await
+            .map_err(|e| format!("cannot open {}/log-head: {e}", cfg.dir.display()))?;
+        let resume =
+            crate::log::Resume { active, write_pos, crc, older: segments, next, head: tail.head, head_file, seal };
+        let log = Log::start(cfg, resume);
         log.stats.torn_bytes.set(torn_bytes);
         Ok(Shard { id, store: RefCell::new(store), log, dir, foreign: RefCell::new(HashMap::new()) })
     }
@@ -364,142 +414,10 @@ impl Shard {
         let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
         self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
             .await?;
-        let (lsn, created, handle) = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            if st.is_tombstone(key) {
-                return Err(create::CONFLICT);
-            }
-            if let (Some(e), Some(plan)) = (st.streams.get(key), &fork) {
-                let same = e.state.fork.as_ref().is_some_and(|f| {
-                    f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
-                });
-                if !same {
-                    return Err(create::CONFLICT);
-                }
-            }
-            if !st.bucket_exists(&key.0) {
-                return Err(StoreError::NoBucket);
-            }
-            if st.buckets.get(&key.0).is_some_and(|b| b.deleting) {
-                return Err(StoreError::BucketBusy);
-            }
-            let existing = st.streams.get(key).map(|e| &e.state);
-            let decision = create::decide(existing, input, body)?;
-            match decision {
-                CreateDecision::Exists => {
-                    // Answer with the state as decided now (the creator's
-                    // records included): it is durable once `assigned` is.
-                    let e = st.streams.get(key).expect("exists");
-                    (self.log.assigned(), None, e.state.handle)
-                }
-                CreateDecision::Create { mut data, mut messages } => {
-                    if let Some(plan) = &fork {
-                        // The materialized sub-offset prefix comes first.
-                        let mut all = plan.prefix.clone();
-                        all.extend_from_slice(&data);
-                        data = all;
-                        let mut lens = plan.prefix_messages.clone();
-                        if lens.is_empty() && !plan.prefix.is_empty() {
-                            lens.push(plan.prefix.len() as u32);
-                        }
-                        if messages.is_empty() && !body.is_empty() {
-                            messages.push(body.len() as u32);
-                        }
-                        lens.extend_from_slice(&messages);
-                        messages = lens;
-                    }
-                    let handle = st.next_handle;
-                    st.next_handle += 1;
-                    let c = CreateRecord {
-                        handle,
-                        bucket: key.0.clone(),
-                        stream: key.1.clone(),
-                        content_type: input.content_type.clone(),
-                        created_ms: now_ms,
-                        ttl_secs: input.ttl_secs,
-                        expires_at_ms: input.expires_at_ms,
-                        closed: input.closed && data.is_empty(),
-                        fork: fork.as_ref().map(|f| f.record.clone()),
-                        attrs: input.attrs.clone(),
-                    };
-                    let created = self.log.append(&Record::Create(c.clone()));
-                    let mut lsn = created.lsn;
-                    st.insert(&c, created.segment);
-                    let start = st.by_handle(handle).map_or(0, |e| e.state.messages.len() as u64);
-                    if !data.is_empty() {
-                        let a = AppendRecord {
-                            handle,
-                            at_ms: now_ms,
-                            stream_seq: None,
-                            producer: None,
-                            close: input.closed,
-                            messages,
-                            data: &data,
-                        };
-                        let at = self.log.append(&Record::Append(a.clone()));
-                        lsn = at.lsn;
-                        let e = st.by_handle(handle).expect("just inserted");
-                        e.state.apply_append(&a, at.segment, at.data_pos);
-                    }
-                    (lsn, Some(start), handle)
-                }
-            }
-        };
-        let decided = {
-            let st = self.store.borrow();
-            let e = st.streams.get(key).filter(|e| e.state.handle == handle).ok_or(StoreError::NoStream)?;
-            (e.state.tail, e.state.closed, e.state.messages.len() as u64)
-        };
-        let (tail, closed, next) = decided;
-        self.log.durable(lsn).await?;
+        let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
+        let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
         self.publish(handle, tail, closed);
         Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
-    }
-
-    /// Decides and logs one append against `e` (no await: the caller reserved room).
-    fn append_one(
-        &self,
-        e: &mut Entry,
-        input: &AppendInput<'_>,
-        now_ms: u64,
-    ) -> Result<(u64, AppendOutcome), StoreError> {
-        e.state.lifetime.touch(now_ms);
-        let decision = append::decide(&e.state, input)?;
-        let records_before = e.state.messages.len() as u64;
-        let (data, messages) = match decision {
-            AppendDecision::Duplicate { producer } => {
-                // A retry answers with what the original append answered.
-                let ack = input.producer.as_ref().and_then(|p| e.state.producers.get(&p.id)).map(|p| p.ack);
-                let (next_offset, records) = match ack {
-                    Some((offset, start, next)) if producer.is_some() => (offset, (start, next)),
-                    _ => (e.state.tail, (records_before, records_before)),
-                };
-                let out = AppendOutcome { next_offset, closed: e.state.closed, wrote: false, producer, records };
-                return Ok((self.log.assigned(), out));
-            }
-            AppendDecision::Write { data, messages } => (data, messages),
-            AppendDecision::Close => (std::borrow::Cow::Borrowed(&[][..]), Vec::new()),
-        };
-        let a = AppendRecord {
-            handle: e.state.handle,
-            at_ms: now_ms,
-            stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
-            producer: input.producer.clone(),
-            close: input.close,
-            messages,
-            data: &data,
-        };
-        let at = self.log.append(&Record::Append(a.clone()));
-        let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
-        let out = AppendOutcome {
-            next_offset,
-            closed: e.state.closed,
-            wrote: !data.is_empty(),
-            producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
-            records: (records_before, e.state.messages.len() as u64),
-        };
-        Ok((at.lsn, out))
     }
 
     /// POST: append (and/or close).
@@ -511,14 +429,8 @@ impl Shard {
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
         self.reserve(input.body.len() + extra).await?;
-        let (lsn, handle, out) = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            let (lsn, out) = self.append_one(e, input, now_ms)?;
-            (lsn, e.state.handle, out)
-        };
-        self.log.durable(lsn).await?;
+        let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
+        let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.closed);
         Ok(out)
     }
@@ -533,9 +445,9 @@ impl Shard {
     ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
         let total: usize = frames.iter().map(|f| f.len() + 64).sum();
         self.reserve(total).await?;
-        let (lsn, handle, results) = {
+        let decided = (|| {
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
             let e = st.entry(key)?;
             let mut lsn = self.log.assigned();
             let mut results = Vec::with_capacity(frames.len());
@@ -548,33 +460,76 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(self.append_one(e, &input, now_ms).map(|(l, out)| {
+                results.push(crate::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
                     lsn = l;
                     out
                 }));
             }
-            (lsn, e.state.handle, results)
-        };
-        self.log.durable(lsn).await?;
-        if let Some(Ok(last)) = results.iter().rev().find(|r| r.is_ok()) {
-            self.publish(handle, last.next_offset, last.closed);
-        }
+            // Refused frames report the tail as decided here: durable below.
+            Ok((lsn, (e.state.handle, e.state.tail, e.state.closed, results)))
+        })();
+        let (handle, tail, closed, results) = self.settle_outcome(key, decided).await?;
+        self.publish(handle, tail, closed);
         Ok(results)
+    }
+
+    /// Answers only from durable state: a decision waits for its records
+    /// (`lsn`); a refusal waits for everything decided before it, and the
+    /// stream's tail as decided then is published, so the error reports a
+    /// durable tail, never one a crash could take back.
+    async fn settle_outcome<T>(&self, key: &StreamKey, decided: Result<(u64, T), StoreError>) -> Result<T, StoreError> {
+        match decided {
+            Ok((lsn, out)) => {
+                self.log.durable(lsn).await?;
+                Ok(out)
+            }
+            Err(refusal) => {
+                let lsn = self.log.assigned();
+                let tail = self.store.borrow().streams.get(key).map(|e| (e.state.handle, e.state.tail, e.state.closed));
+                self.log.durable(lsn).await?;
+                if let Some((handle, tail, closed)) = tail {
+                    self.publish(handle, tail, closed);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Waits until every hard delete decided so far is durable, and returns
+    /// the durable mark a listing filters the rest with ([`Entry::listed`]).
+    /// Call right before listing, with no await in between.
+    pub async fn listing_mark(&self) -> Result<u64, LogError> {
+        loop {
+            let need = self.store.borrow().removed;
+            self.log.durable(need).await?;
+            if self.store.borrow().removed <= need {
+                return Ok(self.log.durable_mark());
+            }
+        }
+    }
+
+    /// Waits until everything a reader of `key` could observe is durable:
+    /// the stream's newest create/attrs/retention/snapshot/delete change, or,
+    /// when there is no such stream, the newest hard delete. Call right
+    /// before reading the stream's state, with no await in between.
+    pub async fn settle(&self, key: &StreamKey) -> Result<(), LogError> {
+        loop {
+            let need = {
+                let st = self.store.borrow();
+                st.streams.get(key).map_or(st.removed, |e| e.settle)
+            };
+            self.log.durable(need).await?;
+            let st = self.store.borrow();
+            if st.streams.get(key).map_or(st.removed, |e| e.settle) <= need {
+                return Ok(());
+            }
+        }
     }
 
     fn publish(&self, handle: u64, tail: u64, closed: bool) {
         if let Some(e) = self.store.borrow_mut().by_handle(handle) {
             e.state.publish(tail, closed);
             e.signal.notify();
-        }
-    }
-
-    /// Resolves a snapshot/retention position: an offset, or a record ordinal.
-    fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
-        match at {
-            SnapshotAt::Offset(o) => Ok(o),
-            SnapshotAt::Record(r) if (r as usize) < s.first_message => Err(TRIMMED),
-            SnapshotAt::Record(r) => s.record_offset(r as usize).ok_or(BEYOND_TAIL),
         }
     }
 
@@ -589,78 +544,22 @@ impl Shard {
         now_ms: u64,
     ) -> Result<(u64, String), StoreError> {
         self.reserve(body.len() + content_type.len() + 128).await?;
-        let (lsn, offset, digest) = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
-            let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_publish(&e.state, offset, content_type, body, expected)? {
-                snapshot::Publish::Same(d) => (self.log.assigned(), offset, d),
-                snapshot::Publish::Write(d) => {
-                    let rec = crate::log::SnapshotRecord {
-                        handle: e.state.handle,
-                        offset,
-                        content_type: content_type.to_string(),
-                        digest: d.clone(),
-                        body,
-                    };
-                    let at = self.log.append(&Record::Snapshot(rec));
-                    e.state.snapshot = Some(Snapshot {
-                        offset,
-                        content_type: content_type.to_string(),
-                        digest: d.clone(),
-                        segment: at.segment,
-                        pos: at.data_pos,
-                        len: body.len() as u32,
-                    });
-                    (at.lsn, offset, d)
-                }
-            }
-        };
-        self.log.durable(lsn).await?;
-        Ok((offset, digest))
+        let decided = self.store.borrow_mut().decide_snapshot(&self.log, key, at, content_type, body, expected, now_ms);
+        self.settle_outcome(key, decided).await
     }
 
     /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
     pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
         self.reserve(32).await?;
-        let (lsn, offset) = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
-            let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_retention(&e.state, offset)? {
-                false => (self.log.assigned(), offset),
-                true => {
-                    let lsn = self.log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
-                    e.state.retain_from(offset);
-                    (lsn, offset)
-                }
-            }
-        };
-        self.log.durable(lsn).await?;
-        Ok(offset)
+        let decided = self.store.borrow_mut().decide_retention(&self.log, key, at, now_ms);
+        self.settle_outcome(key, decided).await
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
     pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(16).await?;
-        let lsn = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            let handle = e.state.handle;
-            e.signal.notify();
-            if e.state.forks > 0 {
-                e.state.deleted = true;
-                self.log.append(&Record::SoftDelete { handle }).lsn
-            } else {
-                st.remove_hard(handle);
-                self.log.append(&Record::Delete { handle }).lsn
-            }
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
+        let decided = self.store.borrow_mut().decide_delete(&self.log, key, now_ms);
+        self.settle_outcome(key, decided).await
     }
 
     /// Takes a fork reference on stream `key` at `offset` (default: tail) and
@@ -808,35 +707,8 @@ impl Shard {
     /// Replaces a stream's attributes.
     pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
         self.reserve(attrs.len()).await?;
-        let lsn = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.entry(key)?;
-            if e.state.attrs == attrs {
-                self.log.assigned()
-            } else {
-                e.state.attrs = attrs.clone();
-                self.log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn
-            }
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
-    }
-
-    /// Drops `key` if expired, logging the delete so a restart agrees.
-    /// The callers reserved log room; the reserve slack covers this record.
-    fn expire(&self, st: &mut Store, key: &StreamKey, now_ms: u64) {
-        let Some(handle) = st.streams.get(key).filter(|e| !e.state.deleted).map(|e| e.state.handle) else {
-            return;
-        };
-        if st.live(key, now_ms).is_some() {
-            return;
-        }
-        if st.is_tombstone(key) {
-            self.log.append(&Record::SoftDelete { handle });
-        } else {
-            self.log.append(&Record::Delete { handle });
-        }
+        let decided = self.store.borrow_mut().decide_attrs(&self.log, key, attrs, now_ms);
+        self.settle_outcome(key, decided).await
     }
 
     /// Deletes every stream whose TTL or Expires-At has passed, so streams
@@ -855,7 +727,7 @@ impl Shard {
                 return 0;
             }
             let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
+            st.expire(&self.log, key, now_ms);
         }
         expired.len()
     }

@@ -36,7 +36,7 @@ async fn acknowledge(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -
     let frames = decode_frames(body, ctx.cfg.max_batch_frames)?;
     let results = ctx.shard.append_batch(key, content_type, &frames, ctx.now_ms()).await?;
     let json_records = json_stream(ctx, key);
-    let tail = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.tail);
+    let tail = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.visible.tail);
     let acks: Vec<Value> = results
         .iter()
         .map(|r| match r {

@@ -92,8 +92,9 @@ async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<Response, Er
         })
         .await;
     for rep in reps {
-        if let BucketRep::Listing(mut l) = rep {
-            all.append(&mut l);
+        match rep {
+            BucketRep::Listing(mut l) => all.append(&mut l),
+            _ => return Err(Error::Unavailable("a shard's log is unavailable; restart required")),
         }
     }
     all.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
@@ -200,12 +201,14 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
         }
         BucketReq::Metrics => BucketRep::Metrics(Box::new(crate::metrics::snapshot(ctx))),
         BucketReq::List { bucket, prefix, after, limit } => {
+            // A listing shows only durable creates and deletes.
+            let Ok(durable) = ctx.shard.listing_mark().await else {
+                return BucketRep::Done(Err(Error::Unavailable("a shard's log is unavailable; restart required")));
+            };
             let st = ctx.shard.store.borrow();
             let out = st
                 .bucket_range(&bucket)
-                .filter(|(k, e)| {
-                    k.1.starts_with(&prefix) && k.1 > after && !e.state.deleted && !e.state.lifetime.expired(now)
-                })
+                .filter(|(k, e)| k.1.starts_with(&prefix) && k.1 > after && e.listed(durable, now))
                 .take(limit)
                 .map(|(k, e)| Listed {
                     stream_id: k.1.clone(),

@@ -160,6 +160,12 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
     if head.method == Method::Options {
         return Reply::Full(preflight());
     }
+    if let Route::Stream(key, _) = &route {
+        // Responses, reads and refusals alike, observe only durable state.
+        if let Err(e) = ctx.shard.settle(key).await {
+            return Reply::Full(refuse::refuse(ctx, key, Error::Log(e)));
+        }
+    }
     let resp = match route {
         // The accept loops start only after every shard has recovered, so
         // any answer here means the server is ready.

@@ -403,6 +403,7 @@ async fn long_poll(
 ) -> Result<Response, Error> {
     let deadline = Instant::now() + ctx.cfg.long_poll_timeout;
     loop {
+        ctx.shard.settle(key).await.map_err(Error::Log)?;
         let (signal, seen, tail, closed, records) = {
             let st = ctx.shard.store.borrow();
             let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;

@@ -7,7 +7,7 @@
 
 use super::producer::ProducerState;
 use super::ttl::Lifetime;
-use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp};
+use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 use std::collections::HashMap;
 
 /// One message (an append, or one JSON record) and where its bytes live.
@@ -159,6 +159,7 @@ impl StreamState {
     /// Makes everything decided so far visible to readers (called once durable
     /// for the live path; at once during recovery).
     pub fn publish(&mut self, up_to_tail: u64, closed: bool) {
+        assert!(up_to_tail <= self.tail, "visible tail {up_to_tail} beyond the decided tail {}", self.tail);
         if up_to_tail >= self.visible.tail {
             self.visible.tail = up_to_tail;
             // Appends become durable in order: advance instead of searching.
@@ -174,6 +175,18 @@ impl StreamState {
     /// Index of the first visible message that ends after `offset`.
     pub fn message_at(&self, offset: u64) -> usize {
         self.messages[..self.visible.messages].partition_point(|m| m.offset + u64::from(m.len) <= offset)
+    }
+
+    /// Publishes the snapshot `r`, whose blob sits at `(segment, pos)`.
+    pub fn set_snapshot(&mut self, r: &SnapshotRecord<'_>, segment: u32, pos: u64) {
+        self.snapshot = Some(Snapshot {
+            offset: r.offset,
+            content_type: r.content_type.clone(),
+            digest: r.digest.clone(),
+            segment,
+            pos,
+            len: r.body.len() as u32,
+        });
     }
 
     /// Moves the retention boundary to `offset` (a visible message boundary).
@@ -217,6 +230,8 @@ pub(crate) mod fixture {
             closed: false,
             fork: None,
             attrs: vec![],
+            initial: vec![],
+            initial_messages: vec![],
         };
         StreamState::from_create(&c, 0)
     }

@@ -1,9 +1,10 @@
 //! The shard's append-only log: framed records in preallocated segment files.
 
+pub mod marks;
 pub mod record;
 pub mod recovery;
 pub mod segment;
 pub mod writer;
 
-pub use record::{AppendRecord, CreateRecord, Extent, ForkRecord, ProducerStamp, Record, SnapshotRecord};
-pub use writer::{Appended, FsyncMode, Log, LogConfig, LogError};
+pub use record::{AppendRecord, CreateRecord, Extent, ForkRecord, ProducerStamp, Record, Seal, SnapshotRecord};
+pub use writer::{Appended, FsyncMode, Log, LogConfig, LogError, Resume};

@@ -20,11 +20,31 @@ pub struct CreateRecord {
     pub created_ms: u64,
     pub ttl_secs: Option<u64>,
     pub expires_at_ms: Option<u64>,
+    /// Closed once created (after its initial body, if any).
     pub closed: bool,
     /// Set when the stream is a fork of another stream.
     pub fork: Option<ForkRecord>,
     /// Canonical attribute JSON ("" when none).
     pub attrs: Vec<u8>,
+    /// The initial body, in the same record so a crash keeps both or neither.
+    pub initial: Vec<u8>,
+    /// Lengths of the messages in `initial`.
+    pub initial_messages: Vec<u32>,
+}
+
+impl CreateRecord {
+    /// The initial body as the append it amounts to (none when empty).
+    pub fn initial_append(&self) -> Option<AppendRecord<'_>> {
+        (!self.initial.is_empty()).then(|| AppendRecord {
+            handle: self.handle,
+            at_ms: self.created_ms,
+            stream_seq: None,
+            producer: None,
+            close: self.closed,
+            messages: self.initial_messages.clone(),
+            data: &self.initial,
+        })
+    }
 }
 
 /// Where inherited bytes live: a message of an ancestor stream, possibly in
@@ -81,7 +101,26 @@ pub struct SnapshotRecord<'a> {
     pub body: &'a [u8],
 }
 
-/// Every durable state change.
+/// The first record of every segment: what the previous segment held when
+/// the log rolled past it, and this segment's own preallocated size. A
+/// sealed segment that was truncated, zeroed or replaced by an older copy no
+/// longer matches its seal, and a truncated segment no longer has its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seal {
+    /// The previous segment's number (0 before the first segment).
+    pub previous: u32,
+    /// Bytes of records in the previous segment.
+    pub len: u64,
+    /// CRC32C of those bytes.
+    pub crc: u32,
+    /// This segment's file size.
+    pub size: u64,
+}
+
+/// Encoded size of a [`Record::Seal`] frame.
+pub const SEAL_FRAME: usize = FRAME_HEADER + 1 + 4 + 8 + 4 + 8;
+
+/// Every durable state change, and the segment seals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
     BucketCreate {
@@ -113,6 +152,7 @@ pub enum Record<'a> {
         handle: u64,
         offset: u64,
     },
+    Seal(Seal),
 }
 
 const K_BUCKET_CREATE: u8 = 1;
@@ -125,6 +165,9 @@ const K_SNAPSHOT: u8 = 7;
 const K_RETENTION: u8 = 8;
 const K_SNAPSHOT_DELETE: u8 = 9;
 const K_SOFT_DELETE: u8 = 10;
+const K_SEAL: u8 = 11;
+/// The highest record kind: a frame whose kind byte is above it is damaged.
+pub const MAX_KIND: u8 = K_SEAL;
 
 /// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +222,13 @@ impl Record<'_> {
                     }
                 }
                 out.put_bytes(&c.attrs);
+                out.put_u32(c.initial_messages.len() as u32);
+                for m in &c.initial_messages {
+                    out.put_u32(*m);
+                }
+                out.put_u32(c.initial.len() as u32);
+                data_at = out.len() - start;
+                out.extend_from_slice(&c.initial);
             }
             Record::Append(a) => {
                 out.put_u8(K_APPEND);
@@ -241,6 +291,13 @@ impl Record<'_> {
                 out.put_u8(K_SNAPSHOT_DELETE);
                 out.put_u64(*handle);
                 out.put_u64(*offset);
+            }
+            Record::Seal(seal) => {
+                out.put_u8(K_SEAL);
+                out.put_u32(seal.previous);
+                out.put_u64(seal.len);
+                out.put_u32(seal.crc);
+                out.put_u64(seal.size);
             }
         }
         let body = &out[start + FRAME_HEADER..];
@@ -323,6 +380,14 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                 }
             };
             let attrs = c.bytes()?.to_vec();
+            let n = c.u32()? as usize;
+            let mut initial_messages = Vec::with_capacity(n.min(body.len() / 4));
+            for _ in 0..n {
+                initial_messages.push(c.u32()?);
+            }
+            let len = c.u32()? as usize;
+            data_at = c.position();
+            let initial = c.take(len)?.to_vec();
             Record::Create(CreateRecord {
                 handle,
                 bucket,
@@ -334,6 +399,8 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                 closed,
                 fork,
                 attrs,
+                initial,
+                initial_messages,
             })
         }
         K_APPEND => {
@@ -373,6 +440,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
         }
         K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()? },
         K_SNAPSHOT_DELETE => Record::SnapshotDelete { handle: c.u64()?, offset: c.u64()? },
+        K_SEAL => Record::Seal(Seal { previous: c.u32()?, len: c.u64()?, crc: c.u32()?, size: c.u64()? }),
         _ => return None,
     };
     c.is_empty().then_some((record, data_at))
@@ -404,6 +472,8 @@ mod tests {
                     inherited: vec![Extent { shard: 1, segment: 2, pos: 3, len: 4 }],
                 }),
                 attrs: br#"{"title":"t"}"#.to_vec(),
+                initial: b"[1][2]".to_vec(),
+                initial_messages: vec![3, 3],
             }),
             Record::Append(AppendRecord {
                 handle: 3,
@@ -426,7 +496,15 @@ mod tests {
             }),
             Record::Retention { handle: 3, offset: 5 },
             Record::SnapshotDelete { handle: 3, offset: 5 },
+            Record::Seal(Seal { previous: 4, len: 70_000, crc: 0xdead_beef, size: 1 << 20 }),
         ]
+    }
+
+    #[test]
+    fn seal_frame_size_is_exact() {
+        let mut buf = Vec::new();
+        Record::Seal(Seal { previous: 1, len: 2, crc: 3, size: 4 }).encode(&mut buf);
+        assert_eq!(buf.len(), SEAL_FRAME);
     }
 
     #[test]

@@ -6,11 +6,68 @@
 //! is zeroed and the log resumes at that point. Damage anywhere else, or a
 //! missing segment, means acknowledged data is gone: the scan fails loudly
 //! rather than serve a log with a hole in it.
+//!
+//! File-level faults are caught by the seals and marks: every segment from
+//! `log-start` to `log-head` must exist; each segment begins with the seal of
+//! the one before it (its length and CRC32C) and its own file size, so a
+//! sealed segment that is truncated, halved, zeroed or replaced by an older
+//! copy, and a written segment that is cut short or emptied, are named.
 
-use super::record::{read_frame, Frame, Record};
-use super::segment::{list_segments, read_log_start, segment_path};
+use super::marks::{self, LOG_HEAD, LOG_START};
+use super::record::{read_frame, Frame, Record, MAX_KIND};
+use super::segment::{list_segments, segment_path};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// A shard's log files as the scan sees them: real files in a directory
+/// ([`Dir`]), or bytes in memory for the deterministic simulation.
+pub trait LogFiles {
+    /// The `log-start` and `log-head` marks (`None` when absent).
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String>;
+    /// Segment numbers present, ascending.
+    fn list(&self) -> Result<Vec<u32>, String>;
+    fn read(&self, no: u32) -> Result<Vec<u8>, String>;
+    /// How a file is named in errors (`name` is a segment, or a mark when `None`).
+    fn name(&self, segment: Option<u32>, mark: &str) -> String;
+    fn remove(&mut self, no: u32) -> Result<(), String>;
+    /// Durably zeroes `len` bytes at `at` of segment `no`.
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String>;
+}
+
+/// A shard's log directory.
+pub struct Dir(pub PathBuf);
+
+impl LogFiles for Dir {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+        Ok((marks::read(&self.0, LOG_START)?, marks::read_head(&self.0)?))
+    }
+
+    fn list(&self) -> Result<Vec<u32>, String> {
+        list_segments(&self.0).map_err(|e| format!("cannot list {}: {e}", self.0.display()))
+    }
+
+    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
+        let path = segment_path(&self.0, no);
+        std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    }
+
+    fn name(&self, segment: Option<u32>, mark: &str) -> String {
+        match segment {
+            Some(no) => segment_path(&self.0, no).display().to_string(),
+            None => self.0.join(mark).display().to_string(),
+        }
+    }
+
+    fn remove(&mut self, no: u32) -> Result<(), String> {
+        std::fs::remove_file(segment_path(&self.0, no))
+            .map_err(|e| format!("cannot remove reclaimed segment {no}: {e}"))
+    }
+
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
+        let path = segment_path(&self.0, no);
+        zero_range(&path, at, len).map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))
+    }
+}
 
 /// Where a recovered record lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,19 +84,47 @@ pub struct Tail {
     pub segments: Vec<u32>,
     /// Where the records of each segment end.
     pub ends: Vec<u64>,
+    /// CRC32C of each segment's records.
+    pub crcs: Vec<u32>,
     pub write_pos: u64,
-    /// Bytes of torn tail that were zeroed.
+    /// Bytes of torn tail that were zeroed (or, verifying, would be).
     pub torn_bytes: u64,
+    /// The segment `log-head` names (0 when none was written yet).
+    pub head: u32,
+    /// Records replayed (seals not counted).
+    pub records: u64,
 }
 
-/// Replays every record under `dir`, repairing a torn tail.
-pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
-    let start = read_log_start(dir).map_err(|e| format!("cannot read the log start of {}: {e}", dir.display()))?;
-    let mut segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+/// Whether the scan may repair what a crash legitimately leaves behind
+/// (a torn tail, reclaimed segments not yet unlinked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Server start: repair and resume.
+    Repair,
+    /// `sluice check`: change nothing.
+    Verify,
+}
+
+/// Replays every record under `dir` (seals are checked, not replayed).
+pub fn scan(dir: &Path, mode: Mode, apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
+    scan_files(&mut Dir(dir.to_path_buf()), mode, apply)
+}
+
+/// [`scan`] over any [`LogFiles`].
+pub fn scan_files<F: LogFiles>(
+    files: &mut F,
+    mode: Mode,
+    mut apply: impl FnMut(Record<'_>, Position),
+) -> Result<Tail, String> {
+    let (start, head) = files.marks()?;
+    let start = start.unwrap_or(1);
+    let mut segments = files.list()?;
     // Segments below the log start were reclaimed; a crash between recording
     // the new start and unlinking them leaves them behind.
-    for n in segments.iter().filter(|&&n| n < start) {
-        std::fs::remove_file(segment_path(dir, *n)).map_err(|e| format!("cannot remove reclaimed segment {n}: {e}"))?;
+    if mode == Mode::Repair {
+        for &n in segments.iter().filter(|&&n| n < start) {
+            files.remove(n)?;
+        }
     }
     segments.retain(|&n| n >= start);
     // Numbering starts at the log start and has no gaps: the first one
@@ -47,31 +132,91 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
     if let Some(&first) = segments.first().filter(|&&n| n != start) {
         return Err(format!(
             "{}: segment {start} is missing (the oldest is {first}): acknowledged data is gone",
-            segment_path(dir, start).display()
+            files.name(Some(start), "")
         ));
     }
     for pair in segments.windows(2) {
         if pair[1] != pair[0] + 1 {
             return Err(format!(
                 "{}: segment {} is missing (found {} then {}): acknowledged data is gone",
-                segment_path(dir, pair[0] + 1).display(),
+                files.name(Some(pair[0] + 1), ""),
                 pair[0] + 1,
                 pair[0],
                 pair[1]
             ));
         }
     }
-    let mut tail =
-        Tail { segments: segments.clone(), ends: Vec::with_capacity(segments.len()), write_pos: 0, torn_bytes: 0 };
+    // A head of 0 was written when the log was created: no segment is
+    // known to hold a durable record yet.
+    if let Some(h) = head.filter(|&h| h > 0) {
+        if h < start {
+            return Err(format!(
+                "{}: names segment {h}, below {LOG_START} {start}: one of the two marks is stale or damaged",
+                files.name(None, LOG_HEAD)
+            ));
+        }
+        let newest = segments.last().copied().unwrap_or(start - 1);
+        if newest < h {
+            return Err(format!(
+                "{}: segment {} is missing ({LOG_HEAD} says segments up to {h} hold records): acknowledged data is gone",
+                files.name(Some(newest + 1), ""),
+                newest + 1
+            ));
+        }
+    }
+    let head_mark = head;
+    let head = head.unwrap_or(0);
+    let mut tail = Tail {
+        segments: segments.clone(),
+        ends: Vec::with_capacity(segments.len()),
+        crcs: Vec::with_capacity(segments.len()),
+        write_pos: 0,
+        torn_bytes: 0,
+        head,
+        records: 0,
+    };
     for (i, &no) in segments.iter().enumerate() {
-        let path = segment_path(dir, no);
-        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let path = files.name(Some(no), "");
+        let buf = files.read(no)?;
         let last = i + 1 == segments.len();
         let mut pos = 0usize;
         loop {
             match read_frame(&buf[pos..]) {
+                Frame::Record { record: Record::Seal(seal), len, .. } if pos == 0 => {
+                    if seal.previous + 1 != no {
+                        return Err(format!("{}: its seal names segment {}: not this log's", path, seal.previous));
+                    }
+                    if seal.size != buf.len() as u64 {
+                        return Err(format!(
+                            "{}: {} bytes, but its seal says {}: truncated or replaced",
+                            path,
+                            buf.len(),
+                            seal.size
+                        ));
+                    }
+                    // The log-start segment's predecessor was reclaimed.
+                    if i > 0 && (seal.len, seal.crc) != (tail.ends[i - 1], tail.crcs[i - 1]) {
+                        return Err(format!(
+                            "{}: holds {} bytes of records (CRC32C {:08x}), but segment {no} sealed it at {} \
+                             bytes (CRC32C {:08x}): truncated, zeroed or replaced by an older copy",
+                            files.name(Some(seal.previous), ""),
+                            tail.ends[i - 1],
+                            tail.crcs[i - 1],
+                            seal.len,
+                            seal.crc
+                        ));
+                    }
+                    pos += len;
+                }
+                Frame::Record { record: Record::Seal(_), .. } => {
+                    return Err(format!("{}: a seal at byte {pos}, not at the start: damaged", path));
+                }
+                Frame::Record { .. } if pos == 0 => {
+                    return Err(format!("{}: does not begin with its seal: damaged or not this log's", path));
+                }
                 Frame::Record { record, len, data_at } => {
                     apply(record, Position { segment: no, data_pos: (pos + data_at) as u64 });
+                    tail.records += 1;
                     pos += len;
                 }
                 Frame::End => {
@@ -79,44 +224,63 @@ pub fn scan(dir: &Path, mut apply: impl FnMut(Record<'_>, Position)) -> Result<T
                     if valid_frame_after(&buf, pos + 1) {
                         return Err(hole(&path, pos, "zeroed"));
                     }
+                    // Sectors of a torn write can land out of order: bytes
+                    // after the end with no valid record among them were
+                    // never acknowledged. Zero them, or the log would resume
+                    // here and later find them in front of newer records.
+                    let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| (p + 1).max(pos));
+                    if end > pos {
+                        if mode == Mode::Repair {
+                            files.zero(no, pos as u64, end - pos)?;
+                        }
+                        tail.torn_bytes += (end - pos) as u64;
+                    }
                     break;
                 }
                 Frame::Damaged => {
                     // The newest segment with records is usually followed by
                     // the preallocated (all-zero) next one: its tail is still
                     // the log's tail.
-                    if valid_frame_after(&buf, pos + 1) || !blank_after(dir, &segments[i + 1..])? {
+                    if valid_frame_after(&buf, pos + 1) || !blank_after(files, &segments[i + 1..])? {
                         return Err(hole(&path, pos, "damaged"));
                     }
                     let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
-                    zero_range(&path, pos as u64, end - pos)
-                        .map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))?;
+                    if mode == Mode::Repair {
+                        files.zero(no, pos as u64, end - pos)?;
+                    }
                     tail.torn_bytes = (end - pos) as u64;
                     break;
                 }
             }
         }
+        // A segment log-head covers had its seal durable before the head moved.
+        if pos == 0 && no <= head {
+            return Err(format!("{}: holds no records, but {LOG_HEAD} says it was written: truncated or zeroed", path));
+        }
         tail.ends.push(pos as u64);
+        tail.crcs.push(crc32c::crc32c(&buf[..pos]));
         if last {
             tail.write_pos = pos as u64;
         }
     }
+    if head_mark.is_none() && tail.ends.iter().any(|&e| e > 0) {
+        return Err(format!("{}: missing, but the segments hold records", files.name(None, LOG_HEAD)));
+    }
     Ok(tail)
 }
 
-fn hole(path: &Path, pos: usize, what: &str) -> String {
+fn hole(path: &str, pos: usize, what: &str) -> String {
     format!(
         "{}: {what} record at byte {pos} with acknowledged records after it; \
          refusing to serve a log with a hole (restore the file or remove the shard's data)",
-        path.display()
+        path
     )
 }
 
 /// Whether every segment in `later` is all zeros (preallocated, never written).
-fn blank_after(dir: &Path, later: &[u32]) -> Result<bool, String> {
+fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, String> {
     for &no in later {
-        let path = segment_path(dir, no);
-        let buf = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let buf = files.read(no)?;
         if buf.iter().any(|b| *b != 0) {
             return Ok(false);
         }
@@ -133,7 +297,7 @@ fn valid_frame_after(buf: &[u8], from: usize) -> bool {
     let start = (from + first).saturating_sub(3).max(from);
     (start..buf.len()).any(|p| {
         let b = &buf[p..];
-        if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=10).contains(&b[8]) {
+        if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=MAX_KIND).contains(&b[8]) {
             return false;
         }
         matches!(read_frame(b), Frame::Record { .. })
@@ -150,7 +314,12 @@ fn zero_range(path: &Path, at: u64, len: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::record::Record;
+    use crate::log::record::{Record, Seal, SEAL_FRAME};
+
+    /// One Delete frame.
+    const DEL: usize = 17;
+    /// Where the first record after the seal starts.
+    const S: usize = SEAL_FRAME;
 
     fn dir(name: &str) -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!("sluice-recovery-{name}-{}", std::process::id()));
@@ -159,23 +328,37 @@ mod tests {
         d
     }
 
-    fn write_segment(d: &Path, no: u32, records: &[Record<'_>], size: usize) -> Vec<u8> {
-        let mut buf = Vec::new();
-        for r in records {
-            r.encode(&mut buf);
+    /// Writes a log of `segments` (each its records; empty = preallocated,
+    /// no seal) of `size` bytes each, numbered from `first`, sealed in
+    /// order, with log-head at the newest segment holding records.
+    fn write_log(d: &Path, first: u32, segments: &[&[Record<'_>]], size: usize) -> Vec<Vec<u8>> {
+        let mut prev = (0u64, 0u32);
+        let mut out = Vec::new();
+        for (i, records) in segments.iter().enumerate() {
+            let no = first + i as u32;
+            let mut buf = Vec::new();
+            if !records.is_empty() {
+                Record::Seal(Seal { previous: no - 1, len: prev.0, crc: prev.1, size: size as u64 }).encode(&mut buf);
+                for r in *records {
+                    r.encode(&mut buf);
+                }
+                std::fs::write(d.join(LOG_HEAD), marks::head_file(no)).unwrap();
+            }
+            prev = (buf.len() as u64, crc32c::crc32c(&buf));
+            buf.resize(size, 0);
+            std::fs::write(segment_path(d, no), &buf).unwrap();
+            out.push(buf);
         }
-        buf.resize(size, 0);
-        std::fs::write(segment_path(d, no), &buf).unwrap();
-        buf
+        out
     }
 
     fn del(h: u64) -> Record<'static> {
         Record::Delete { handle: h }
     }
 
-    fn replay(d: &Path) -> Result<(Vec<u64>, Tail), String> {
+    fn replay_in(d: &Path, mode: Mode) -> Result<(Vec<u64>, Tail), String> {
         let mut seen = Vec::new();
-        let tail = scan(d, |r, _| {
+        let tail = scan(d, mode, |r, _| {
             if let Record::Delete { handle } = r {
                 seen.push(handle)
             }
@@ -183,86 +366,163 @@ mod tests {
         Ok((seen, tail))
     }
 
-    #[test]
-    fn clean_log_replays_in_order() {
-        let d = dir("clean");
-        write_segment(&d, 1, &[del(1), del(2)], 256);
-        write_segment(&d, 2, &[del(3)], 256);
-        let (seen, tail) = replay(&d).unwrap();
-        assert_eq!(seen, vec![1, 2, 3]);
-        assert_eq!(tail.segments, vec![1, 2]);
-        assert_eq!(tail.write_pos, 17);
-        assert_eq!(tail.torn_bytes, 0);
+    fn replay(d: &Path) -> Result<(Vec<u64>, Tail), String> {
+        replay_in(d, Mode::Repair)
     }
 
     #[test]
-    fn torn_tail_is_zeroed() {
+    fn clean_log_replays_in_order() {
+        let d = dir("clean");
+        write_log(&d, 1, &[&[del(1), del(2)], &[del(3)]], 256);
+        let (seen, tail) = replay(&d).unwrap();
+        assert_eq!(seen, vec![1, 2, 3]);
+        assert_eq!(tail.segments, vec![1, 2]);
+        assert_eq!(tail.write_pos, (S + DEL) as u64);
+        assert_eq!((tail.torn_bytes, tail.head, tail.records), (0, 2, 3));
+    }
+
+    #[test]
+    fn torn_tail_is_zeroed_unless_verifying() {
         let d = dir("torn");
-        let mut buf = write_segment(&d, 1, &[del(1), del(2)], 256);
-        buf[20] ^= 0xff; // inside the second record, nothing valid after it
+        let mut buf = write_log(&d, 1, &[&[del(1), del(2)]], 256).remove(0);
+        buf[S + DEL + 3] ^= 0xff; // inside the second record, nothing valid after it
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        let (seen, tail) = replay_in(&d, Mode::Verify).unwrap();
+        assert!(seen == vec![1] && tail.torn_bytes > 0);
+        assert_eq!(std::fs::read(segment_path(&d, 1)).unwrap(), buf, "verifying changed the file");
         let (seen, tail) = replay(&d).unwrap();
         assert_eq!(seen, vec![1]);
-        assert_eq!(tail.write_pos, 17);
+        assert_eq!(tail.write_pos, (S + DEL) as u64);
         assert!(tail.torn_bytes > 0);
         let after = std::fs::read(segment_path(&d, 1)).unwrap();
-        assert!(after[17..].iter().all(|b| *b == 0));
+        assert!(after[S + DEL..].iter().all(|b| *b == 0));
         // A second start finds a clean log.
         assert_eq!(replay(&d).unwrap().1.torn_bytes, 0);
+    }
+
+    /// A torn write whose later sector landed but whose first did not:
+    /// zeros at the end of the records, then garbage. The garbage is zeroed
+    /// so that records written after the restart never sit behind it.
+    #[test]
+    fn garbage_after_the_end_is_zeroed() {
+        let d = dir("garbage");
+        let mut buf = write_log(&d, 1, &[&[del(1)]], 256).remove(0);
+        buf[200..210].copy_from_slice(b"not-a-frm!");
+        std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        let (seen, tail) = replay(&d).unwrap();
+        assert_eq!((seen, tail.write_pos, tail.torn_bytes), (vec![1], (S + DEL) as u64, 210 - (S + DEL) as u64));
+        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[S + DEL..].iter().all(|b| *b == 0));
     }
 
     #[test]
     fn damage_before_valid_records_is_fatal() {
         let d = dir("hole");
-        let mut buf = write_segment(&d, 1, &[del(1), del(2), del(3)], 256);
-        buf[20] ^= 0xff;
+        let mut buf = write_log(&d, 1, &[&[del(1), del(2), del(3)]], 256).remove(0);
+        buf[S + DEL + 3] ^= 0xff;
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().contains("damaged record at byte 17"));
+        assert!(replay(&d).unwrap_err().contains(&format!("damaged record at byte {}", S + DEL)));
     }
 
     #[test]
     fn damage_in_an_older_segment_or_a_gap_is_fatal() {
         let d = dir("older");
-        let mut buf = write_segment(&d, 1, &[del(1)], 64);
-        write_segment(&d, 2, &[del(2)], 64);
-        buf[10] ^= 1;
+        let mut buf = write_log(&d, 1, &[&[del(1)], &[del(2)]], 64).remove(0);
+        buf[S + 10] ^= 1;
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         assert!(replay(&d).is_err());
         let d = dir("gap");
-        write_segment(&d, 1, &[del(1)], 64);
-        write_segment(&d, 3, &[del(2)], 64);
+        write_log(&d, 1, &[&[del(1)], &[del(2)], &[del(3)]], 64);
+        std::fs::remove_file(segment_path(&d, 2)).unwrap();
         assert!(replay(&d).unwrap_err().contains("segment 2 is missing"));
     }
 
     #[test]
     fn torn_tail_before_a_preallocated_segment_is_zeroed() {
         let d = dir("torn-prealloc");
-        let mut buf = write_segment(&d, 1, &[del(1), del(2)], 256);
-        write_segment(&d, 2, &[], 256);
-        buf[20] ^= 0xff;
+        let mut buf = write_log(&d, 1, &[&[del(1), del(2)], &[]], 256).remove(0);
+        buf[S + DEL + 3] ^= 0xff;
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         let (seen, tail) = replay(&d).unwrap();
         assert_eq!(seen, vec![1]);
         assert_eq!(tail.segments, vec![1, 2]);
         assert_eq!(tail.write_pos, 0);
         assert!(tail.torn_bytes > 0);
-        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[17..].iter().all(|b| *b == 0));
+        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[S + DEL..].iter().all(|b| *b == 0));
     }
 
     #[test]
     fn zeroed_record_before_valid_records_is_fatal() {
         let d = dir("zeroed");
-        let mut buf = write_segment(&d, 1, &[del(1), del(2), del(3)], 256);
-        buf[17..34].fill(0);
+        let mut buf = write_log(&d, 1, &[&[del(1), del(2), del(3)]], 256).remove(0);
+        buf[S + DEL..S + 2 * DEL].fill(0);
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().contains("zeroed record at byte 17"));
+        assert!(replay(&d).unwrap_err().contains(&format!("zeroed record at byte {}", S + DEL)));
     }
 
     #[test]
     fn a_missing_first_segment_is_fatal() {
         let d = dir("first");
-        write_segment(&d, 2, &[del(1)], 64);
-        write_segment(&d, 3, &[del(2)], 64);
+        write_log(&d, 1, &[&[del(1)], &[del(2)], &[del(3)]], 64);
+        std::fs::remove_file(segment_path(&d, 1)).unwrap();
         assert!(replay(&d).unwrap_err().contains("segment 1 is missing"));
+    }
+
+    /// Every file-level fault of a sealed segment, the newest segment and
+    /// the marks is refused with the file named.
+    #[test]
+    fn file_faults_are_named() {
+        type Fault = fn(&Path, &[Vec<u8>]);
+        let faults: [(&str, Fault, &str); 9] = [
+            ("sealed-truncated", |d, _| std::fs::write(segment_path(d, 1), b"").unwrap(), "0000000001.seg"),
+            (
+                "sealed-halved",
+                |d, b| std::fs::write(segment_path(d, 1), &b[0][..b[0].len() / 2]).unwrap(),
+                "0000000001.seg",
+            ),
+            (
+                "sealed-zeroed",
+                |d, b| std::fs::write(segment_path(d, 1), vec![0; b[0].len()]).unwrap(),
+                "0000000001.seg",
+            ),
+            (
+                "sealed-older-copy",
+                |d, b| {
+                    // The same segment as it was before its last record.
+                    let mut old = b[0].clone();
+                    old[S + DEL..S + 2 * DEL].fill(0);
+                    std::fs::write(segment_path(d, 1), old).unwrap()
+                },
+                "0000000001.seg",
+            ),
+            ("newest-deleted", |d, _| std::fs::remove_file(segment_path(d, 2)).unwrap(), "0000000002.seg"),
+            ("newest-truncated", |d, _| std::fs::write(segment_path(d, 2), b"").unwrap(), "0000000002.seg"),
+            (
+                "newest-halved",
+                |d, b| std::fs::write(segment_path(d, 2), &b[1][..b[1].len() / 2]).unwrap(),
+                "0000000002.seg",
+            ),
+            ("head-deleted", |d, _| std::fs::remove_file(d.join(LOG_HEAD)).unwrap(), "log-head"),
+            ("start-garbage", |d, _| std::fs::write(d.join(LOG_START), "999\n").unwrap(), "log-start"),
+        ];
+        for (name, fault, named) in faults {
+            let d = dir(name);
+            let bufs = write_log(&d, 1, &[&[del(1), del(2)], &[del(3)]], 128);
+            fault(&d, &bufs);
+            for mode in [Mode::Verify, Mode::Repair] {
+                let err = replay_in(&d, mode).expect_err(name);
+                assert!(err.contains(named), "{name}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stale_head_below_the_start_is_fatal() {
+        let d = dir("stale-head");
+        write_log(&d, 3, &[&[del(1)], &[del(2)]], 64);
+        std::fs::write(d.join(LOG_START), marks::encode(LOG_START, 3)).unwrap();
+        std::fs::write(d.join(LOG_HEAD), marks::head_file(2)).unwrap();
+        assert!(replay(&d).unwrap_err().contains("below log-start 3"));
+        std::fs::write(d.join(LOG_HEAD), marks::head_file(4)).unwrap();
+        assert_eq!(replay(&d).unwrap().0, vec![1, 2]);
     }
 }

@@ -79,26 +79,3 @@ pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
     d.sync().await.map_err(std::io::Error::from)?;
     d.close().await.map_err(std::io::Error::from)
 }
-
-/// File naming the oldest segment the log still has; older ones were reclaimed.
-const LOG_START: &str = "log-start";
-
-/// The first segment number of the log (1 until space was reclaimed).
-pub fn read_log_start(dir: &Path) -> std::io::Result<u32> {
-    match std::fs::read_to_string(dir.join(LOG_START)) {
-        Ok(s) => s.trim().parse().map_err(|_| std::io::Error::other(format!("{LOG_START} is damaged: {s:?}"))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(1),
-        Err(e) => Err(e),
-    }
-}
-
-/// Durably records that segments below `no` are reclaimed (before unlinking them).
-pub async fn write_log_start(dir: &Path, no: u32) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{LOG_START}.tmp"));
-    let file = OpenOptions::new().write(true).create(true).truncate(true).buffered_open(&tmp).await?;
-    file.write_at(format!("{no}\n").into_bytes(), 0).await?;
-    file.fdatasync().await?;
-    file.close().await?;
-    std::fs::rename(&tmp, dir.join(LOG_START))?;
-    sync_dir(dir).await
-}

@@ -7,7 +7,8 @@
 //! error is unknown, so the log refuses every later write until restart, and
 //! recovery decides from what is really on disk.
 
-use super::record::{Encoded, Record};
+use super::marks::{self, Head, LOG_START};
+use super::record::{Encoded, Record, Seal, SEAL_FRAME};
 use super::segment::{create_segment, Segment};
 use crate::signal::Signal;
 use crate::stats::{DiskUsage, LogStats};
@@ -53,6 +54,7 @@ pub struct Appended {
 }
 
 struct Chunk {
+    no: u32,
     file: Rc<BufferedFile>,
     pos: u64,
     bytes: Vec<u8>,
@@ -63,6 +65,11 @@ struct Inner {
     active: Segment,
     /// Next free position in `active`.
     write_pos: u64,
+    /// CRC32C of `active`'s bytes before `write_pos`, for its seal.
+    crc: u32,
+    /// The segment `log-head` durably names.
+    head: u32,
+    head_file: Rc<Head>,
     /// Bytes not yet handed to the flusher, starting at `buf_pos` in `active`.
     buf: Vec<u8>,
     buf_pos: u64,
@@ -92,30 +99,55 @@ pub struct Log {
     pub stats: Rc<LogStats>,
 }
 
+/// Where a log resumes: what recovery found.
+pub struct Resume {
+    pub active: Segment,
+    /// Where the records in `active` end.
+    pub write_pos: u64,
+    /// CRC32C of `active`'s records.
+    pub crc: u32,
+    /// Earlier segments still readable.
+    pub older: Vec<Segment>,
+    /// A preallocated next segment.
+    pub next: Option<Segment>,
+    /// The segment `log-head` names (0 when none was written yet).
+    pub head: u32,
+    pub head_file: Head,
+    /// The seal to write first when `active` holds no record yet.
+    pub seal: Option<Seal>,
+}
+
 impl Log {
-    /// Starts the log on `active` at `write_pos`, with earlier segments
-    /// readable and `next` (if any) already preallocated.
-    pub fn start(cfg: LogConfig, active: Segment, write_pos: u64, older: Vec<Segment>, next: Option<Segment>) -> Log {
+    /// Starts the log where `r` says, with earlier segments readable.
+    pub fn start(cfg: LogConfig, r: Resume) -> Log {
         let mut segments = BTreeMap::new();
-        for s in older.iter().chain(std::iter::once(&active)) {
+        for s in r.older.iter().chain(std::iter::once(&r.active)) {
             segments.insert(s.no, s.file.clone());
         }
+        let mut inner = Inner {
+            cfg,
+            active: r.active,
+            write_pos: r.write_pos,
+            crc: r.crc,
+            head: r.head,
+            head_file: Rc::new(r.head_file),
+            buf: Vec::with_capacity(1 << 16),
+            buf_pos: r.write_pos,
+            sealed: Vec::new(),
+            segments,
+            next: r.next,
+            preparing: false,
+            assigned: 0,
+            durable: 0,
+            failed: None,
+            prepare_error: None,
+        };
+        if let Some(seal) = r.seal {
+            assert_eq!(inner.write_pos, 0, "a seal goes first in its segment");
+            inner.push(&Record::Seal(seal));
+        }
         let log = Log {
-            inner: Rc::new(RefCell::new(Inner {
-                cfg,
-                active,
-                write_pos,
-                buf: Vec::with_capacity(1 << 16),
-                buf_pos: write_pos,
-                sealed: Vec::new(),
-                segments,
-                next,
-                preparing: false,
-                assigned: 0,
-                durable: 0,
-                failed: None,
-                prepare_error: None,
-            })),
+            inner: Rc::new(RefCell::new(inner)),
             work: Rc::new(Signal::default()),
             done: Rc::new(Signal::default()),
             ready: Rc::new(Signal::default()),
@@ -150,7 +182,7 @@ impl Log {
                 } else if let Some(e) = s.prepare_error.take() {
                     // Report it once; the next reserve tries to preallocate again.
                     Step::Fail(e)
-                } else if len as u64 > s.cfg.segment_size {
+                } else if (len + SEAL_FRAME) as u64 > s.cfg.segment_size {
                     // Bigger than a standard segment: replace the prepared one
                     // with a segment that fits, keeping numbers in order.
                     // `preparing` stays set until it is active, so no other
@@ -172,7 +204,7 @@ impl Log {
                     return Err(e);
                 }
                 Step::Big(dir, no) => {
-                    let r = create_segment(&dir, no, len as u64).await;
+                    let r = create_segment(&dir, no, (len + SEAL_FRAME) as u64).await;
                     let mut s = self.inner.borrow_mut();
                     s.preparing = false;
                     match r {
@@ -198,12 +230,7 @@ impl Log {
     /// Encodes `record` at the tail. Panics if [`Log::reserve`] was not called.
     pub fn append(&self, record: &Record<'_>) -> Appended {
         let mut s = self.inner.borrow_mut();
-        let at = s.buf.len();
-        let Encoded { frame_len, data_at } = record.encode(&mut s.buf);
-        let pos = s.write_pos;
-        assert!(pos + frame_len as u64 <= s.active.size, "log append without reserve");
-        debug_assert_eq!(s.buf_pos + at as u64, pos);
-        s.write_pos += frame_len as u64;
+        let (pos, data_at) = s.push(record);
         s.assigned += 1;
         let out = Appended { lsn: s.assigned, segment: s.active.no, data_pos: pos + data_at as u64 };
         drop(s);
@@ -220,6 +247,11 @@ impl Log {
         self.inner.borrow().assigned
     }
 
+    /// The commit number of the newest durable record.
+    pub fn durable_mark(&self) -> u64 {
+        self.inner.borrow().durable
+    }
+
     /// Number of the segment being written.
     pub fn active_segment(&self) -> u32 {
         self.inner.borrow().active.no
@@ -230,7 +262,8 @@ impl Log {
         let (dir, old) = {
             let mut s = self.inner.borrow_mut();
             let active = s.active.no;
-            let old: Vec<u32> = s.segments.range(..no.min(active)).map(|(n, _)| *n).collect();
+            // Never past log-head: the start must not name a segment the head does not cover.
+            let old: Vec<u32> = s.segments.range(..no.min(active).min(s.head)).map(|(n, _)| *n).collect();
             for n in &old {
                 s.segments.remove(n);
             }
@@ -238,7 +271,7 @@ impl Log {
         };
         let Some(&newest) = old.last() else { return Ok(0) };
         // Record the new start first: recovery then treats leftovers as reclaimed.
-        super::segment::write_log_start(&dir, newest + 1).await?;
+        marks::write(&dir, LOG_START, newest + 1).await?;
         for n in &old {
             std::fs::remove_file(super::segment::segment_path(&dir, *n))?;
         }
@@ -270,6 +303,7 @@ impl Log {
             let seen = self.done.generation();
             {
                 let s = self.inner.borrow();
+                assert!(lsn <= s.assigned, "waiting for commit {lsn}, never assigned (newest {})", s.assigned);
                 if s.durable >= lsn {
                     return Ok(());
                 }
@@ -331,47 +365,75 @@ impl Log {
                     let bytes = std::mem::replace(&mut s.buf, Vec::with_capacity(1 << 16));
                     let pos = s.buf_pos;
                     s.buf_pos += bytes.len() as u64;
-                    chunks.push(Chunk { file: s.active.file.clone(), pos, bytes });
+                    chunks.push(Chunk { no: s.active.no, file: s.active.file.clone(), pos, bytes });
                 }
                 (chunks, s.assigned, s.cfg.fsync)
             };
             let records = lsn - self.inner.borrow().durable;
-            if chunks.is_empty() {
+            let Some(newest) = chunks.last().map(|c| c.no) else {
                 self.work.changed(seen).await;
                 continue;
+            };
+            let (head_file, head) = {
+                let s = self.inner.borrow();
+                (s.head_file.clone(), s.head)
+            };
+            let mut written = write_and_sync(chunks, mode).await;
+            if let Ok(Some(took)) = written {
+                self.stats.fsync_seconds.observe(took.as_secs_f64());
             }
-            match write_and_sync(chunks, mode).await {
-                Ok(synced) => {
-                    if let Some(took) = synced {
-                        self.stats.fsync_seconds.observe(took.as_secs_f64());
-                    }
+            if written.is_ok() && newest > head {
+                // The first commit into a segment moves log-head before it is acknowledged.
+                written = head_file.write(newest).await.map(|()| None);
+                if written.is_ok() {
+                    self.inner.borrow_mut().head = newest;
                 }
-                Err(e) => {
-                    let dir = self.inner.borrow().cfg.dir.clone();
-                    tracing::error!(log = %dir.display(), error = %e, "fail-stop: the log takes no more writes until restart");
-                    self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
-                    self.done.notify();
-                    self.ready.notify();
-                    return;
-                }
+            }
+            if let Err(e) = written {
+                let dir = self.inner.borrow().cfg.dir.clone();
+                tracing::error!(log = %dir.display(), error = %e, "fail-stop: the log takes no more writes until restart");
+                self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
+                self.done.notify();
+                self.ready.notify();
+                return;
             }
             self.stats.group_commit_records.observe(records as f64);
-            self.inner.borrow_mut().durable = lsn;
+            let mut s = self.inner.borrow_mut();
+            assert!(s.durable <= lsn && lsn <= s.assigned, "durable mark must move forward, within assigned");
+            s.durable = lsn;
+            drop(s);
             self.done.notify();
         }
     }
 }
 
 impl Inner {
+    /// Encodes `record` at the tail; returns its position and where its
+    /// bulk bytes sit in the frame.
+    fn push(&mut self, record: &Record<'_>) -> (u64, usize) {
+        let at = self.buf.len();
+        let Encoded { frame_len, data_at } = record.encode(&mut self.buf);
+        let pos = self.write_pos;
+        assert!(pos + frame_len as u64 <= self.active.size, "log append without reserve");
+        debug_assert_eq!(self.buf_pos + at as u64, pos);
+        self.crc = crc32c::crc32c_append(self.crc, &self.buf[at..]);
+        self.write_pos += frame_len as u64;
+        (pos, data_at)
+    }
+
+    /// Moves to `next`, opening it with the seal of the segment left behind.
     fn roll(&mut self, next: Segment) {
         if !self.buf.is_empty() {
             let bytes = std::mem::take(&mut self.buf);
-            self.sealed.push(Chunk { file: self.active.file.clone(), pos: self.buf_pos, bytes });
+            self.sealed.push(Chunk { no: self.active.no, file: self.active.file.clone(), pos: self.buf_pos, bytes });
         }
+        let seal = Seal { previous: self.active.no, len: self.write_pos, crc: self.crc, size: next.size };
         self.segments.insert(next.no, next.file.clone());
         self.active = next;
         self.write_pos = 0;
         self.buf_pos = 0;
+        self.crc = 0;
+        self.push(&Record::Seal(seal));
     }
 }
 
@@ -449,7 +511,11 @@ mod tests {
             .spawn(move || async move {
                 let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
                 let active = create_segment(&d2, 1, 4096).await.unwrap();
-                let log = Log::start(cfg, active, 0, Vec::new(), None);
+                let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });
+                let head_file = Head::open(&d2).await.unwrap();
+                let resume =
+                    Resume { active, write_pos: 0, crc: 0, older: Vec::new(), next: None, head: 0, head_file, seal };
+                let log = Log::start(cfg, resume);
                 let mut tasks = Vec::new();
                 for w in 0..8u64 {
                     let log = log.clone();
@@ -474,7 +540,7 @@ mod tests {
             .join()
             .unwrap();
         let mut seen: Vec<Vec<u8>> = Vec::new();
-        recovery::scan(&d, |r, _| {
+        recovery::scan(&d, recovery::Mode::Verify, |r, _| {
             if let Record::Append(a) = r {
                 seen.push(a.data.to_vec());
             }

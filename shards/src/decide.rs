@@ -1,0 +1,291 @@
+//! The store's write decisions over any [`Journal`]: each validates a request
+//! against a [`Store`] through the protocol core, logs the records it decides
+//! and applies them to the in-memory state, with no I/O and no await. The
+//! shard runs them against its [`Log`](crate::log::Log) (then waits for
+//! durability); the deterministic simulation runs the same code against an
+//! in-memory journal. Replay applies the same records through
+//! [`Store::replay`].
+
+use crate::core::append::{self, AppendDecision, AppendInput};
+use crate::core::create::{self, CreateDecision, CreateInput};
+use crate::core::{snapshot, StreamState};
+use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
+use crate::store::{AppendOutcome, Entry, ForkPlan, SnapshotAt, Store, StoreError, StreamKey};
+
+/// Where decided records go.
+pub trait Journal {
+    /// Encodes `record` at the tail (room was reserved).
+    fn append(&self, record: &Record<'_>) -> Appended;
+    /// The commit number of the newest record.
+    fn assigned(&self) -> u64;
+}
+
+impl Journal for crate::log::Log {
+    fn append(&self, record: &Record<'_>) -> Appended {
+        crate::log::Log::append(self, record)
+    }
+
+    fn assigned(&self) -> u64 {
+        crate::log::Log::assigned(self)
+    }
+}
+
+/// A decision: the commit number to wait for, and what to answer.
+pub type Decided<T> = Result<(u64, T), StoreError>;
+
+/// What a create decided: record ordinal the initial body started at (None
+/// when the stream existed), handle, tail, closed, record tail.
+pub type Created = (Option<u64>, u64, u64, bool, u64);
+
+impl Store {
+    /// Drops `key` if expired, logging the delete so a restart agrees.
+    /// The callers reserved log room; the reserve slack covers this record.
+    pub fn expire(&mut self, log: &impl Journal, key: &StreamKey, now_ms: u64) {
+        let Some(handle) = self.streams.get(key).filter(|e| !e.state.deleted).map(|e| e.state.handle) else {
+            return;
+        };
+        if self.live(key, now_ms).is_some() {
+            return;
+        }
+        if self.is_tombstone(key) {
+            log.append(&Record::SoftDelete { handle });
+        } else {
+            log.append(&Record::Delete { handle });
+        }
+    }
+
+    /// PUT: creates a stream (with its initial body) or confirms an existing one.
+    pub fn decide_create(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        input: &CreateInput,
+        body: &[u8],
+        fork: Option<&ForkPlan>,
+        now_ms: u64,
+    ) -> Decided<Created> {
+        self.expire(log, key, now_ms);
+        if self.is_tombstone(key) {
+            return Err(create::CONFLICT);
+        }
+        if let (Some(e), Some(plan)) = (self.streams.get(key), fork) {
+            let same = e.state.fork.as_ref().is_some_and(|f| {
+                f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
+            });
+            if !same {
+                return Err(create::CONFLICT);
+            }
+        }
+        if !self.bucket_exists(&key.0) {
+            return Err(StoreError::NoBucket);
+        }
+        if self.buckets.get(&key.0).is_some_and(|b| b.deleting) {
+            return Err(StoreError::BucketBusy);
+        }
+        let existing = self.streams.get(key).map(|e| &e.state);
+        let decision = create::decide(existing, input, body)?;
+        let (lsn, created, handle) = match decision {
+            CreateDecision::Exists => {
+                // Answer with the state as decided now (the creator's
+                // records included): it is durable once `assigned` is.
+                let e = self.streams.get(key).expect("exists");
+                (log.assigned(), None, e.state.handle)
+            }
+            CreateDecision::Create { mut data, mut messages } => {
+                if let Some(plan) = fork {
+                    // The materialized sub-offset prefix comes first.
+                    let mut all = plan.prefix.clone();
+                    all.extend_from_slice(&data);
+                    data = all;
+                    let mut lens = plan.prefix_messages.clone();
+                    if lens.is_empty() && !plan.prefix.is_empty() {
+                        lens.push(plan.prefix.len() as u32);
+                    }
+                    if messages.is_empty() && !body.is_empty() {
+                        messages.push(body.len() as u32);
+                    }
+                    lens.extend_from_slice(&messages);
+                    messages = lens;
+                }
+                let handle = self.next_handle;
+                self.next_handle += 1;
+                let c = CreateRecord {
+                    handle,
+                    bucket: key.0.clone(),
+                    stream: key.1.clone(),
+                    content_type: input.content_type.clone(),
+                    created_ms: now_ms,
+                    ttl_secs: input.ttl_secs,
+                    expires_at_ms: input.expires_at_ms,
+                    closed: input.closed,
+                    fork: fork.map(|f| f.record.clone()),
+                    attrs: input.attrs.clone(),
+                    initial: data,
+                    initial_messages: messages,
+                };
+                let rec = Record::Create(c);
+                let at = log.append(&rec);
+                let Record::Create(c) = rec else { unreachable!("built as a create") };
+                let start = self.apply_create(&c, at);
+                let e = self.by_handle(handle).expect("just inserted");
+                (e.settle, e.created) = (at.lsn, at.lsn);
+                (at.lsn, Some(start), handle)
+            }
+        };
+        let s = &self.by_handle(handle).expect("decided on a live entry").state;
+        Ok((lsn, (created, s.handle, s.tail, s.closed, s.messages.len() as u64)))
+    }
+
+    /// POST: one append (and/or close); returns the handle and the outcome.
+    pub fn decide_append(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        input: &AppendInput<'_>,
+        now_ms: u64,
+    ) -> Decided<(u64, AppendOutcome)> {
+        self.expire(log, key, now_ms);
+        let e = self.entry(key)?;
+        let (lsn, out) = append_one(log, e, input, now_ms)?;
+        Ok((lsn, (e.state.handle, out)))
+    }
+
+    /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
+    pub fn decide_delete(&mut self, log: &impl Journal, key: &StreamKey, now_ms: u64) -> Decided<()> {
+        self.expire(log, key, now_ms);
+        let e = self.entry(key)?;
+        let handle = e.state.handle;
+        e.signal.notify();
+        if e.state.forks > 0 {
+            e.state.deleted = true;
+            e.settle = log.append(&Record::SoftDelete { handle }).lsn;
+            Ok((e.settle, ()))
+        } else {
+            self.remove_hard(handle);
+            self.removed = log.append(&Record::Delete { handle }).lsn;
+            Ok((self.removed, ()))
+        }
+    }
+
+    /// PUT {stream}/snapshot/{offset}: publishes a snapshot; answers its offset and digest.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decide_snapshot(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        at: SnapshotAt,
+        content_type: &str,
+        body: &[u8],
+        expected: Option<&str>,
+        now_ms: u64,
+    ) -> Decided<(u64, String)> {
+        self.expire(log, key, now_ms);
+        let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
+        let offset = position(&e.state, at)?;
+        match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
+            Err(e) => Err(e),
+            Ok(snapshot::Publish::Same(d)) => Ok((log.assigned(), (offset, d))),
+            Ok(snapshot::Publish::Write(digest)) => {
+                let rec = SnapshotRecord {
+                    handle: e.state.handle,
+                    offset,
+                    content_type: content_type.to_string(),
+                    digest,
+                    body,
+                };
+                let at = log.append(&Record::Snapshot(rec.clone()));
+                e.state.set_snapshot(&rec, at.segment, at.data_pos);
+                e.settle = at.lsn;
+                Ok((at.lsn, (offset, rec.digest)))
+            }
+        }
+    }
+
+    /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
+    pub fn decide_retention(
+        &mut self,
+        log: &impl Journal,
+        key: &StreamKey,
+        at: SnapshotAt,
+        now_ms: u64,
+    ) -> Decided<u64> {
+        self.expire(log, key, now_ms);
+        let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
+        let offset = position(&e.state, at)?;
+        match snapshot::decide_retention(&e.state, offset) {
+            Err(e) => Err(e),
+            Ok(false) => Ok((log.assigned(), offset)),
+            Ok(true) => {
+                let lsn = log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
+                e.state.retain_from(offset);
+                e.settle = lsn;
+                Ok((lsn, offset))
+            }
+        }
+    }
+
+    /// Replaces a stream's attributes.
+    pub fn decide_attrs(&mut self, log: &impl Journal, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Decided<()> {
+        self.expire(log, key, now_ms);
+        let e = self.entry(key)?;
+        if e.state.attrs != attrs {
+            e.state.attrs = attrs.clone();
+            e.settle = log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn;
+        }
+        Ok((log.assigned(), ()))
+    }
+}
+
+/// Resolves a snapshot/retention position: an offset, or a record ordinal.
+fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
+    match at {
+        SnapshotAt::Offset(o) => Ok(o),
+        SnapshotAt::Record(r) if (r as usize) < s.first_message => Err(crate::core::records::TRIMMED),
+        SnapshotAt::Record(r) => s.record_offset(r as usize).ok_or(crate::core::snapshot::BEYOND_TAIL),
+    }
+}
+
+/// Decides and logs one append against `e` (no await: the caller reserved room).
+pub fn append_one(
+    log: &impl Journal,
+    e: &mut Entry,
+    input: &AppendInput<'_>,
+    now_ms: u64,
+) -> Result<(u64, AppendOutcome), StoreError> {
+    e.state.lifetime.touch(now_ms);
+    let decision = append::decide(&e.state, input)?;
+    let records_before = e.state.messages.len() as u64;
+    let (data, messages) = match decision {
+        AppendDecision::Duplicate { producer } => {
+            // A retry answers with what the original append answered.
+            let ack = input.producer.as_ref().and_then(|p| e.state.producers.get(&p.id)).map(|p| p.ack);
+            let (next_offset, records) = match ack {
+                Some((offset, start, next)) if producer.is_some() => (offset, (start, next)),
+                _ => (e.state.tail, (records_before, records_before)),
+            };
+            let out = AppendOutcome { next_offset, closed: e.state.closed, wrote: false, producer, records };
+            return Ok((log.assigned(), out));
+        }
+        AppendDecision::Write { data, messages } => (data, messages),
+        AppendDecision::Close => (std::borrow::Cow::Borrowed(&[][..]), Vec::new()),
+    };
+    let a = AppendRecord {
+        handle: e.state.handle,
+        at_ms: now_ms,
+        stream_seq: if data.is_empty() { None } else { input.stream_seq.map(str::to_string) },
+        producer: input.producer.clone(),
+        close: input.close,
+        messages,
+        data: &data,
+    };
+    let at = log.append(&Record::Append(a.clone()));
+    let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
+    let out = AppendOutcome {
+        next_offset,
+        closed: e.state.closed,
+        wrote: !data.is_empty(),
+        producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
+        records: (records_before, e.state.messages.len() as u64),
+    };
+    Ok((at.lsn, out))
+}

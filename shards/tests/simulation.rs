@@ -1,0 +1,841 @@
+//! Deterministic simulation of a shard's store (issue 13.7).
+//!
+//! A seeded random mix of creates (with initial bodies, closed, Expires-At),
+//! appends (plain, closing, with an idempotent producer: next seq, retries,
+//! gaps, new epochs), deletes, attribute changes and clock advances is
+//! decided by the real store code ([`Store::decide_create`] and friends,
+//! through the protocol core) into an in-memory journal that frames records,
+//! seals segments and rolls exactly like the log. Group commits persist the
+//! journal to a simulated disk; faults cut them short (a short write, a
+//! failed fsync that persisted an unknown prefix, a power loss leaving a torn
+//! tail of garbage), and crashes lose everything not persisted. Recovery is
+//! the real scan ([`scan_files`]) over the disk image and the real
+//! [`Store::replay`].
+//!
+//! A simple model (bytes, closure, producer state, attributes per stream)
+//! predicts every outcome independently. After every step the store's
+//! decided state and the bytes its index points at must equal the model;
+//! after every crash the recovered state must equal the model at the
+//! persisted prefix, which must hold every acknowledged operation.
+//!
+//! Runs `SLUICE_SIM_SEEDS` seeds (default 64) of `SLUICE_SIM_STEPS` steps
+//! (default 600) in `cargo test`; `SLUICE_SIM_SECONDS=N` runs seeds for N
+//! seconds instead. A failure names its seed; `SLUICE_SIM_SEED=S` reruns
+//! exactly that one.
+
+use sluice_shards::core::append::AppendInput;
+use sluice_shards::core::create::CreateInput;
+use sluice_shards::decide::Journal;
+use sluice_shards::ids::BUILTIN_BUCKET as BUCKET;
+use sluice_shards::log::record::{Seal, SEAL_FRAME};
+use sluice_shards::log::recovery::{scan_files, LogFiles, Mode};
+use sluice_shards::log::{Appended, ProducerStamp, Record};
+use sluice_shards::store::{Store, StoreError, StreamKey};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// Segment size of the simulated log: small, so rolls are frequent.
+const SEGMENT: usize = 2048;
+const STREAMS: usize = 5;
+const CONTENT_TYPE: &str = "application/octet-stream";
+
+/// splitmix64: small, seedable, identical everywhere.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    /// 1 to `max` random bytes.
+    fn bytes(&mut self, max: u64) -> Vec<u8> {
+        let n = 1 + self.below(max);
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+// ------------------------------------------------------------------ journal
+
+/// The simulated disk: what survives a crash.
+#[derive(Clone, Default)]
+struct Disk {
+    segments: BTreeMap<u32, Vec<u8>>,
+    head: Option<u32>,
+}
+
+/// The in-memory journal: frames, seals and rolls like the log; `image`
+/// is the volatile view (page cache + write buffer), `disk` what is durable.
+struct Inner {
+    disk: Disk,
+    image: BTreeMap<u32, Vec<u8>>,
+    active: u32,
+    write_pos: usize,
+    crc: u32,
+    /// Durable up to here (segment, position).
+    synced: (u32, usize),
+    assigned: u64,
+    durable: u64,
+}
+
+struct SimJournal(RefCell<Inner>);
+
+impl Inner {
+    fn push(&mut self, frame: &[u8]) -> usize {
+        let pos = self.write_pos;
+        let seg = self.image.get_mut(&self.active).expect("active segment");
+        assert!(pos + frame.len() <= seg.len(), "record does not fit the active segment");
+        seg[pos..pos + frame.len()].copy_from_slice(frame);
+        self.crc = crc32c::crc32c_append(self.crc, frame);
+        self.write_pos += frame.len();
+        pos
+    }
+
+    /// Starts segment `no` of `size` (preallocated durably, as the log does).
+    fn open_segment(&mut self, no: u32, size: usize, seal: Seal) {
+        self.image.insert(no, vec![0; size]);
+        self.disk.segments.insert(no, vec![0; size]);
+        self.active = no;
+        self.write_pos = 0;
+        self.crc = 0;
+        let mut frame = Vec::new();
+        Record::Seal(seal).encode(&mut frame);
+        self.push(&frame);
+    }
+
+    /// Unsynced bytes in log order: (segment, from, to).
+    fn unsynced(&self) -> Vec<(u32, usize, usize)> {
+        let mut out = Vec::new();
+        for (&no, seg) in self.image.range(self.synced.0..=self.active) {
+            let from = if no == self.synced.0 { self.synced.1 } else { 0 };
+            let to = if no == self.active { self.write_pos } else { seg.len() };
+            if to > from {
+                out.push((no, from, to));
+            }
+        }
+        out
+    }
+
+    /// Persists the first `keep` unsynced bytes (all of them on a clean
+    /// sync); a torn write adds garbage right after the cut.
+    fn persist(&mut self, keep: usize, torn: Option<Vec<u8>>) {
+        let mut left = keep;
+        let mut last = None;
+        for (no, from, to) in self.unsynced() {
+            let n = left.min(to - from);
+            let src = self.image[&no][from..from + n].to_vec();
+            self.disk.segments.get_mut(&no).expect("preallocated")[from..from + n].copy_from_slice(&src);
+            left -= n;
+            last = Some((no, from + n));
+            if left == 0 {
+                break;
+            }
+        }
+        if let (Some(garbage), Some((no, at))) = (torn, last) {
+            let seg = self.disk.segments.get_mut(&no).expect("preallocated");
+            let end = (at + garbage.len()).min(seg.len());
+            seg[at..end].copy_from_slice(&garbage[..end - at]);
+        }
+    }
+}
+
+impl Journal for SimJournal {
+    fn append(&self, record: &Record<'_>) -> Appended {
+        let mut s = self.0.borrow_mut();
+        let mut frame = Vec::new();
+        let enc = record.encode(&mut frame);
+        if s.write_pos + frame.len() > s.image[&s.active].len() {
+            let seal = Seal {
+                previous: s.active,
+                len: s.write_pos as u64,
+                crc: s.crc,
+                size: SEGMENT.max(frame.len() + SEAL_FRAME) as u64,
+            };
+            let no = s.active + 1;
+            s.open_segment(no, seal.size as usize, seal);
+        }
+        let pos = s.push(&frame);
+        s.assigned += 1;
+        Appended { lsn: s.assigned, segment: s.active, data_pos: (pos + enc.data_at) as u64 }
+    }
+
+    fn assigned(&self) -> u64 {
+        self.0.borrow().assigned
+    }
+}
+
+impl SimJournal {
+    fn fresh() -> SimJournal {
+        let mut inner = Inner {
+            // log-head is created naming segment 0 before the first record.
+            disk: Disk { segments: BTreeMap::new(), head: Some(0) },
+            image: BTreeMap::new(),
+            active: 0,
+            write_pos: 0,
+            crc: 0,
+            synced: (1, 0),
+            assigned: 0,
+            durable: 0,
+        };
+        inner.open_segment(1, SEGMENT, Seal { previous: 0, len: 0, crc: 0, size: SEGMENT as u64 });
+        SimJournal(RefCell::new(inner))
+    }
+
+    /// A group commit: everything appended so far becomes durable, and
+    /// log-head moves to the newest segment after the data.
+    fn sync(&self) {
+        let mut s = self.0.borrow_mut();
+        let all = s.unsynced().iter().map(|(_, f, t)| t - f).sum();
+        s.persist(all, None);
+        s.synced = (s.active, s.write_pos);
+        s.durable = s.assigned;
+        s.disk.head = Some(s.active);
+    }
+
+    /// The bytes at (segment, position) in the volatile image.
+    fn read(&self, segment: u32, pos: u64, len: u32) -> Vec<u8> {
+        let s = self.0.borrow();
+        s.image[&segment][pos as usize..pos as usize + len as usize].to_vec()
+    }
+}
+
+/// The disk image as the recovery scan sees it.
+struct MemFiles<'a>(&'a mut Disk);
+
+impl LogFiles for MemFiles<'_> {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+        Ok((None, self.0.head))
+    }
+
+    fn list(&self) -> Result<Vec<u32>, String> {
+        Ok(self.0.segments.keys().copied().collect())
+    }
+
+    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
+        self.0.segments.get(&no).cloned().ok_or_else(|| format!("segment {no} missing"))
+    }
+
+    fn name(&self, segment: Option<u32>, mark: &str) -> String {
+        segment.map_or_else(|| mark.to_string(), |n| format!("segment {n}"))
+    }
+
+    fn remove(&mut self, no: u32) -> Result<(), String> {
+        self.0.segments.remove(&no);
+        Ok(())
+    }
+
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
+        let seg = self.0.segments.get_mut(&no).ok_or("no such segment")?;
+        seg[at as usize..at as usize + len].fill(0);
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ model
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct MStream {
+    data: Vec<u8>,
+    /// End offset of each message.
+    ends: Vec<u64>,
+    /// The tail readers see (moved at each commit).
+    visible: u64,
+    /// Latest snapshot: offset and body.
+    snapshot: Option<(u64, Vec<u8>)>,
+    retained: u64,
+    closed: bool,
+    /// Producer "p": (epoch, last seq, ack offset).
+    producer: Option<(u64, u64, u64)>,
+    /// The producer stamp of the append that closed the stream.
+    closed_by: Option<(u64, u64)>,
+    attrs: Vec<u8>,
+    expires_at: Option<u64>,
+}
+
+type Model = BTreeMap<String, MStream>;
+
+fn live_in(model: &Model, name: &str, now: u64) -> bool {
+    model.get(name).is_some_and(|m| m.expires_at.is_none_or(|at| now < at))
+}
+
+/// What the model expects an operation to answer.
+#[derive(Debug, PartialEq, Eq)]
+enum Expect {
+    Ok,
+    /// A producer retry: no new bytes, the original ack offset.
+    Duplicate(u64),
+    NoStream,
+    Closed,
+    Gap,
+    StaleEpoch,
+    EpochNeedsSeqZero,
+}
+
+// ------------------------------------------------------------------ world
+
+struct World {
+    rng: Rng,
+    journal: SimJournal,
+    store: Store,
+    model: Model,
+    now: u64,
+    /// Model after each decided operation, by the commit number after it.
+    history: Vec<(u64, Model)>,
+    trace: Vec<String>,
+}
+
+fn key(name: &str) -> StreamKey {
+    (BUCKET.to_string(), name.to_string())
+}
+
+impl World {
+    fn new(seed: u64) -> World {
+        let mut store = Store::default();
+        store.shard = 0;
+        World {
+            rng: Rng(seed),
+            journal: SimJournal::fresh(),
+            store,
+            model: Model::new(),
+            now: 1_000,
+            history: vec![(0, Model::new())],
+            trace: Vec::new(),
+        }
+    }
+
+    fn fail(&self, seed: u64, why: String) -> ! {
+        let tail: Vec<&String> = self.trace.iter().rev().take(12).collect();
+        panic!(
+            "simulation seed {seed} failed: {why}\nlast steps (newest first): {tail:#?}\n\
+             reproduce: SLUICE_SIM_SEED={seed} cargo test -p sluice-shards --test simulation"
+        );
+    }
+
+    /// Remembers the model at the current commit number, if it moved.
+    fn record(&mut self) {
+        let lsn = self.journal.assigned();
+        if self.history.last().is_none_or(|(l, _)| *l != lsn) {
+            self.history.push((lsn, self.model.clone()));
+        }
+    }
+
+    fn step(&mut self, seed: u64) {
+        let name = format!("s{}", self.rng.below(STREAMS as u64));
+        // Expiry is logged as its own step (as the shard's sweep does), so
+        // each operation below logs only its own records.
+        self.store.expire(&self.journal, &key(&name), self.now);
+        self.record();
+        let roll = self.rng.below(100);
+        match roll {
+            0..=14 => self.create(seed, &name),
+            15..=49 => self.append(seed, &name, false),
+            50..=69 => self.append(seed, &name, true),
+            70..=74 => self.delete(seed, &name),
+            75..=76 => self.attrs(seed, &name),
+            77..=78 => self.snapshot(seed, &name),
+            79 => self.retention(seed, &name),
+            80..=84 => {
+                self.now += self.rng.below(3_000);
+                self.trace.push(format!("clock -> {}", self.now));
+            }
+            85..=94 => self.sync(),
+            _ => self.crash(seed),
+        }
+        self.record();
+        self.check_live(seed);
+    }
+
+    fn create(&mut self, seed: u64, name: &str) {
+        if live_in(&self.model, name, self.now) {
+            return; // Re-creating with another configuration is the core's unit tests' job.
+        }
+        let body = if self.rng.chance(50) { self.rng.bytes(200) } else { vec![] };
+        let closed = self.rng.chance(10);
+        let expires_at = self.rng.chance(20).then(|| self.now + self.rng.below(6_000));
+        let input = CreateInput {
+            content_type: CONTENT_TYPE.into(),
+            ttl_secs: None,
+            expires_at_ms: expires_at,
+            closed,
+            attrs: vec![],
+        };
+        self.trace.push(format!("create {name} body {} closed {closed} expires {expires_at:?}", body.len()));
+        let got = self.store.decide_create(&self.journal, &key(name), &input, &body, None, self.now);
+        if let Err(e) = got {
+            self.fail(seed, format!("create {name}: {e:?}"));
+        }
+        let ends = if body.is_empty() { vec![] } else { vec![body.len() as u64] };
+        let visible = body.len() as u64;
+        self.model.insert(
+            name.to_string(),
+            MStream {
+                data: body,
+                ends,
+                visible,
+                snapshot: None,
+                retained: 0,
+                closed,
+                producer: None,
+                closed_by: None,
+                attrs: vec![],
+                expires_at,
+            },
+        );
+    }
+
+    fn append(&mut self, seed: u64, name: &str, producer: bool) {
+        let close = self.rng.chance(5);
+        let body = if close && self.rng.chance(50) { vec![] } else { self.rng.bytes(300) };
+        let live = live_in(&self.model, name, self.now);
+        let m = self.model.get(name).filter(|_| live).cloned();
+        let stamp = producer.then(|| {
+            let (epoch, seq) = match m.as_ref().and_then(|m| m.producer) {
+                None => (0, if self.rng.chance(90) { 0 } else { 1 + self.rng.below(3) }),
+                Some((e, s, _)) => match self.rng.below(10) {
+                    0 => (e, s),                         // retry of the last
+                    1 => (e, s + 2 + self.rng.below(3)), // gap
+                    2 => (e + 1, 0),                     // new epoch
+                    3 => (e + 1, 1),                     // new epoch, not at 0
+                    4 if e > 0 => (e - 1, s + 1),        // stale epoch
+                    _ => (e, s + 1),
+                },
+            };
+            ProducerStamp { id: "p".into(), epoch, seq }
+        });
+        // The model's verdict.
+        let expect = match &m {
+            None => Expect::NoStream,
+            Some(m) if m.closed => {
+                let same_closer = stamp.as_ref().is_some_and(|p| m.closed_by == Some((p.epoch, p.seq)));
+                if same_closer {
+                    Expect::Duplicate(m.producer.map_or(0, |p| p.2))
+                } else if body.is_empty() && close && stamp.is_none() {
+                    Expect::Duplicate(m.data.len() as u64)
+                } else {
+                    Expect::Closed
+                }
+            }
+            Some(m) => match (&stamp, m.producer) {
+                (None, _) => Expect::Ok,
+                (Some(p), None) => {
+                    if p.seq == 0 {
+                        Expect::Ok
+                    } else {
+                        Expect::Gap
+                    }
+                }
+                (Some(p), Some((e, s, ack))) => {
+                    if p.epoch < e {
+                        Expect::StaleEpoch
+                    } else if p.epoch > e {
+                        if p.seq == 0 {
+                            Expect::Ok
+                        } else {
+                            Expect::EpochNeedsSeqZero
+                        }
+                    } else if p.seq <= s {
+                        Expect::Duplicate(ack)
+                    } else if p.seq == s + 1 {
+                        Expect::Ok
+                    } else {
+                        Expect::Gap
+                    }
+                }
+            },
+        };
+        self.trace.push(format!("append {name} body {} close {close} stamp {stamp:?} expect {expect:?}", body.len()));
+        let input = AppendInput {
+            content_type: Some(CONTENT_TYPE),
+            body: &body,
+            close,
+            stream_seq: None,
+            producer: stamp.clone(),
+            record_match: None,
+        };
+        let got = self.store.decide_append(&self.journal, &key(name), &input, self.now);
+        let verdict = match &got {
+            Ok((_, (_, out))) if out.wrote || (body.is_empty() && close && !out.wrote && expect == Expect::Ok) => {
+                Expect::Ok
+            }
+            Ok((_, (_, out))) => Expect::Duplicate(out.next_offset),
+            Err(StoreError::NoStream) => Expect::NoStream,
+            Err(StoreError::Closed) => Expect::Closed,
+            Err(StoreError::ProducerGap { .. }) => Expect::Gap,
+            Err(StoreError::StaleEpoch { .. }) => Expect::StaleEpoch,
+            Err(StoreError::Invalid(_)) if stamp.as_ref().is_some_and(|p| p.seq > 0) => Expect::EpochNeedsSeqZero,
+            Err(e) => self.fail(seed, format!("append {name}: unexpected {e:?}")),
+        };
+        if verdict != expect {
+            self.fail(seed, format!("append {name}: store answered {verdict:?} ({got:?}), model expects {expect:?}"));
+        }
+        if expect == Expect::Ok {
+            let m = self.model.get_mut(name).expect("live");
+            if !body.is_empty() {
+                m.data.extend_from_slice(&body);
+                m.ends.push(m.data.len() as u64);
+            }
+            m.closed |= close;
+            if let Some(p) = &stamp {
+                m.producer = Some((p.epoch, p.seq, m.data.len() as u64));
+                if close {
+                    m.closed_by = Some((p.epoch, p.seq));
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        self.trace.push(format!("delete {name} (live {live})"));
+        match (self.store.decide_delete(&self.journal, &key(name), self.now), live) {
+            (Ok(_), true) => {
+                self.model.remove(name);
+            }
+            (Err(StoreError::NoStream), false) => {}
+            (got, _) => self.fail(seed, format!("delete {name}: {got:?}, model says live {live}")),
+        }
+    }
+
+    /// A group commit: every decided change becomes durable and visible.
+    fn sync(&mut self) {
+        self.journal.sync();
+        for e in self.store.streams.values_mut() {
+            let (tail, closed) = (e.state.tail, e.state.closed);
+            e.state.publish(tail, closed);
+        }
+        for m in self.model.values_mut() {
+            m.visible = m.data.len() as u64;
+        }
+        self.trace.push("sync".into());
+    }
+
+    /// An offset to publish a snapshot or retain at: mostly a boundary.
+    fn pick_offset(&mut self, m: &MStream) -> u64 {
+        let mut boundaries: Vec<u64> = vec![0, m.visible];
+        boundaries.extend(m.ends.iter().filter(|&&e| e < m.visible));
+        match self.rng.below(10) {
+            0 => m.visible + 1,
+            1 => self.rng.below(m.visible + 1),
+            _ => boundaries[self.rng.below(boundaries.len() as u64) as usize],
+        }
+    }
+
+    /// The model's refusal of `offset` as a snapshot or retention position.
+    fn boundary_refusal(m: &MStream, offset: u64) -> Option<u16> {
+        let boundary = offset == 0 || offset == m.visible || m.ends.iter().any(|&e| e == offset && e < m.visible);
+        if offset > m.visible {
+            Some(409)
+        } else if offset < m.retained {
+            Some(410)
+        } else if !boundary {
+            Some(400)
+        } else {
+            None
+        }
+    }
+
+    fn snapshot(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let m = self.model.get(name).filter(|_| live).cloned();
+        let offset = m.as_ref().map_or(0, |m| self.pick_offset(m));
+        let body = if self.rng.chance(30) {
+            m.as_ref().and_then(|m| m.snapshot.clone()).map_or_else(|| self.rng.bytes(100), |s| s.1)
+        } else {
+            self.rng.bytes(100)
+        };
+        let expect: Result<bool, u16> = match &m {
+            None => Err(404),
+            Some(m) => match Self::boundary_refusal(m, offset) {
+                Some(code) => Err(code),
+                None => match &m.snapshot {
+                    Some((o, b)) if *o == offset && *b == body => Ok(false),
+                    Some((o, _)) if *o == offset => Err(409),
+                    _ => Ok(true),
+                },
+            },
+        };
+        self.trace.push(format!("snapshot {name} at {offset} body {} expect {expect:?}", body.len()));
+        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let got = self.store.decide_snapshot(&self.journal, &key(name), at, "application/x-s", &body, None, self.now);
+        let verdict = match &got {
+            Ok(_) => Ok(expect == Ok(true)),
+            Err(StoreError::NoStream) => Err(404),
+            Err(e) if status(e).is_some() => Err(status(e).expect("checked")),
+            Err(e) => self.fail(seed, format!("snapshot {name}: unexpected {e:?}")),
+        };
+        if verdict != expect {
+            self.fail(seed, format!("snapshot {name}: store answered {got:?}, model expects {expect:?}"));
+        }
+        if expect == Ok(true) {
+            self.model.get_mut(name).expect("live").snapshot = Some((offset, body));
+        }
+    }
+
+    fn retention(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let m = self.model.get(name).filter(|_| live).cloned();
+        let offset = m.as_ref().map_or(0, |m| self.pick_offset(m));
+        let expect: Result<bool, u16> = match &m {
+            None => Err(404),
+            Some(m) => match Self::boundary_refusal(m, offset) {
+                Some(code) => Err(code),
+                None if offset > 0 && m.snapshot.as_ref().is_none_or(|s| offset > s.0) => Err(409),
+                None => Ok(offset > m.retained),
+            },
+        };
+        self.trace.push(format!("retention {name} at {offset} expect {expect:?}"));
+        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let got = self.store.decide_retention(&self.journal, &key(name), at, self.now);
+        let verdict = match &got {
+            Ok(_) => expect.map(|_| ()),
+            Err(StoreError::NoStream) => Err(404),
+            Err(e) if status(e).is_some() => Err(status(e).expect("checked")),
+            Err(e) => self.fail(seed, format!("retention {name}: unexpected {e:?}")),
+        };
+        if verdict != expect.map(|_| ()) {
+            self.fail(seed, format!("retention {name}: store answered {got:?}, model expects {expect:?}"));
+        }
+        if expect == Ok(true) {
+            self.model.get_mut(name).expect("live").retained = offset;
+        }
+    }
+
+    fn attrs(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let attrs = format!("{{\"title\":\"t{}\"}}", self.rng.below(4)).into_bytes();
+        self.trace.push(format!("attrs {name} (live {live})"));
+        match (self.store.decide_attrs(&self.journal, &key(name), attrs.clone(), self.now), live) {
+            (Ok(_), true) => {
+                self.model.get_mut(name).expect("live").attrs = attrs;
+            }
+            (Err(StoreError::NoStream), false) => {}
+            (got, _) => self.fail(seed, format!("attrs {name}: {got:?}, model says live {live}")),
+        }
+    }
+
+    /// Compares `store` with `model` at `now`, reading bytes with `read`.
+    fn compare(
+        store: &mut Store,
+        model: &Model,
+        now: u64,
+        read: impl Fn(u32, u64, u32) -> Vec<u8>,
+    ) -> Result<(), String> {
+        for i in 0..STREAMS {
+            let name = format!("s{i}");
+            let want = model.get(&name).filter(|_| live_in(model, &name, now));
+            let got = store.live(&key(&name), now);
+            match (want, got) {
+                (None, None) => {}
+                (Some(_), None) => return Err(format!("{name}: missing from the store")),
+                (None, Some(_)) => return Err(format!("{name}: present in the store, absent in the model")),
+                (Some(m), Some(e)) => {
+                    let s = &e.state;
+                    let ends: Vec<u64> = s.messages.iter().map(|x| x.offset + u64::from(x.len)).collect();
+                    if s.tail != m.data.len() as u64 || s.closed != m.closed || ends != m.ends {
+                        return Err(format!(
+                            "{name}: store tail {} closed {} messages {}, model {} {} {}",
+                            s.tail,
+                            s.closed,
+                            ends.len(),
+                            m.data.len(),
+                            m.closed,
+                            m.ends.len()
+                        ));
+                    }
+                    if s.visible.tail != m.visible || s.retained != m.retained {
+                        return Err(format!(
+                            "{name}: visible {} retained {}, model {} {}",
+                            s.visible.tail, s.retained, m.visible, m.retained
+                        ));
+                    }
+                    let snapshot = s.snapshot.as_ref().map(|x| (x.offset, read(x.segment, x.pos, x.len)));
+                    if snapshot != m.snapshot {
+                        return Err(format!("{name}: snapshot differs from the model"));
+                    }
+                    if s.attrs != m.attrs {
+                        return Err(format!("{name}: attributes differ"));
+                    }
+                    let producer = s.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack.0));
+                    if producer != m.producer {
+                        return Err(format!("{name}: producer {producer:?}, model {:?}", m.producer));
+                    }
+                    let mut bytes = Vec::new();
+                    for msg in &s.messages {
+                        bytes.extend(read(msg.segment, msg.pos, msg.len));
+                    }
+                    if bytes != m.data {
+                        return Err(format!("{name}: the bytes the index points at differ from the model"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_live(&mut self, seed: u64) {
+        let journal = &self.journal;
+        if let Err(why) = Self::compare(&mut self.store, &self.model, self.now, |g, p, l| journal.read(g, p, l)) {
+            self.fail(seed, format!("live state: {why}"));
+        }
+    }
+
+    /// Loses everything not durable, maybe through a fault in the commit
+    /// in flight, then recovers and checks.
+    fn crash(&mut self, seed: u64) {
+        let fault = self.rng.below(4);
+        {
+            let mut s = self.journal.0.borrow_mut();
+            let pending: usize = s.unsynced().iter().map(|(_, f, t)| t - f).sum();
+            let keep = if pending == 0 { 0 } else { self.rng.below(pending as u64 + 1) as usize };
+            match fault {
+                // A clean crash between commits.
+                0 => {}
+                // A short write, or a failed fsync that persisted an unknown prefix.
+                1 | 2 => s.persist(keep, None),
+                // Power loss during the write: a torn tail of garbage.
+                _ => {
+                    let garbage = self.rng.bytes(64);
+                    s.persist(keep, Some(garbage));
+                }
+            }
+        }
+        self.trace.push(format!("crash (fault {fault})"));
+        self.recover(seed);
+    }
+
+    fn recover(&mut self, seed: u64) {
+        let (acked, mut disk) = {
+            let s = self.journal.0.borrow();
+            (s.durable, s.disk.clone())
+        };
+        // `sluice check` (Verify) sees what start (Repair) sees, and changes nothing.
+        let mut untouched = disk.clone();
+        let verified = scan_files(&mut MemFiles(&mut untouched), Mode::Verify, |_, _| {});
+        if untouched.segments != disk.segments {
+            self.fail(seed, "verifying changed the disk".into());
+        }
+        let mut store = Store::default();
+        let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, at| store.replay(r, at));
+        let same = match (&verified, &scanned) {
+            (Ok(v), Ok(r)) => (v.records, v.torn_bytes, &v.ends) == (r.records, r.torn_bytes, &r.ends),
+            (Err(v), Err(r)) => v == r,
+            _ => false,
+        };
+        if !same {
+            self.fail(seed, format!("verify and repair disagree: {verified:?} vs {scanned:?}"));
+        }
+        let tail = match scanned {
+            Ok(t) => t,
+            Err(e) => self.fail(seed, format!("recovery refused: {e}")),
+        };
+        // The recovered log is a prefix of the decided records holding every acknowledged one.
+        let recovered = tail.records;
+        if recovered < acked {
+            self.fail(seed, format!("{recovered} records recovered, {acked} were acknowledged"));
+        }
+        let Some(model) = self.history.iter().find(|(lsn, _)| *lsn == recovered).map(|(_, m)| m.clone()) else {
+            self.fail(
+                seed,
+                format!("{recovered} records recovered: not the end of any operation (an operation was split)"),
+            );
+        };
+        let mut model = model;
+        for m in model.values_mut() {
+            m.visible = m.data.len() as u64;
+        }
+        let read = |g: u32, p: u64, l: u32| disk.segments[&g][p as usize..p as usize + l as usize].to_vec();
+        if let Err(why) = Self::compare(&mut store, &model, self.now, read) {
+            self.fail(seed, format!("recovered state: {why}"));
+        }
+        // Resume on the recovered log, as the shard does: segments after the
+        // newest one with records were never written and are removed.
+        let last = tail.ends.iter().rposition(|&e| e > 0).unwrap_or(0);
+        let mut disk = disk.clone();
+        for no in &tail.segments[last + 1..] {
+            disk.segments.remove(no);
+        }
+        let (active, write_pos) = (tail.segments[last], tail.ends[last] as usize);
+        let mut inner = Inner {
+            image: disk.segments.clone(),
+            disk,
+            active,
+            write_pos,
+            crc: tail.crcs[last],
+            synced: (active, write_pos),
+            assigned: recovered,
+            durable: recovered,
+        };
+        if write_pos == 0 {
+            let before = last.checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+            let size = inner.image[&active].len() as u64;
+            inner.crc = 0;
+            let mut frame = Vec::new();
+            Record::Seal(Seal { previous: active - 1, len: before.0, crc: before.1, size }).encode(&mut frame);
+            inner.push(&frame);
+        }
+        self.journal = SimJournal(RefCell::new(inner));
+        self.store = store;
+        self.model = model.clone();
+        self.history = vec![(recovered, model)];
+    }
+}
+
+fn run(seed: u64, steps: usize) {
+    let mut w = World::new(seed);
+    for _ in 0..steps {
+        w.step(seed);
+    }
+    // A final crash after a clean sync loses nothing.
+    w.sync();
+    let before = w.model.clone();
+    w.recover(seed);
+    assert_eq!(w.model, before, "seed {seed}: a clean restart changed the state");
+}
+
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
+}
+
+#[test]
+fn seeded_operations_crashes_and_faults_match_the_model() {
+    let steps = env("SLUICE_SIM_STEPS").unwrap_or(600) as usize;
+    if let Some(seed) = env("SLUICE_SIM_SEED") {
+        run(seed, steps);
+        return;
+    }
+    if let Some(secs) = env("SLUICE_SIM_SECONDS") {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        let mut seed = env("SLUICE_SIM_FIRST_SEED").unwrap_or(0);
+        while std::time::Instant::now() < until {
+            run(seed, steps);
+            seed += 1;
+        }
+        println!("simulated seeds up to {seed}");
+        return;
+    }
+    for seed in 0..env("SLUICE_SIM_SEEDS").unwrap_or(64) {
+        run(seed, steps);
+    }
+}
+
+/// The status the edge answers for a refusal the model predicts.
+fn status(e: &StoreError) -> Option<u16> {
+    match e {
+        StoreError::Invalid(_) => Some(400),
+        StoreError::Conflict(_) => Some(409),
+        StoreError::Trimmed(_) => Some(410),
+        StoreError::NotFound(_) => Some(404),
+        _ => None,
+    }
+}

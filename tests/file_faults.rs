@@ -1,0 +1,193 @@
+//! File faults against the real binary and `sluice check`.
+//!
+//! One log is written (with copies of every file taken half-way, the "older
+//! copies"), then for every kind of file (a sealed segment, the newest
+//! segment with records, `log-head`, the preallocated blank segment) and
+//! every fault (deleted, truncated to zero, halved, replaced by an older
+//! copy) a copy of the data dir is damaged. Each time the server either
+//! refuses to start with the file named, or serves every acknowledged byte;
+//! `sluice check` agrees (exit 1 naming the file, or exit 0) and changes
+//! nothing.
+
+mod common;
+
+use common::{offset_pos, Launch, Server, TempDir};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// 64 KiB segments: a few hundred KiB of appends span several.
+const SEGMENT: &str = "65536";
+const STREAM: &str = "/v1/stream/faults";
+
+fn launch(dir: &Path) -> Launch {
+    Launch {
+        shards: 1,
+        io_timeout: Duration::from_secs(10),
+        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT])
+    }
+}
+
+/// Every file under `dir` and its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn restore(dir: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) {
+    let _ = std::fs::remove_dir_all(dir);
+    for (rel, bytes) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+}
+
+/// Appends `n` records of 1000 B; returns what was acknowledged.
+fn append(s: &Server, from: usize, n: usize, acked: &mut Vec<u8>) {
+    for i in from..from + n {
+        let body: Vec<u8> = format!("{i:06}").bytes().cycle().take(1000).collect();
+        let r = s.req("POST", STREAM, &[("Content-Type", "text/plain")], &body).expect(204);
+        acked.extend_from_slice(&body);
+        assert_eq!(offset_pos(&r.next_offset()), acked.len() as u64);
+    }
+}
+
+/// `sluice check` on `data`: exit code and output; asserts it changed nothing.
+fn check(data: &Path) -> (i32, String) {
+    let before = files(data);
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["check", "--data-dir"])
+        .arg(data)
+        .output()
+        .expect("run sluice check");
+    assert_eq!(files(data), before, "sluice check changed the data dir");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().expect("exit code"), text)
+}
+
+/// A fault applied to one file: its path, and its older copy if it had one.
+type Fault = fn(&Path, Option<&Vec<u8>>);
+
+const FAULTS: [(&str, Fault); 4] = [
+    ("deleted", |p, _| std::fs::remove_file(p).unwrap()),
+    ("truncated", |p, _| std::fs::write(p, b"").unwrap()),
+    ("halved", |p, _| {
+        let b = std::fs::read(p).unwrap();
+        std::fs::write(p, &b[..b.len() / 2]).unwrap()
+    }),
+    ("older copy", |p, old| {
+        // Before the half-way copy existed, the file was its preallocated self.
+        let b = old.cloned().unwrap_or_else(|| vec![0; std::fs::metadata(p).unwrap().len() as usize]);
+        std::fs::write(p, b).unwrap()
+    }),
+];
+
+#[test]
+fn every_file_fault_is_refused_by_name_or_loses_nothing() {
+    let tmp = TempDir::new("file-faults");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, launch(tmp.path()));
+    s.put(STREAM, "text/plain", b"").expect(201);
+    let mut acked = Vec::new();
+    append(&s, 0, 100, &mut acked);
+    let half_way = files(&data);
+    append(&s, 100, 200, &mut acked);
+    s.kill();
+    let clean = files(&data);
+    assert_eq!(check(&data).0, 0, "a clean data dir: {}", check(&data).1);
+
+    let segs: Vec<&PathBuf> = clean.keys().filter(|p| p.extension().is_some_and(|e| e == "seg")).collect();
+    let written: Vec<&PathBuf> = segs.iter().copied().filter(|p| clean[*p].iter().any(|b| *b != 0)).collect();
+    let blank = segs.iter().copied().find(|p| clean[*p].iter().all(|b| *b == 0)).expect("a preallocated segment");
+    assert!(written.len() >= 4, "the log spans several segments: {written:?}");
+    // Segment 2 was being written half-way and was sealed later.
+    let sealed = written[1];
+    let newest = *written.last().unwrap();
+    let head = PathBuf::from("shard-0/log-head");
+    assert!(half_way.contains_key(sealed) && half_way[sealed] != clean[sealed]);
+    assert!(!half_way.get(newest).is_some_and(|b| b.iter().any(|x| *x != 0)), "newest had no records half-way");
+
+    // (file, fault name) pairs that lose nothing: the server serves every byte.
+    let harmless = |file: &Path, fault: &str| file == blank || (file == head && fault == "older copy");
+    for file in [sealed, newest, &head, blank] {
+        for (name, fault) in FAULTS {
+            if file == blank && name == "older copy" {
+                continue; // A blank segment has no older self.
+            }
+            let case = format!("{} {name}", file.display());
+            restore(&data, &clean);
+            fault(&data.join(file), half_way.get(file));
+            let (code, out) = check(&data);
+            match Server::try_launch(&data, launch(tmp.path())) {
+                Ok(mut s) => {
+                    assert!(harmless(file, name), "{case}: the server started: {out}");
+                    let (got, tail) = s.read_all(STREAM);
+                    assert_eq!(tail, acked.len() as u64, "{case}: tail");
+                    assert!(got == acked, "{case}: bytes differ");
+                    s.kill();
+                    assert_eq!(code, 0, "{case}: check: {out}");
+                }
+                Err((status, refusal)) => {
+                    assert!(!harmless(file, name), "{case}: refused: {refusal}");
+                    assert_ne!(status.code(), Some(0), "{case}");
+                    let named = file.file_name().unwrap().to_str().unwrap();
+                    assert!(refusal.contains(named), "{case}: the refusal does not name the file: {refusal}");
+                    assert_eq!(code, 1, "{case}: check: {out}");
+                    assert!(out.contains(named), "{case}: check does not name the file: {out}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn check_rejects_a_dir_without_meta_and_bad_usage() {
+    let tmp = TempDir::new("check-usage");
+    let (code, out) = check(tmp.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("no sluice.meta"), "{out}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A burst can roll into several preallocated segments before a crash lets
+/// any of their records reach the disk: every blank segment after the newest
+/// written one is set aside at start, so none is left between written ones
+/// (a later start would take it for a segment that lost its records).
+#[test]
+fn several_unwritten_segments_after_a_crash_are_set_aside() {
+    let tmp = TempDir::new("blank-run");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, launch(tmp.path()));
+    s.put(STREAM, "text/plain", b"").expect(201);
+    let mut acked = Vec::new();
+    append(&s, 0, 100, &mut acked);
+    s.kill();
+    let shard = data.join("shard-0");
+    let newest =
+        files(&shard).keys().filter_map(|p| p.to_str()?.strip_suffix(".seg")?.parse::<u32>().ok()).max().unwrap();
+    for no in newest + 1..newest + 4 {
+        std::fs::write(shard.join(format!("{no:010}.seg")), vec![0u8; SEGMENT.parse().unwrap()]).unwrap();
+    }
+    for round in 0..2 {
+        let s = Server::try_launch(&data, launch(tmp.path()))
+            .unwrap_or_else(|(_, out)| panic!("round {round}: refused after unwritten segments: {out}"));
+        let (got, tail) = s.read_all(STREAM);
+        assert!(tail == acked.len() as u64 && got == acked, "round {round}: bytes differ");
+        append(&s, 1000 * (round + 1), 150, &mut acked);
+        drop(s);
+    }
+}
