@@ -448,7 +448,10 @@ async fn long_poll(
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
             return Err(TOO_MANY_WAITERS);
         }
+        let parked = &ctx.metrics.long_polls;
+        parked.set(parked.get() + 1);
         park(ctx, &signal, seen, left).await;
+        parked.set(parked.get() - 1);
     }
 }
 

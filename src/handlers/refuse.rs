@@ -16,7 +16,8 @@ pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
         // A stream deleted while forks still read it is gone, not missing.
         Error::NoStream if ctx.shard.store.borrow().is_tombstone(key) => Error::Gone,
         Error::Log(LogError::Failed(ref why)) => {
-            eprintln!("sluice: shard {}: {why}", ctx.id);
+            // The log itself reported the fail-stop once; this is per request.
+            tracing::debug!(shard = ctx.id, reason = %why, "write refused after fail-stop");
             e
         }
         e => e,
@@ -45,6 +46,6 @@ pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
 
 /// Logs a failed read of stored data and names it as the protocol error.
 pub fn read_failed(ctx: &Ctx, key: &StreamKey, e: std::io::Error) -> Error {
-    eprintln!("sluice: shard {}: reading {}/{} failed: {e}", ctx.id, key.0, key.1);
+    tracing::error!(shard = ctx.id, bucket = %key.0, stream = %key.1, error = %e, "read failed");
     Error::ReadFailed
 }
