@@ -53,7 +53,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(e) => {
-                let resp = Response::from(e);
+                let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
                 send(&mut sock, &mut out, resp, true).await;
                 return;
@@ -63,7 +63,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                let resp = Response::from(e);
+                let resp: Response = e.into();
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
                 send(&mut sock, &mut out, resp, true).await;
                 return;
@@ -81,7 +81,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(e) => {
-                let resp = Response::from(e);
+                let resp: Response = e.into();
                 answered(&ctx, Some(&head), label, resp.status, started);
                 send(&mut sock, &mut out, resp, true).await;
                 return;

@@ -142,7 +142,7 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
     for rep in ctx.ask_all(|| crate::mesh::BucketReq::Metrics).await {
         match rep {
             crate::mesh::BucketRep::Metrics(s) => shards.push(*s),
-            _ => return crate::shard::PEER_GONE.into(),
+            _ => return Error::Unavailable("a shard did not answer").into(),
         }
     }
     let body = crate::metrics::render(&shards);

@@ -16,7 +16,7 @@ pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
         // A stream deleted while forks still read it is gone, not missing.
         Error::NoStream if ctx.shard.store.borrow().is_tombstone(key) => Error::Gone,
         Error::Log(LogError::Failed(ref why)) => {
-            // The log itself reported the fail-stop once; this is per request.
+            // The log reported the fail-stop once; this is per request.
             tracing::debug!(shard = ctx.id, reason = %why, "write refused after fail-stop");
             e
         }
