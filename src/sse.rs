@@ -90,6 +90,9 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             // the event stream after its last complete event; the client
             // reconnects from the last control event's offset.
             let Ok(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
+            if json && req.view == View::Bytes && req.limit.exact {
+                read::trim_to_record(&mut b);
+            }
             match req.view {
                 View::Envelope => {
                     for (i, m) in messages(&b).enumerate() {

@@ -435,3 +435,40 @@ fn offset_sse_sends_ndjson_on_the_bucketed_surface_and_arrays_on_the_base_surfac
         assert!(ctl.get("streamNextRecord").is_none(), "offset reads carry no record fields: {ctl}");
     }
 }
+
+#[test]
+fn sse_max_bytes_on_ndjson_prefers_whole_records() {
+    let s = Server::start();
+    s.req("PUT", "/ssemax", &[], b"").expect(201);
+    let p = "/ssemax/j";
+    s.put(p, JSON, br#"[{"id":0},{"id":1},{"id":2}]"#).expect(201);
+    let mut c = s.connect();
+    c.send(&build("GET", &format!("{p}?offset=-1&live=sse&max_bytes=12"), &[], b"")).expect("send");
+    c.read_until(b"\r\n\r\n").expect("SSE head");
+    let mut data = Vec::new();
+    let mut offsets = Vec::new();
+    while offsets.last() != Some(&offset(27)) {
+        let mut raw = c.read_until(b"event: control\n").expect("a control event");
+        raw.extend_from_slice(&c.read_until(b"\n\n").expect("end of the control event"));
+        for (event, payload) in sse_events(&raw) {
+            if event == "data" {
+                data.push(payload);
+            } else {
+                let ctl: Value = serde_json::from_str(&payload).expect("control JSON");
+                offsets.push(ctl["streamNextOffset"].as_str().expect("offset").to_string());
+            }
+        }
+    }
+    // 12 bytes would end inside the next record: each event stops at a record end.
+    assert_eq!(data, ["{\"id\":0}\n", "{\"id\":1}\n", "{\"id\":2}\n"]);
+    assert_eq!(offsets, [offset(9), offset(18), offset(27)]);
+    // A limit below one record still makes progress with a partial record.
+    let mut c = s.connect();
+    c.send(&build("GET", &format!("{p}?offset=-1&live=sse&max_bytes=4"), &[], b"")).expect("send");
+    c.read_until(b"\r\n\r\n").expect("SSE head");
+    let mut raw = c.read_until(b"event: control\n").expect("a control event");
+    raw.extend_from_slice(&c.read_until(b"\n\n").expect("end of the control event"));
+    let events = sse_events(&raw);
+    assert_eq!(events[0], ("data".to_string(), "{\"id".to_string()));
+    assert!(events[1].1.contains(&offset(4)), "{events:?}");
+}

@@ -14,7 +14,7 @@ use sluice::http::url::Target;
 use sluice::http::{Head, Response};
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::core::int::parse_uint;
-use sluice_shards::core::json::{record_value, render_array, NDJSON};
+use sluice_shards::core::json::{record_value, render_array, NDJSON, RECORD_END};
 use sluice_shards::core::records::{self, RecordQuery};
 use sluice_shards::core::Error;
 use sluice_shards::offset::{Offset, OffsetQuery};
@@ -184,6 +184,20 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
     };
     batch.data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
     Ok(batch)
+}
+
+/// Drops a trailing partial JSON record when a whole one comes before it:
+/// SSE on NDJSON prefers to end at a record boundary (base protocol, SSE
+/// `max_bytes`), and still makes progress with a partial record alone.
+pub fn trim_to_record(b: &mut Batch) {
+    if b.lengths.len() < 2 || b.data.last() == Some(&RECORD_END) {
+        return;
+    }
+    let cut = b.lengths.pop().expect("two pieces") as usize;
+    b.data.truncate(b.data.len() - cut);
+    b.end -= cut as u64;
+    b.up_to_date = false;
+    b.closed = false;
 }
 
 /// Drops a trailing partial UTF-8 character. When not even the first
