@@ -2,6 +2,7 @@
 //! route, hand the connection to the owner shard when the stream lives
 //! elsewhere, answer, and repeat (keep-alive and pipelining).
 
+use crate::auth::{self, cors::Cors};
 use crate::handlers::{self, Reply};
 use crate::mesh::Message;
 use crate::shard::Ctx;
@@ -31,9 +32,9 @@ impl Drop for ConnGuard {
 }
 
 /// Answers a connection over the limit with 503 and closes it.
-pub async fn refuse(mut sock: TcpStream) {
+pub async fn refuse(mut sock: TcpStream, cors: Cors) {
     let mut out = Vec::new();
-    handlers::finish(Response::error(503, "too many connections")).render(&mut out, true);
+    handlers::finish(Response::error(503, "too many connections"), &cors).render(&mut out, true);
     let _ = sock.write_all(&out).await;
 }
 
@@ -46,23 +47,35 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
     let mut out = Vec::with_capacity(4096);
+    let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(resp) => {
-                send(&mut sock, &mut out, resp, true).await;
+                send(&mut sock, &mut out, resp, true, &ctx.gate.cors(None)).await;
                 return;
             }
         };
+        let cors = ctx.gate.cors(head.header("origin"));
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                send(&mut sock, &mut out, Response::error(400, e.reason()), true).await;
+                send(&mut sock, &mut out, Response::error(400, e.reason()), true, &cors).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
+        if let Some(answer) = ctx.gate.admit(loopback, &head, &route, &cors) {
+            // Refused, or a preflight: answered here, before any cross-shard
+            // work. A body is never read for it: the connection closes instead.
+            let close = head.close || head.body != BodyKind::None;
+            if !send(&mut sock, &mut out, fit_to_method(&head, answer), close, &cors).await || close {
+                return;
+            }
+            buf.drain(..head.len);
+            continue;
+        }
         if let Some(owner) = route.owner(ctx.shards) {
             if owner != ctx.id {
                 handoff(&ctx, sock, buf, owner).await;
@@ -72,7 +85,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(resp) => {
-                send(&mut sock, &mut out, resp, true).await;
+                send(&mut sock, &mut out, resp, true, &cors).await;
                 return;
             }
         };
@@ -83,12 +96,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         ctx.in_flight.set(ctx.in_flight.get() - 1);
         match reply {
             Reply::Full(resp) => {
-                let mut resp = resp;
-                if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
-                    // HEAD: announce the length, send no body.
-                    resp.head_length = Some(resp.body.len());
-                }
-                if !send(&mut sock, &mut out, resp, head.close).await || head.close {
+                if !send(&mut sock, &mut out, fit_to_method(&head, resp), head.close, &cors).await || head.close {
                     return;
                 }
             }
@@ -98,7 +106,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 let queue = ctx.sse_queue;
                 let task = async move {
                     let _guard = guard;
-                    crate::sse::run(&ctx, &mut sock, sse).await;
+                    crate::sse::run(&ctx, &mut sock, sse, &cors).await;
                 };
                 if let Ok(t) = glommio::spawn_local_into(task, queue) {
                     t.detach();
@@ -109,10 +117,18 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     }
 }
 
+/// HEAD: announce the length, send no body.
+fn fit_to_method(head: &Head, mut resp: Response) -> Response {
+    if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
+        resp.head_length = Some(resp.body.len());
+    }
+    resp
+}
+
 /// Renders and writes a response; false if the peer is gone.
-async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool) -> bool {
+async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool, cors: &Cors) -> bool {
     out.clear();
-    let resp = handlers::finish(resp);
+    let resp = handlers::finish(resp, cors);
     if resp.body.len() < LARGE_BODY || !resp.sends_body() {
         resp.render(out, close);
         return sock.write_all(out).await.is_ok();

@@ -2,6 +2,7 @@
 //! one pinned glommio executor per shard, signals (SIGTERM/SIGINT stop,
 //! SIGHUP reloads), and the start/stop/refused log events.
 
+use crate::auth::Access;
 use crate::config::{Config, HostLimits};
 use crate::mesh::Message;
 use crate::shard;
@@ -40,7 +41,8 @@ pub fn run(cfg: Config) -> Result<(), i32> {
         recovery_ms = started.elapsed().as_millis() as u64,
         "started"
     );
-    let signal = wait_for_stop(&running.signals);
+    running.access.log_mode(cfg.listen.ip().is_loopback());
+    let signal = wait_for_stop(&running.signals, || running.access.reload());
     tracing::info!(signal, "stopping: finishing in-flight requests");
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -73,10 +75,12 @@ struct Running {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
+    access: Arc<Access>,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
 fn start(cfg: &Config) -> Result<Running, String> {
+    let access = Arc::new(Access::from_config(cfg)?);
     prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.
@@ -98,8 +102,13 @@ fn start(cfg: &Config) -> Result<Running, String> {
         let mesh = mesh.clone();
         let pulse = Arc::new(watchdog::Pulse::default());
         pulses.push(pulse.clone());
-        let start =
-            shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone(), pulse };
+        let start = shard::Startup {
+            ready: ready_tx.clone(),
+            synced: synced.clone(),
+            shutdown: shutdown.clone(),
+            pulse,
+            access: access.clone(),
+        };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
             .name(&format!("shard-{i}"))
@@ -117,7 +126,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals })
+    Ok(Running { handles, shutdown, signals, access })
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
@@ -189,8 +198,8 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Waits for SIGTERM or SIGINT and names it. SIGHUP does not stop the
-/// server: it is logged and counted as a reload request.
-fn wait_for_stop(set: &libc::sigset_t) -> &'static str {
+/// server: it is logged and runs `reload` (the tokens file).
+fn wait_for_stop(set: &libc::sigset_t, reload: impl Fn()) -> &'static str {
     loop {
         let mut sig = 0;
         // SAFETY: sigwait(3) on a set that is blocked in every thread.
@@ -200,7 +209,10 @@ fn wait_for_stop(set: &libc::sigset_t) -> &'static str {
         match sig {
             libc::SIGTERM => return "SIGTERM",
             libc::SIGINT => return "SIGINT",
-            _ => tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running"),
+            _ => {
+                tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running");
+                reload();
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod read;
 pub mod snapshot;
 pub mod stream;
 
+use crate::auth::cors::Cors;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::url::Target;
@@ -79,36 +80,16 @@ pub fn route(_head: &Head, t: &Target) -> Route {
     }
 }
 
-/// Headers every response carries: browser hardening and CORS.
-pub fn finish(mut r: Response) -> Response {
+/// Headers every response carries: browser hardening and the request's CORS answer.
+pub fn finish(mut r: Response, cors: &Cors) -> Response {
     r.set("x-content-type-options", "nosniff");
     r.set("cross-origin-resource-policy", "cross-origin");
-    r.set("access-control-allow-origin", "*");
-    r.set(
-        "access-control-expose-headers",
-        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, Stream-Expires-At, \
-         Stream-SSE-Data-Encoding, Stream-Extensions, Stream-Record-First, Stream-Record-Start, Stream-Record-Next, \
-         Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type",
-    );
+    cors.apply(&mut r);
     r
 }
 
-fn preflight() -> Response {
-    Response::new(204)
-        .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
-        .header(
-            "access-control-allow-headers",
-            "content-type, authorization, if-none-match, stream-seq, stream-ttl, stream-expires-at, stream-closed, \
-             stream-attrs, stream-record-match, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
-             producer-id, producer-epoch, producer-seq",
-        )
-        .header("access-control-max-age", "86400")
-}
-
+/// Serves an admitted request (preflights are answered by the access gate).
 pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
-    if head.method == Method::Options {
-        return Reply::Full(preflight());
-    }
     let resp = match route {
         Route::Health => match head.method {
             Method::Get | Method::Head => {
