@@ -16,5 +16,8 @@ pub fn init(level: &str) {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_target(true)
+        // Its own error report is an eprintln!, which panics on a full or
+        // closed stderr: a lost log line must not take the server down.
+        .log_internal_errors(false)
         .try_init();
 }

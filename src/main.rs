@@ -6,6 +6,8 @@ mod conn;
 mod handlers;
 mod logging;
 mod mesh;
+mod metrics;
+mod reload;
 mod server;
 mod shard;
 mod sse;
@@ -14,6 +16,7 @@ mod watchdog;
 use clap::error::ErrorKind;
 use clap::Parser;
 use config::{Cli, Command};
+use std::io::Write;
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -27,7 +30,9 @@ fn main() {
             // One line: clap's first line without its "error: " prefix.
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("invalid command line");
-            eprintln!("sluice: {} (see sluice serve --help)", line.trim_start_matches("error: "));
+            // Not eprintln!: it panics on a closed stderr.
+            let _ =
+                writeln!(std::io::stderr(), "sluice: {} (see sluice serve --help)", line.trim_start_matches("error: "));
             std::process::exit(2);
         }
     };

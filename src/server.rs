@@ -5,6 +5,7 @@
 use crate::auth::Access;
 use crate::config::{Config, HostLimits};
 use crate::mesh::Message;
+use crate::reload::Reloads;
 use crate::shard;
 use crate::watchdog;
 use glommio::channels::channel_mesh::MeshBuilder;
@@ -39,10 +40,14 @@ pub fn run(cfg: Config) -> Result<(), i32> {
         data_dir = %cfg.data_dir.display(),
         fsync = if cfg.fsync == FsyncMode::Always { "always" } else { "never" },
         recovery_ms = started.elapsed().as_millis() as u64,
+        torn_bytes_repaired = running.torn_bytes,
         "started"
     );
     running.access.log_mode(cfg.listen.ip().is_loopback());
-    let signal = wait_for_stop(&running.signals, || running.access.reload());
+    let signal = wait_for_stop(&running.signals, || {
+        running.access.reload();
+        running.reloads.request();
+    });
     tracing::info!(signal, "stopping: finishing in-flight requests");
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -76,6 +81,9 @@ struct Running {
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
     access: Arc<Access>,
+    reloads: Arc<Reloads>,
+    /// Torn-tail bytes zeroed by recovery, all shards.
+    torn_bytes: u64,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
@@ -94,7 +102,8 @@ fn start(cfg: &Config) -> Result<Running, String> {
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let reloads = Arc::new(Reloads::default());
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<u64, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
@@ -108,6 +117,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             shutdown: shutdown.clone(),
             pulse,
             access: access.clone(),
+            reloads: reloads.clone(),
         };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
@@ -119,14 +129,15 @@ fn start(cfg: &Config) -> Result<Running, String> {
     }
     drop(ready_tx);
     watchdog::start(pulses);
+    let mut torn_bytes = 0;
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
+            Ok(Ok(torn)) => torn_bytes += torn,
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals, access })
+    Ok(Running { handles, shutdown, signals, access, reloads, torn_bytes })
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
@@ -198,7 +209,8 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Waits for SIGTERM or SIGINT and names it. SIGHUP does not stop the
-/// server: it is logged and runs `reload` (the tokens file).
+/// server: it is logged and runs `reload` (the tokens file, then every
+/// shard's reload signal).
 fn wait_for_stop(set: &libc::sigset_t, reload: impl Fn()) -> &'static str {
     loop {
         let mut sig = 0;

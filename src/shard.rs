@@ -34,6 +34,11 @@ pub struct Ctx {
     pub waiters: Cell<usize>,
     /// Access control: who may do what, decided before routing to an owner.
     pub gate: crate::auth::Gate,
+    /// Counters and histograms for /v1/metrics.
+    pub metrics: crate::metrics::ShardMetrics,
+    /// Notified once per SIGHUP (see `reload`): wait with
+    /// `ctx.reload.changed(seen)` to re-read reloadable settings.
+    pub reload: sluice_shards::signal::Signal,
     rng: Cell<u64>,
 }
 
@@ -63,6 +68,7 @@ impl Ctx {
         if to == self.id {
             return crate::handlers::bucket::serve_request(self, req).await;
         }
+        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
         let id = self.pending.open();
         if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Status(503);
@@ -90,11 +96,14 @@ fn seed(id: usize) -> u64 {
 pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
-    pub ready: mpsc::Sender<Result<(), String>>,
+    /// Recovery's outcome: torn-tail bytes repaired, or why the shard cannot start.
+    pub ready: mpsc::Sender<Result<u64, String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
     /// Access control shared by every shard (tokens reloaded on SIGHUP).
     pub access: Arc<crate::auth::Access>,
+    /// SIGHUPs received, turned into `Ctx::reload` notifications.
+    pub reloads: Arc<crate::reload::Reloads>,
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
@@ -117,6 +126,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     };
     let log_cfg =
         LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    let recovering = std::time::Instant::now();
     let shard = match Shard::open(id, log_cfg).await {
         Ok(s) => s,
         Err(e) => {
@@ -138,8 +148,16 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
         waiters: Cell::new(0),
         gate: crate::auth::Gate::new(start.access.clone()),
+        metrics: crate::metrics::ShardMetrics::default(),
+        reload: sluice_shards::signal::Signal::default(),
         rng: Cell::new(seed(id)),
     });
+    ctx.metrics.recovery.set(recovering.elapsed());
+    let torn = ctx.shard.log.stats.torn_bytes.get();
+    if torn > 0 {
+        tracing::warn!(shard = id, torn_bytes = torn, "recovery zeroed a torn tail (a write never acknowledged)");
+    }
+    glommio::spawn_local(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
     // Handoffs and bucket messages get their own queue so a busy shard still
     // picks them up promptly.
     let tq = glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
@@ -185,7 +203,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
-    let _ = start.ready.send(Ok(()));
+    let _ = start.ready.send(Ok(ctx.shard.log.stats.torn_bytes.get()));
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;

@@ -18,6 +18,7 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
     let bucket = |bucket: &'a str, action| Need::Bucket { bucket, action, fork_source: None };
     match route {
         Route::Health => Need::Public,
+        Route::Metrics => Need::Operator,
         Route::Bad(_) | Route::NotFound => Need::Authenticated,
         Route::Bucket(b) if safe => bucket(b, Action::Read),
         Route::Bucket(b) => bucket(b, Action::Admin),
@@ -88,6 +89,7 @@ mod tests {
             ("GET", "/orders/s1/bootstrap", on("orders", "Read")),
             ("POST", "/orders/s1/append-batch", on("orders", "Write")),
             ("GET", "/v1/healthz", "Public".into()),
+            ("GET", "/v1/metrics", "Operator".into()),
             ("OPTIONS", "/orders/s1", "Public".into()),
             ("GET", "/", "Authenticated".into()),
             ("GET", "/v1/nothing", "Authenticated".into()),
