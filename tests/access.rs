@@ -482,7 +482,7 @@ fn sighup_reloads_tokens_and_a_bad_file_keeps_the_old_ones() {
     let file = dir.path().join("tokens");
     let (first, second) = ("first-Zmlyc3QtdG9rZW4", "second-c2Vjb25kLXRva2Vu");
     write_tokens(&file, &[(first, "*", "read,write")]);
-    let launch = Launch::logged(&dir.path().join("log"), &["--tokens", file.to_str().expect("utf-8")]);
+    let launch = Launch::logged(&dir.path().join("log"), &["--tokens", file.to_str().expect("utf-8"), "--access-log"]);
     let s = Server::launch(&dir.path().join("data"), launch);
     let status = |token| call(&s, Some(token), "HEAD", "/v1/stream/none", &[], b"").status;
     assert_eq!(status(first), 404);

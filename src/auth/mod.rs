@@ -44,7 +44,12 @@ impl Access {
     pub fn from_config(cfg: &Config) -> Result<Access, String> {
         let (kind, table) = match (&cfg.tokens, cfg.open) {
             (Some(_), true) => return Err("--tokens and --open exclude each other".into()),
-            (Some(path), false) => (Kind::Tokens(path.clone()), TokenTable::load(path)?),
+            (Some(path), false) => {
+                // Absolute, so the log names it fully and reloads read the same file.
+                let path = std::fs::canonicalize(path).map_err(|e| format!("tokens file {}: {e}", path.display()))?;
+                let table = TokenTable::load(&path)?;
+                (Kind::Tokens(path), table)
+            }
             (None, true) => (Kind::Open, TokenTable::default()),
             (None, false) => (Kind::Protected, TokenTable::default()),
         };
