@@ -38,8 +38,8 @@ pub struct Config {
     #[arg(long, env = "SLUICE_DATA_DIR", value_name = "DIR", default_value = "./data")]
     pub data_dir: PathBuf,
 
-    /// Shard (executor) count, one pinned core each; fixed when the data dir is created
-    /// [default: the number of cores].
+    /// Shard (executor) count; shard i is pinned to the i-th CPU this process may use.
+    /// Fixed when the data dir is created [default: the number of usable CPUs].
     #[arg(long, env = "SLUICE_SHARDS", value_name = "N", value_parser = count::<usize>(1, 256),
           default_value_t = cores(), hide_default_value = true)]
     pub shards: usize,

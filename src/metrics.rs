@@ -223,3 +223,29 @@ fn process(out: &mut String) {
     family(out, "process_open_fds", "gauge", "Open file descriptors.");
     let _ = writeln!(out, "process_open_fds {fds}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_lines_are_cumulative_with_inf_sum_and_count() {
+        let h = Histogram::new(&[0.5, 2.0]);
+        for v in [0.1, 1.0, 1.5, 9.0] {
+            h.observe(v);
+        }
+        let mut out = String::new();
+        histogram(&mut out, "x_seconds", "route=\"stream\"", &h.snapshot());
+        assert_eq!(
+            out,
+            "x_seconds_bucket{route=\"stream\",le=\"0.5\"} 1\n\
+             x_seconds_bucket{route=\"stream\",le=\"2\"} 3\n\
+             x_seconds_bucket{route=\"stream\",le=\"+Inf\"} 4\n\
+             x_seconds_sum{route=\"stream\"} 11.6\n\
+             x_seconds_count{route=\"stream\"} 4\n"
+        );
+        let mut bare = String::new();
+        histogram(&mut bare, "y", "", &Histogram::new(&[1.0]).snapshot());
+        assert_eq!(bare, "y_bucket{le=\"1\"} 0\ny_bucket{le=\"+Inf\"} 0\ny_sum 0\ny_count 0\n");
+    }
+}

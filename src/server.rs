@@ -39,8 +39,9 @@ pub fn run(cfg: Config) -> Result<(), i32> {
         shards = cfg.shards,
         data_dir = %cfg.data_dir.display(),
         fsync = if cfg.fsync == FsyncMode::Always { "always" } else { "never" },
-        recovery_ms = started.elapsed().as_millis() as u64,
-        torn_bytes_repaired = running.torn_bytes,
+        recovery_ms = running.recovered.replay.as_millis() as u64,
+        ready_ms = started.elapsed().as_millis() as u64,
+        torn_bytes_repaired = running.recovered.torn_bytes,
         "started"
     );
     running.access.log_mode(cfg.listen.ip().is_loopback());
@@ -82,8 +83,8 @@ struct Running {
     signals: libc::sigset_t,
     access: Arc<Access>,
     reloads: Arc<Reloads>,
-    /// Torn-tail bytes zeroed by recovery, all shards.
-    torn_bytes: u64,
+    /// The slowest shard's replay time and the torn bytes of all shards.
+    recovered: shard::Recovered,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
@@ -98,12 +99,12 @@ fn start(cfg: &Config) -> Result<Running, String> {
         listeners.push(bind(cfg, true)?);
     }
     let signals = block_signals();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = allowed_cpus();
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
     let reloads = Arc::new(Reloads::default());
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<u64, String>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
@@ -120,7 +121,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             reloads: reloads.clone(),
         };
         let fd = listener.into_raw_fd();
-        let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
+        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()]))
             .name(&format!("shard-{i}"))
             .io_memory(cfg.io_memory)
             .spawn(move || shard::run(i, cfg, fd, mesh, start))
@@ -129,15 +130,37 @@ fn start(cfg: &Config) -> Result<Running, String> {
     }
     drop(ready_tx);
     watchdog::start(pulses);
-    let mut torn_bytes = 0;
+    let mut recovered = shard::Recovered { replay: Duration::ZERO, torn_bytes: 0 };
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
-            Ok(Ok(torn)) => torn_bytes += torn,
+            Ok(Ok(r)) => {
+                recovered.replay = recovered.replay.max(r.replay);
+                recovered.torn_bytes += r.torn_bytes;
+            }
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals, access, reloads, torn_bytes })
+    Ok(Running { handles, shutdown, signals, access, reloads, recovered })
+}
+
+/// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
+/// container's cpuset), ascending: shard i is pinned to the i-th of them.
+/// CPU 0 alone if the mask cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity(2) fills the zeroed set we own; CPU_ISSET reads it.
+    let cpus: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    };
+    if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus
+    }
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {

@@ -92,12 +92,20 @@ fn seed(id: usize) -> u64 {
     (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
 }
 
+/// What a shard's recovery did, for the start event.
+pub struct Recovered {
+    /// Log replay time.
+    pub replay: Duration,
+    /// Torn-tail bytes zeroed.
+    pub torn_bytes: u64,
+}
+
 /// Start-up coordination with the main thread.
 pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
-    /// Recovery's outcome: torn-tail bytes repaired, or why the shard cannot start.
-    pub ready: mpsc::Sender<Result<u64, String>>,
+    /// Recovery's outcome, or why the shard cannot start.
+    pub ready: mpsc::Sender<Result<Recovered, String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
     /// Access control shared by every shard (tokens reloaded on SIGHUP).
@@ -203,7 +211,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
-    let _ = start.ready.send(Ok(ctx.shard.log.stats.torn_bytes.get()));
+    let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;

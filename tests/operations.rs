@@ -260,4 +260,151 @@ fn rust_log_overrides_the_level() {
     let s = start_env(&dir, &[("RUST_LOG", "warn")], &["--segment-bytes", "1MiB", "--log-level", "debug"]);
     assert_eq!(s.get("/v1/healthz").status, 200);
     assert!(!s.output().contains(" started "), "RUST_LOG=warn hides info: {}", s.output());
+    drop(s);
+    // glommio logs through the `log` crate; its records reach the same log.
+    let dir = TempDir::new("rust-log-glommio");
+    let s = start_env(&dir, &[("RUST_LOG", "info,glommio=trace")], &["--segment-bytes", "1MiB"]);
+    assert_eq!(s.get("/v1/healthz").status, 200);
+    let log = s.output();
+    assert!(log.lines().any(|l| l.contains(" glommio::")), "no glommio record in: {log}");
+    assert!(log.contains(" started "), "{log}");
+}
+
+/// Shards are pinned to the CPUs the process may use (taskset, systemd
+/// CPUAffinity=, a container's cpuset), not to CPUs 0..N-1.
+#[test]
+fn shards_pin_to_the_allowed_cpus() {
+    // The highest CPU this test may use: on a multi-core host that is not
+    // CPU 0, where shard 0 was pinned before.
+    let cpu = allowed_cpus().into_iter().max().expect("some CPU");
+    let dir = TempDir::new("pin");
+    let port = common::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["serve", "--shards", "1", "--segment-bytes", "1MiB", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only sched_setaffinity(2) runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn sluice");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ready = loop {
+        let ok = std::net::TcpStream::connect(addr).ok().and_then(|s| {
+            s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+            common::Conn::from_stream(s).try_request("GET", "/v1/healthz", &[], b"").ok()
+        });
+        let up = ok.is_some_and(|r| r.status == 200);
+        if up || Instant::now() > deadline {
+            break up;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let tasks = format!("/proc/{}/task", child.id());
+    let shard_cpus: Vec<String> = std::fs::read_dir(&tasks)
+        .expect("task dir")
+        .filter_map(|t| {
+            let t = t.ok()?.path();
+            let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+            let status = std::fs::read_to_string(t.join("status")).ok()?;
+            let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?.trim().to_string();
+            comm.starts_with("shard-0-").then_some(cpus)
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "the server did not start");
+    assert!(!shard_cpus.is_empty(), "no shard-0 thread found");
+    assert!(shard_cpus.iter().all(|c| *c == cpu.to_string()), "shard 0 runs on CPU {cpu} only: {shard_cpus:?}");
+}
+
+/// The CPUs this test process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity(2) fills the zeroed set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// /v1/healthz answers only once recovery is over: the first 200 after a
+/// restart comes no sooner than the slowest shard's log replay took.
+#[test]
+fn healthz_answers_only_after_recovery() {
+    let dir = TempDir::new("ready");
+    let data = dir.path().join("data");
+    let args = ["--fsync", "never", "--segment-bytes", "16MiB"];
+    let mut s = Server::launch(&data, Launch::logged(&dir.path().join("server.log"), &args));
+    let paths: Vec<String> = (0..4).map(|i| format!("/v1/stream/replay-{i}")).collect();
+    for p in &paths {
+        s.create(p, "text/plain");
+    }
+    // Many small records make a replay that takes measurable time.
+    let mut c = s.connect();
+    for round in 0..40 {
+        let mut batch = Vec::new();
+        for i in 0..500 {
+            let body = format!("record {round}-{i}\n");
+            batch.extend(build("POST", &paths[i % paths.len()], &[("Content-Type", "text/plain")], body.as_bytes()));
+        }
+        c.send(&batch).unwrap();
+        for _ in 0..500 {
+            assert_eq!(c.read_response(false).status, 204);
+        }
+    }
+    drop(c);
+    let (status, _) = s.sigterm(Duration::from_secs(15));
+    assert!(status.success());
+
+    // Restart by hand, probing /v1/healthz from the moment of spawn.
+    let port = common::free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--shards", "2", "--listen", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .arg("--data-dir")
+        .arg(&data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sluice");
+    let spawned = Instant::now();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let first_ok = loop {
+        let answered = std::net::TcpStream::connect(addr).ok().and_then(|sock| {
+            sock.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+            common::Conn::from_stream(sock).try_request("GET", "/v1/healthz", &[], b"").ok()
+        });
+        if answered.is_some_and(|r| r.status == 200) {
+            break spawned.elapsed();
+        }
+        assert!(spawned.elapsed() < Duration::from_secs(20), "no 200 from /v1/healthz");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let text = {
+        let sock = std::net::TcpStream::connect(addr).expect("connect");
+        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        common::Conn::from_stream(sock).request("GET", "/v1/metrics", &[], b"").text()
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let slowest = ["0", "1"]
+        .iter()
+        .map(|sh| value(&text, "sluice_recovery_seconds", &[&format!("shard=\"{sh}\"")]))
+        .fold(0.0, f64::max);
+    assert!(slowest > 0.0, "{text}");
+    assert!(first_ok.as_secs_f64() >= slowest, "first 200 after {first_ok:?}, replay took {slowest}s");
+    println!("replay {slowest:.3}s, first healthz 200 after {first_ok:?}");
 }

@@ -22,8 +22,8 @@ use std::rc::Rc;
 /// What a request addresses.
 #[derive(Debug)]
 pub enum Route {
-    /// `GET /v1/healthz`: liveness and readiness (200 once recovery is
-    /// done, 503 while stopping); also the HTTP ceiling for benchmarks.
+    /// `GET /v1/healthz`: liveness and readiness (any answer comes after
+    /// recovery); also the HTTP ceiling for benchmarks.
     Health,
     /// `GET /v1/metrics`: Prometheus text format.
     Metrics,
@@ -132,7 +132,6 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         // The accept loops start only after every shard has recovered, so
         // any answer here means the server is ready.
         Route::Health => match head.method {
-            Method::Get | Method::Head if ctx.stopping() => Response::error(503, "shutting down"),
             Method::Get | Method::Head => {
                 Response::new(200).header("content-type", "text/plain").with_body(b"ok\n".to_vec())
             }
