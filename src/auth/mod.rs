@@ -42,16 +42,16 @@ pub struct Access {
 impl Access {
     /// Builds the state from the configuration, loading the tokens file.
     pub fn from_config(cfg: &Config) -> Result<Access, String> {
-        let (kind, table) = match (&cfg.tokens, cfg.open) {
-            (Some(_), true) => return Err("--tokens and --open exclude each other".into()),
-            (Some(path), false) => {
+        assert!(!(cfg.tokens.is_some() && cfg.open), "the CLI refuses --tokens with --open");
+        let (kind, table) = match &cfg.tokens {
+            Some(path) => {
                 // Absolute, so the log names it fully and reloads read the same file.
                 let path = std::fs::canonicalize(path).map_err(|e| format!("tokens file {}: {e}", path.display()))?;
                 let table = TokenTable::load(&path)?;
                 (Kind::Tokens(path), table)
             }
-            (None, true) => (Kind::Open, TokenTable::default()),
-            (None, false) => (Kind::Protected, TokenTable::default()),
+            None if cfg.open => (Kind::Open, TokenTable::default()),
+            None => (Kind::Protected, TokenTable::default()),
         };
         // With tokens, browsers get nothing unless origins are listed.
         let default_cors = match kind {
@@ -166,5 +166,54 @@ impl Gate {
             self.seen.set(generation);
         }
         self.table.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+    use sluice::http::parse_head;
+    use sluice::http::url::parse_target;
+
+    fn line(token: &str) -> String {
+        let hash: String = Sha256::digest(token).iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hash} * read\n")
+    }
+
+    /// The status `gate` gives a read of `/v1/stream/x` with `token`.
+    fn status(gate: &Gate, token: &str) -> Option<u16> {
+        let raw = format!("GET /v1/stream/x HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
+        let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
+        let route = crate::handlers::route(&head, &parse_target(&head.target).unwrap());
+        gate.admit(false, &head, &route, &Cors::Denied).map(|r| r.status)
+    }
+
+    #[test]
+    fn every_gate_sees_a_reload_and_a_bad_file_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("sluice-gate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(&path, line("old")).unwrap();
+        let access = Arc::new(Access {
+            kind: Kind::Tokens(path.clone()),
+            cors: CorsPolicy::Any,
+            table: RwLock::new(Arc::new(TokenTable::load(&path).unwrap())),
+            generation: AtomicU64::new(0),
+        });
+        let (a, b) = (Gate::new(access.clone()), Gate::new(access.clone()));
+        assert_eq!((status(&a, "old"), status(&b, "new")), (None, Some(401)));
+        std::fs::write(&path, line("new")).unwrap();
+        access.reload();
+        for gate in [&a, &b] {
+            assert_eq!((status(gate, "old"), status(gate, "new")), (Some(401), None));
+        }
+        std::fs::write(&path, "garbage\n").unwrap();
+        access.reload();
+        std::fs::remove_file(&path).unwrap();
+        access.reload();
+        assert_eq!(access.generation.load(Ordering::Acquire), 1, "refused files are not installed");
+        assert_eq!((status(&a, "old"), status(&b, "new")), (Some(401), None));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
