@@ -29,12 +29,15 @@ pub struct TokenTable {
 impl TokenTable {
     /// Reads and parses `path`; errors name the file and the line.
     pub fn load(path: &Path) -> Result<TokenTable, String> {
+        use std::io::Read;
         let name = path.display();
-        let meta = std::fs::metadata(path).map_err(|e| format!("tokens file {name}: {e}"))?;
-        if meta.len() > MAX_FILE_BYTES {
+        let failed = |e: std::io::Error| format!("tokens file {name}: {e}");
+        let mut text = String::new();
+        // Read at most one byte past the limit, however large the file is.
+        std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)).map_err(failed)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
             return Err(format!("tokens file {name} is larger than {MAX_FILE_BYTES} bytes"));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("tokens file {name}: {e}"))?;
         TokenTable::parse(&text).map_err(|e| format!("tokens file {name}: {e}"))
     }
 
