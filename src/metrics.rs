@@ -187,6 +187,8 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     per_shard(&mut out, "sluice_reloads_total", "counter", "SIGHUP reload requests this shard has seen.", &|s| {
         s.reloads as f64
     });
+    family(&mut out, "sluice_build_info", "gauge", "Always 1; the version is the label.");
+    let _ = writeln!(out, "sluice_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
     process(&mut out);
     out
 }

@@ -81,6 +81,8 @@ fn metrics_move_with_load() {
     assert!(value(&after, "sluice_disk_bytes", &["kind=\"live\""]) >= (appends * body.len()) as f64);
     assert!(value(&after, "sluice_disk_bytes", &["kind=\"preallocated\""]) > 0.0);
     assert!(value(&after, "process_resident_memory_bytes", &[]) > 1e6);
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert_eq!(value(&after, "sluice_build_info", &[&version]), 1.0);
     assert!(sample(&after, "sluice_recovery_seconds", &["shard=\"1\""]).is_some());
     // With 2 shards and 8 streams, some requests went to the other shard.
     assert!(value(&after, "sluice_cross_shard_requests_total", &[]) > 0.0);
