@@ -1,6 +1,8 @@
 //! The `Authorization` header: exactly one, scheme `Bearer` (any case), and
 //! a token in RFC 6750's b64token syntax no longer than [`MAX_TOKEN_BYTES`].
 
+use sluice::http::headers as h;
+
 /// Longest bearer token accepted (JWT-sized tokens fit; longer ones are refused before hashing).
 pub const MAX_TOKEN_BYTES: usize = 4096;
 
@@ -17,7 +19,7 @@ pub enum Credential<'a> {
 
 /// Reads the credential from the request's headers (names lower-case).
 pub fn credential<'a>(headers: &'a [(String, String)]) -> Credential<'a> {
-    let mut values = headers.iter().filter(|(n, _)| n == "authorization").map(|(_, v)| v.as_str());
+    let mut values = headers.iter().filter(|(n, _)| n == h::AUTHORIZATION).map(|(_, v)| v.as_str());
     let Some(value) = values.next() else {
         return Credential::None;
     };

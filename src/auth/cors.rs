@@ -1,7 +1,8 @@
 //! CORS: which web origins may call sluice from a browser (`--cors-origins`),
 //! the headers each response carries for the request's `Origin`, and preflights.
 
-use sluice::http::Response;
+use sluice::http::{headers as h, Response};
+use sluice_shards::core::Error;
 
 /// Longest origin accepted in `--cors-origins`.
 const MAX_ORIGIN: usize = 256;
@@ -70,40 +71,29 @@ impl Cors {
             Cors::Any => "*".to_string(),
             Cors::Origin(o) => o.clone(),
             Cors::Denied => {
-                r.set("vary", "origin");
+                r.set(h::VARY, h::ORIGIN);
                 return;
             }
         };
         if matches!(self, Cors::Origin(_)) {
-            r.set("vary", "origin");
+            r.set(h::VARY, h::ORIGIN);
         }
-        r.set("access-control-allow-origin", allow);
-        r.set("access-control-expose-headers", EXPOSE_HEADERS);
+        r.set(h::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+        r.set(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
     }
 
     /// The answer to an `OPTIONS` preflight: the allowed methods and
     /// headers for a granted origin, 403 otherwise.
     pub fn preflight(&self) -> Response {
         if *self == Cors::Denied {
-            return Response::error(403, "origin not allowed (see --cors-origins)");
+            return Error::Forbidden("origin not allowed (see --cors-origins)").into();
         }
         Response::new(204)
-            .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
-            .header("access-control-allow-headers", ALLOW_HEADERS)
-            .header("access-control-max-age", "86400")
+            .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
+            .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
+            .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
     }
 }
-
-/// Response headers a browser script may read.
-const EXPOSE_HEADERS: &str = "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, \
-     Stream-Expires-At, Stream-SSE-Data-Encoding, Stream-Extensions, Stream-Record-First, Stream-Record-Start, \
-     Stream-Record-Next, Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, \
-     Content-Type, WWW-Authenticate";
-
-/// Request headers a browser script may send.
-const ALLOW_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, stream-expires-at, \
-     stream-closed, stream-attrs, stream-record-match, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
-     producer-id, producer-epoch, producer-seq";
 
 #[cfg(test)]
 mod tests {

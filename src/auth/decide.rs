@@ -5,7 +5,7 @@
 use super::bearer::Credential;
 use super::scope::{Action, Grants};
 use super::tokens::TokenTable;
-use sluice::http::Response;
+use sluice_shards::core::Error;
 use sluice_shards::ids::BUILTIN_BUCKET;
 use std::net::IpAddr;
 
@@ -103,39 +103,31 @@ fn permit(grants: &Grants, bucket: &str, action: Action, concealed: Refusal) -> 
 const UNKNOWN_TOKEN: &str = "unknown or revoked bearer token";
 
 impl Refusal {
-    /// The response that carries the refusal (never echoing a token).
-    pub fn response(&self) -> Response {
-        let challenge = |error: Option<&str>| match error {
-            None => format!("Bearer realm=\"{REALM}\""),
-            Some(e) => format!("Bearer realm=\"{REALM}\", error=\"{e}\""),
-        };
+    /// The error that carries the refusal (never echoing a token).
+    pub fn error(&self) -> Error {
         match self {
-            Refusal::Protected => Response::error(
-                403,
+            Refusal::Protected => Error::Forbidden(
                 "protected mode: sluice serves only loopback clients until started with --tokens FILE or --open",
             ),
-            Refusal::NoToken => {
-                Response::error(401, "bearer token required").header("www-authenticate", challenge(None))
-            }
-            Refusal::BadToken(why) => {
-                Response::error(401, why).header("www-authenticate", challenge(Some("invalid_token")))
-            }
-            Refusal::RepeatedAuthorization => Response::error(400, "more than one Authorization header")
-                .header("www-authenticate", challenge(Some("invalid_request"))),
-            Refusal::Forbidden(action) => {
-                Response::error(403, &format!("token lacks the '{}' permission here", action.name()))
-                    .header("www-authenticate", challenge(Some("insufficient_scope")))
-            }
+            Refusal::NoToken => Error::Unauthenticated,
+            Refusal::BadToken(why) => Error::InvalidToken(why),
+            Refusal::RepeatedAuthorization => Error::Invalid("more than one Authorization header"),
+            Refusal::Forbidden(action) => Error::InsufficientScope(match action {
+                Action::Read => "token lacks the 'read' permission here",
+                Action::Write => "token lacks the 'write' permission here",
+                Action::Admin => "token lacks the 'admin' permission here",
+                Action::Operator => "token lacks the 'operator' permission",
+            }),
             // Exactly what a missing bucket, stream or fork source answers.
-            Refusal::Concealed { builtin: false } => Response::error(404, "bucket not found"),
-            Refusal::Concealed { builtin: true } => Response::error(404, "stream not found"),
-            Refusal::ConcealedForkSource => Response::error(404, "fork source not found"),
+            Refusal::Concealed { builtin: false } => Error::NoBucket,
+            Refusal::Concealed { builtin: true } => Error::NoStream,
+            Refusal::ConcealedForkSource => Error::NotFound(FORK_SOURCE_NOT_FOUND),
         }
     }
 }
 
-/// The realm named in `WWW-Authenticate` challenges.
-const REALM: &str = "sluice";
+/// The store's answer for a fork source that does not exist.
+const FORK_SOURCE_NOT_FOUND: &str = "fork source not found";
 
 #[cfg(test)]
 mod tests {
@@ -186,10 +178,8 @@ mod tests {
         assert_eq!(decide(&m, true, Credential::Repeated, &need), Err(Refusal::RepeatedAuthorization));
         assert_eq!(decide(&m, true, Credential::Malformed("m"), &need), Err(Refusal::BadToken("m")));
         assert_eq!(decide(&m, true, Credential::Bearer("nope"), &need), Err(Refusal::BadToken(UNKNOWN_TOKEN)));
-        assert_eq!(
-            decide(&m, true, Credential::Bearer("nope"), &Need::Authenticated).unwrap_err().response().status,
-            401
-        );
+        let refused = decide(&m, true, Credential::Bearer("nope"), &Need::Authenticated);
+        assert_eq!(refused.unwrap_err().error(), Error::InvalidToken(UNKNOWN_TOKEN));
         assert_eq!(decide(&m, false, Credential::Bearer("ops"), &Need::Authenticated), Ok(()));
     }
 
@@ -238,11 +228,12 @@ mod tests {
 
     #[test]
     fn refusals_never_echo_the_token() {
+        use sluice::http::Response;
         let t = table();
         let m = Mode::Tokens(&t);
         let secret = "s3cr3t-token-value";
         let need = bucket("orders", Action::Read);
-        let r = decide(&m, false, Credential::Bearer(secret), &need).unwrap_err().response();
+        let r = Response::from(decide(&m, false, Credential::Bearer(secret), &need).unwrap_err().error());
         assert_eq!(r.status, 401);
         assert!(!String::from_utf8_lossy(&r.body).contains(secret));
         assert!(r.headers.iter().all(|(_, v)| !v.contains(secret)));

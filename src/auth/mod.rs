@@ -152,7 +152,7 @@ impl Gate {
         };
         let decided = decide(&mode, loopback, bearer::credential(&head.headers), &need);
         match decided {
-            Err(refusal) => Some(refusal.response()),
+            Err(refusal) => Some(refusal.error().into()),
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),
             Ok(()) => None,
         }

@@ -6,7 +6,7 @@ use super::decide::Need;
 use super::scope::Action;
 use crate::handlers::{self, Route};
 use sluice::http::url::parse_target;
-use sluice::http::{Head, Method};
+use sluice::http::{headers as h, Head, Method};
 
 /// Classifies a routed request; `fork_source` is the bucket named by its
 /// `Stream-Forked-From` header (see [`fork_source`]).
@@ -35,7 +35,7 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
 /// The bucket of the stream a `Stream-Forked-From` header names, if it
 /// names one (a malformed header is the fork handler's 400 to give).
 pub fn fork_source(head: &Head) -> Option<String> {
-    let target = parse_target(head.header("stream-forked-from")?).ok()?;
+    let target = parse_target(head.header(h::STREAM_FORKED_FROM)?).ok()?;
     match handlers::route(head, &target) {
         Route::Stream((bucket, _), _) => Some(bucket),
         _ => None,
