@@ -2,6 +2,7 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
+use crate::auth::cors::CorsPolicy;
 use clap::{Args, Parser, Subcommand};
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
 use sluice_shards::log::FsyncMode;
@@ -126,6 +127,20 @@ pub struct Config {
     /// Log one line per request (method, path, status, duration) at info level.
     #[arg(long, env = "SLUICE_ACCESS_LOG")]
     pub access_log: bool,
+
+    /// Bearer tokens file: SHA-256 hashes of tokens and their scopes (README, Security);
+    /// reloaded on SIGHUP. Without it, clients off loopback get 403 unless --open.
+    #[arg(long, env = "SLUICE_TOKENS", value_name = "FILE", conflicts_with = "open")]
+    pub tokens: Option<PathBuf>,
+
+    /// Serve clients from any address without tokens (no access control at all).
+    #[arg(long, env = "SLUICE_OPEN")]
+    pub open: bool,
+
+    /// Web origins browsers may call from: a comma-separated list of http(s)://host[:port],
+    /// or * [default: * without --tokens, none with it].
+    #[arg(long, env = "SLUICE_CORS_ORIGINS", value_name = "ORIGINS|*", value_parser = CorsPolicy::parse)]
+    pub cors_origins: Option<CorsPolicy>,
 }
 
 impl Config {
@@ -321,6 +336,8 @@ mod tests {
             ("serve --log-level loud", "--log-level"),
             ("serve --bogus 1", "--bogus"),
             ("serve --listen", "--listen"),
+            ("serve --tokens /t --open", "--open"),
+            ("serve --cors-origins example.com", "--cors-origins"),
         ] {
             let e = serve(args).expect_err(args);
             assert!(e.contains(flag), "{args}: {e}");

@@ -2,6 +2,7 @@
 //! route, hand the connection to the owner shard when the stream lives
 //! elsewhere, answer, and repeat (keep-alive and pipelining).
 
+use crate::auth::{self, cors::Cors};
 use crate::handlers::{self, Reply};
 use crate::mesh::Message;
 use crate::metrics::answered;
@@ -11,7 +12,7 @@ use glommio::net::TcpStream;
 use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
-use sluice::http::{parse_head, Head, HeadError, Response};
+use sluice::http::{headers as h, parse_head, Head, HeadError, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -33,9 +34,9 @@ impl Drop for ConnGuard {
 }
 
 /// Answers a connection over the limit with 503 and closes it.
-pub async fn refuse(mut sock: TcpStream) {
+pub async fn refuse(mut sock: TcpStream, cors: Cors) {
     let mut out = Vec::new();
-    handlers::finish(Error::Unavailable("too many connections").into()).render(&mut out, true);
+    handlers::finish(Error::Unavailable("too many connections").into(), &cors).render(&mut out, true);
     let _ = sock.write_all(&out).await;
 }
 
@@ -48,6 +49,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
     let mut out = Vec::with_capacity(4096);
+    let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
@@ -55,22 +57,34 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
-                send(&mut sock, &mut out, resp, true).await;
+                send(&mut sock, &mut out, resp, true, &ctx.gate.cors(None)).await;
                 return;
             }
         };
         let started = Instant::now();
+        let cors = ctx.gate.cors(head.header(h::ORIGIN));
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
-                send(&mut sock, &mut out, resp, true).await;
+                send(&mut sock, &mut out, resp, true, &cors).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
         let label = route.label();
+        if let Some(answer) = ctx.gate.admit(loopback, &head, &route, &cors) {
+            // Refused, or a preflight: answered here, before any cross-shard
+            // work. A body is never read for it: the connection closes instead.
+            answered(&ctx, Some(&head), label, answer.status, started);
+            let close = head.close || head.body != BodyKind::None;
+            if !send(&mut sock, &mut out, fit_to_method(&head, answer), close, &cors).await || close {
+                return;
+            }
+            buf.drain(..head.len);
+            continue;
+        }
         if let Some(owner) = route.owner(ctx.shards) {
             if owner != ctx.id {
                 ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
@@ -83,7 +97,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, Some(&head), label, resp.status, started);
-                send(&mut sock, &mut out, resp, true).await;
+                send(&mut sock, &mut out, resp, true, &cors).await;
                 return;
             }
         };
@@ -95,12 +109,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         match reply {
             Reply::Full(resp) => {
                 answered(&ctx, Some(&head), label, resp.status, started);
-                let mut resp = resp;
-                if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
-                    // HEAD: announce the length, send no body.
-                    resp.head_length = Some(resp.body.len());
-                }
-                if !send(&mut sock, &mut out, resp, head.close).await || head.close {
+                if !send(&mut sock, &mut out, fit_to_method(&head, resp), head.close, &cors).await || head.close {
                     return;
                 }
             }
@@ -113,7 +122,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                     let _guard = guard;
                     let sse_open = &ctx.metrics.sse;
                     sse_open.set(sse_open.get() + 1);
-                    crate::sse::run(&ctx, &mut sock, sse).await;
+                    crate::sse::run(&ctx, &mut sock, sse, &cors).await;
                     sse_open.set(sse_open.get() - 1);
                 };
                 if let Ok(t) = glommio::spawn_local_into(task, queue) {
@@ -125,10 +134,18 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     }
 }
 
+/// HEAD: announce the length, send no body.
+fn fit_to_method(head: &Head, mut resp: Response) -> Response {
+    if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
+        resp.head_length = Some(resp.body.len());
+    }
+    resp
+}
+
 /// Renders and writes a response; false if the peer is gone.
-async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool) -> bool {
+async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool, cors: &Cors) -> bool {
     out.clear();
-    let resp = handlers::finish(resp);
+    let resp = handlers::finish(resp, cors);
     if resp.body.len() < LARGE_BODY || !resp.sends_body() {
         resp.render(out, close);
         return sock.write_all(out).await.is_ok();

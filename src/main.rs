@@ -1,5 +1,6 @@
 //! sluice: a Durable Streams server on pinned glommio shards with an fsync-durable log.
 
+mod auth;
 mod check;
 mod config;
 mod conn;

@@ -2,6 +2,7 @@
 //! one pinned glommio executor per shard, signals (SIGTERM/SIGINT stop,
 //! SIGHUP reloads), and the start/stop/refused log events.
 
+use crate::auth::Access;
 use crate::config::{Config, HostLimits};
 use crate::mesh::Message;
 use crate::reload::Reloads;
@@ -47,7 +48,11 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         torn_bytes_repaired = running.recovered.torn_bytes,
         "started"
     );
-    let signal = wait_for_stop(&running.signals, &running.reloads);
+    running.access.log_mode(cfg.listen.ip().is_loopback());
+    let signal = wait_for_stop(&running.signals, || {
+        running.access.reload();
+        running.reloads.request();
+    });
     tracing::info!(signal, "stopping: finishing in-flight requests");
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -80,6 +85,7 @@ struct Running {
     handles: Vec<glommio::ExecutorJoinHandle<()>>,
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
+    access: Arc<Access>,
     reloads: Arc<Reloads>,
     /// The slowest shard's replay time and the torn bytes of all shards.
     recovered: shard::Recovered,
@@ -87,6 +93,7 @@ struct Running {
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
 fn start(cfg: &Config) -> Result<Running, String> {
+    let access = Arc::new(Access::from_config(cfg)?);
     prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.
@@ -114,6 +121,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             synced: synced.clone(),
             shutdown: shutdown.clone(),
             pulse,
+            access: access.clone(),
             reloads: reloads.clone(),
         };
         let fd = listener.into_raw_fd();
@@ -137,7 +145,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals, reloads, recovered })
+    Ok(Running { handles, shutdown, signals, access, reloads, recovered })
 }
 
 /// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
@@ -238,8 +246,9 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// Waits for SIGTERM or SIGINT and names it. SIGHUP does not stop the
-/// server: it is logged and counted as a reload request.
-fn wait_for_stop(set: &libc::sigset_t, reloads: &Reloads) -> &'static str {
+/// server: it is logged and runs `reload` (the tokens file, then every
+/// shard's reload signal).
+fn wait_for_stop(set: &libc::sigset_t, reload: impl Fn()) -> &'static str {
     loop {
         let mut sig = 0;
         // SAFETY: sigwait(3) on a set that is blocked in every thread.
@@ -251,7 +260,7 @@ fn wait_for_stop(set: &libc::sigset_t, reloads: &Reloads) -> &'static str {
             libc::SIGINT => return "SIGINT",
             _ => {
                 tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running");
-                reloads.request();
+                reload();
             }
         }
     }

@@ -32,6 +32,8 @@ pub struct Ctx {
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
+    /// Access control: who may do what, decided before routing to an owner.
+    pub gate: crate::auth::Gate,
     /// Counters and histograms for /v1/metrics.
     pub metrics: crate::metrics::ShardMetrics,
     /// Notified once per SIGHUP (see `reload`): wait with
@@ -111,6 +113,8 @@ pub struct Startup {
     pub ready: mpsc::Sender<Result<Recovered, String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
+    /// Access control shared by every shard (tokens reloaded on SIGHUP).
+    pub access: Arc<crate::auth::Access>,
     /// SIGHUPs received, turned into `Ctx::reload` notifications.
     pub reloads: Arc<crate::reload::Reloads>,
 }
@@ -156,6 +160,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         stopping: sluice_shards::signal::Signal::default(),
         sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
         waiters: Cell::new(0),
+        gate: crate::auth::Gate::new(start.access.clone()),
         metrics: crate::metrics::ShardMetrics::default(),
         reload: sluice_shards::signal::Signal::default(),
         rng: Cell::new(seed(id)),
@@ -287,7 +292,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
             Some(Ok(sock)) => {
                 if ctx.connections.get() >= ctx.cfg.max_connections {
                     // Over the limit: refuse cleanly; existing clients are unaffected.
-                    glommio::spawn_local(conn::refuse(sock)).detach();
+                    glommio::spawn_local(conn::refuse(sock, ctx.gate.cors(None))).detach();
                     continue;
                 }
                 glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();

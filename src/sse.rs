@@ -2,6 +2,7 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
+use crate::auth::cors::Cors;
 use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Limit, View};
 use crate::shard::Ctx;
 use base64::Engine;
@@ -23,7 +24,7 @@ pub struct SseRequest {
     pub limit: Limit,
 }
 
-pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
+pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest, cors: &Cors) {
     let Some((content_type, json)) =
         ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))
     else {
@@ -46,7 +47,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
-    render_stream_head(crate::handlers::finish(head), &mut out);
+    render_stream_head(crate::handlers::finish(head, cors), &mut out);
     if sock.write_all(&out).await.is_err() {
         return;
     }

@@ -11,6 +11,7 @@ pub mod refuse;
 pub mod snapshot;
 pub mod stream;
 
+use crate::auth::cors::Cors;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::url::Target;
@@ -126,13 +127,12 @@ pub fn route(_head: &Head, t: &Target) -> Route {
     }
 }
 
-/// Headers every response carries: `Date`, browser hardening and CORS.
-pub fn finish(mut r: Response) -> Response {
+/// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
+pub fn finish(mut r: Response, cors: &Cors) -> Response {
     r.set(h::DATE, date::now());
     r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
     r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
-    r.set(h::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-    r.set(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
+    cors.apply(&mut r);
     r
 }
 
@@ -149,17 +149,8 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
     Response::new(200).header(h::CONTENT_TYPE, crate::metrics::CONTENT_TYPE).with_body(body.into_bytes())
 }
 
-fn preflight() -> Response {
-    Response::new(204)
-        .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
-        .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
-        .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
-}
-
+/// Serves an admitted request (preflights are answered by the access gate).
 pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
-    if head.method == Method::Options {
-        return Reply::Full(preflight());
-    }
     if let Route::Stream(key, _) = &route {
         // Responses, reads and refusals alike, observe only durable state.
         if let Err(e) = ctx.shard.settle(key).await {

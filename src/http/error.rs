@@ -12,7 +12,8 @@ use sluice_shards::log::LogError;
 pub fn status(e: &Error) -> u16 {
     match e {
         Error::Invalid(_) | Error::UnsupportedHeader(_) | Error::RecordBeyondTail => 400,
-        Error::StaleEpoch { .. } => 403,
+        Error::Unauthenticated | Error::InvalidToken(_) => 401,
+        Error::StaleEpoch { .. } | Error::InsufficientScope(_) | Error::Forbidden(_) => 403,
         Error::NoBucket | Error::NoStream | Error::NotFound(_) => 404,
         Error::MethodNotAllowed => 405,
         Error::Timeout(_) => 408,
@@ -43,6 +44,12 @@ impl From<Error> for Response {
             }
             Error::Closed => r.set(h::STREAM_CLOSED, "true"),
             Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::NoSpace) => r.set(h::RETRY_AFTER, "1"),
+            // RFC 6750 challenges.
+            Error::Unauthenticated => r.set(h::WWW_AUTHENTICATE, "Bearer realm=\"sluice\""),
+            Error::InvalidToken(_) => r.set(h::WWW_AUTHENTICATE, "Bearer realm=\"sluice\", error=\"invalid_token\""),
+            Error::InsufficientScope(_) => {
+                r.set(h::WWW_AUTHENTICATE, "Bearer realm=\"sluice\", error=\"insufficient_scope\"")
+            }
             _ => {}
         }
         r

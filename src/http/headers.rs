@@ -33,6 +33,9 @@ header_table! {
     HOST = "host", Transport;
     DATE = "date", Transport;
     AUTHORIZATION = "authorization", Request;
+    WWW_AUTHENTICATE = "www-authenticate", Response;
+    ORIGIN = "origin", Transport;
+    VARY = "vary", Transport;
     IF_NONE_MATCH = "if-none-match", Request;
     ETAG = "etag", Response;
     LOCATION = "location", Response;

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,6 +75,9 @@ pub struct Launch {
     pub io_timeout: Duration,
     /// Extra environment variables (e.g. `SLUICE_*` settings).
     pub env: Vec<(String, String)>,
+    /// The address given to `--listen` (the port is picked at start);
+    /// clients connect to it, or to 127.0.0.1 when it is unspecified (0.0.0.0).
+    pub listen_ip: IpAddr,
 }
 
 impl Launch {
@@ -90,6 +93,7 @@ impl Launch {
             start_timeout: START_TIMEOUT,
             io_timeout: IO_TIMEOUT,
             env: Vec::new(),
+            listen_ip: Ipv4Addr::LOCALHOST.into(),
         }
     }
 
@@ -105,7 +109,14 @@ impl Launch {
             start_timeout: Duration::from_secs(15),
             io_timeout: Duration::from_secs(15),
             env: Vec::new(),
+            listen_ip: Ipv4Addr::LOCALHOST.into(),
         }
+    }
+
+    /// Where clients reach a server started with this launch on `port`.
+    fn client_addr(&self, port: u16) -> SocketAddr {
+        let ip = if self.listen_ip.is_unspecified() { Ipv4Addr::LOCALHOST.into() } else { self.listen_ip };
+        SocketAddr::new(ip, port)
     }
 }
 
@@ -167,7 +178,7 @@ impl Server {
                 Ok(child) => {
                     return Ok(Server {
                         child: Some(child),
-                        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                        addr: launch.client_addr(port),
                         data_dir: data_dir.to_path_buf(),
                         launch,
                         own_dir: None,
@@ -344,7 +355,7 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
     let mut cmd = Command::new(sluice_bin());
     cmd.arg("serve")
         .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
+        .arg(SocketAddr::new(launch.listen_ip, port).to_string())
         .arg("--data-dir")
         .arg(data_dir)
         .arg("--shards")
@@ -367,7 +378,7 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
         }
     }
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("sluice did not start: spawn: {e}"));
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let addr = launch.client_addr(port);
     let deadline = Instant::now() + launch.start_timeout;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {

@@ -56,6 +56,14 @@ pub enum Error {
     Unavailable(&'static str),
     /// The shard's log refused the write.
     Log(LogError),
+    /// Access control: no bearer token was presented.
+    Unauthenticated,
+    /// Access control: the bearer token is malformed, unknown or revoked.
+    InvalidToken(&'static str),
+    /// Access control: the token lacks the action (which one is named).
+    InsufficientScope(&'static str),
+    /// Access control: refused whatever the credentials (protected mode, CORS origin).
+    Forbidden(&'static str),
 }
 
 impl Error {
@@ -71,7 +79,11 @@ impl Error {
             | Error::TooLarge(why)
             | Error::HeadTooLarge(why)
             | Error::NotImplemented(why)
+            | Error::InvalidToken(why)
+            | Error::InsufficientScope(why)
+            | Error::Forbidden(why)
             | Error::Unavailable(why) => why,
+            Error::Unauthenticated => "bearer token required",
             Error::RecordBeyondTail => "record is beyond the record tail",
             Error::StaleEpoch { .. } => "stale producer epoch",
             Error::NoBucket => "bucket not found",
@@ -112,6 +124,8 @@ impl Error {
             Error::NotImplemented(_) => "not_implemented",
             Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => "unavailable",
             Error::Log(LogError::NoSpace) => "no_space",
+            Error::Unauthenticated | Error::InvalidToken(_) => "unauthorized",
+            Error::InsufficientScope(_) | Error::Forbidden(_) => "forbidden",
         }
     }
 }

@@ -1,0 +1,219 @@
+//! Access control: protected mode off loopback, bearer tokens scoped to
+//! buckets and actions (reloaded on SIGHUP), and CORS origins. Decided at
+//! the shard that parses a request, before any cross-shard work.
+
+pub mod bearer;
+pub mod cors;
+mod ct;
+pub mod decide;
+pub mod need;
+pub mod scope;
+pub mod tokens;
+
+use crate::config::Config;
+use crate::handlers::Route;
+use cors::{Cors, CorsPolicy};
+use decide::{decide, Mode};
+use sluice::http::{Head, Method, Response};
+use std::cell::{Cell, RefCell};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use tokens::TokenTable;
+
+pub use decide::is_loopback;
+
+/// How clients are admitted, as configured.
+enum Kind {
+    Open,
+    Protected,
+    Tokens(PathBuf),
+}
+
+/// The access-control state every shard shares. The token table is
+/// replaced whole on reload; shards notice through `generation`.
+pub struct Access {
+    kind: Kind,
+    cors: CorsPolicy,
+    table: RwLock<Arc<TokenTable>>,
+    generation: AtomicU64,
+}
+
+impl Access {
+    /// Builds the state from the configuration, loading the tokens file.
+    pub fn from_config(cfg: &Config) -> Result<Access, String> {
+        assert!(!(cfg.tokens.is_some() && cfg.open), "the CLI refuses --tokens with --open");
+        let (kind, table) = match &cfg.tokens {
+            Some(path) => {
+                // Absolute, so the log names it fully and reloads read the same file.
+                let path = std::fs::canonicalize(path).map_err(|e| format!("tokens file {}: {e}", path.display()))?;
+                let table = TokenTable::load(&path)?;
+                (Kind::Tokens(path), table)
+            }
+            None if cfg.open => (Kind::Open, TokenTable::default()),
+            None => (Kind::Protected, TokenTable::default()),
+        };
+        // With tokens, browsers get nothing unless origins are listed.
+        let default_cors = match kind {
+            Kind::Tokens(_) => CorsPolicy::Origins(Vec::new()),
+            _ => CorsPolicy::Any,
+        };
+        Ok(Access {
+            kind,
+            cors: cfg.cors_origins.clone().unwrap_or(default_cors),
+            table: RwLock::new(Arc::new(table)),
+            generation: AtomicU64::new(0),
+        })
+    }
+
+    /// Logs the mode in force (one line at start).
+    pub fn log_mode(&self, listen_loopback: bool) {
+        let cors = match &self.cors {
+            CorsPolicy::Any => "*".to_string(),
+            CorsPolicy::Origins(list) if list.is_empty() => "none".to_string(),
+            CorsPolicy::Origins(list) => list.join(","),
+        };
+        match &self.kind {
+            Kind::Open => {
+                tracing::warn!(mode = "open", %cors, "access: every client is served without a token (--open)")
+            }
+            Kind::Protected if listen_loopback => {
+                tracing::info!(mode = "protected", %cors, "access: loopback clients only (listening on loopback)")
+            }
+            Kind::Protected => tracing::info!(
+                mode = "protected",
+                %cors,
+                "access: loopback clients only; others get 403 until started with --tokens FILE or --open"
+            ),
+            Kind::Tokens(path) => tracing::info!(
+                mode = "tokens",
+                tokens = self.current().len(),
+                file = %path.display(),
+                %cors,
+                "access: bearer tokens required (all but /v1/healthz and preflights)"
+            ),
+        }
+    }
+
+    /// Re-reads the tokens file (on SIGHUP). A bad file is refused with
+    /// one log line and the tokens in force stay in force.
+    pub fn reload(&self) {
+        let Kind::Tokens(path) = &self.kind else {
+            return;
+        };
+        match TokenTable::load(path) {
+            Ok(table) => {
+                let n = table.len();
+                *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+                self.generation.fetch_add(1, Ordering::Release);
+                tracing::info!(tokens = n, "tokens file reloaded");
+            }
+            Err(reason) => tracing::error!(%reason, "tokens file refused; the previous tokens stay in force"),
+        }
+    }
+
+    fn current(&self) -> Arc<TokenTable> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// One shard's gate: the shared [`Access`] plus a cached token table, so a
+/// request costs one shared atomic load, not a lock.
+pub struct Gate {
+    access: Arc<Access>,
+    seen: Cell<u64>,
+    table: RefCell<Arc<TokenTable>>,
+}
+
+impl Gate {
+    pub fn new(access: Arc<Access>) -> Gate {
+        let table = RefCell::new(access.current());
+        Gate { seen: Cell::new(access.generation.load(Ordering::Acquire)), access, table }
+    }
+
+    /// The CORS answer for a request from `origin` (`None` before a head is parsed).
+    pub fn cors(&self, origin: Option<&str>) -> Cors {
+        self.access.cors.answer(origin)
+    }
+
+    /// Admits a routed request (`None`: serve it) or answers it here: a
+    /// refusal, or the CORS preflight.
+    pub fn admit(&self, loopback: bool, head: &Head, route: &Route, cors: &Cors) -> Option<Response> {
+        let source = need::fork_source(head);
+        let need = need::classify(head.method, route, source.as_deref());
+        let table;
+        let mode = match &self.access.kind {
+            Kind::Open => Mode::Open,
+            Kind::Protected => Mode::Protected,
+            Kind::Tokens(_) => {
+                table = self.table();
+                Mode::Tokens(&table)
+            }
+        };
+        let decided = decide(&mode, loopback, bearer::credential(&head.headers), &need);
+        match decided {
+            Err(refusal) => Some(refusal.error().into()),
+            Ok(()) if head.method == Method::Options => Some(cors.preflight()),
+            Ok(()) => None,
+        }
+    }
+
+    /// The table in force, refreshed if a reload happened since last use.
+    fn table(&self) -> std::cell::Ref<'_, Arc<TokenTable>> {
+        let generation = self.access.generation.load(Ordering::Acquire);
+        if generation != self.seen.get() {
+            *self.table.borrow_mut() = self.access.current();
+            self.seen.set(generation);
+        }
+        self.table.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+    use sluice::http::parse_head;
+    use sluice::http::url::parse_target;
+
+    fn line(token: &str) -> String {
+        let hash: String = Sha256::digest(token).iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hash} * read\n")
+    }
+
+    /// The status `gate` gives a read of `/v1/stream/x` with `token`.
+    fn status(gate: &Gate, token: &str) -> Option<u16> {
+        let raw = format!("GET /v1/stream/x HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
+        let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
+        let route = crate::handlers::route(&head, &parse_target(&head.target).unwrap());
+        gate.admit(false, &head, &route, &Cors::Denied).map(|r| r.status)
+    }
+
+    #[test]
+    fn every_gate_sees_a_reload_and_a_bad_file_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("sluice-gate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens");
+        std::fs::write(&path, line("old")).unwrap();
+        let access = Arc::new(Access {
+            kind: Kind::Tokens(path.clone()),
+            cors: CorsPolicy::Any,
+            table: RwLock::new(Arc::new(TokenTable::load(&path).unwrap())),
+            generation: AtomicU64::new(0),
+        });
+        let (a, b) = (Gate::new(access.clone()), Gate::new(access.clone()));
+        assert_eq!((status(&a, "old"), status(&b, "new")), (None, Some(401)));
+        std::fs::write(&path, line("new")).unwrap();
+        access.reload();
+        for gate in [&a, &b] {
+            assert_eq!((status(gate, "old"), status(gate, "new")), (Some(401), None));
+        }
+        std::fs::write(&path, "garbage\n").unwrap();
+        access.reload();
+        std::fs::remove_file(&path).unwrap();
+        access.reload();
+        assert_eq!(access.generation.load(Ordering::Acquire), 1, "refused files are not installed");
+        assert_eq!((status(&a, "old"), status(&b, "new")), (Some(401), None));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
