@@ -2,6 +2,8 @@
 
 mod config;
 mod conn;
+mod dirlock;
+mod fatal;
 mod handlers;
 mod mesh;
 mod server;
@@ -16,6 +18,7 @@ fn main() {
     match parse_args(&args) {
         Ok(Command::Help) => print!("{USAGE}"),
         Ok(Command::Serve(cfg)) => {
+            fatal::stop_process_on_panic();
             if let Err(e) = server::run(cfg) {
                 eprintln!("sluice: {e}");
                 std::process::exit(1);

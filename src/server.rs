@@ -2,6 +2,7 @@
 //! one pinned glommio executor per shard, and SIGTERM/SIGINT handling.
 
 use crate::config::Config;
+use crate::dirlock::DirLock;
 use crate::mesh::Message;
 use crate::shard;
 use crate::watchdog;
@@ -20,7 +21,7 @@ const META_FILE: &str = "sluice.meta";
 
 /// Runs the server until SIGTERM/SIGINT. Start-up problems come back as one line.
 pub fn run(cfg: Config) -> Result<(), String> {
-    prepare_data_dir(&cfg.data_dir, cfg.shards)?;
+    let _lock = prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.
     drop(bind(&cfg, false)?);
@@ -87,9 +88,11 @@ pub fn run(cfg: Config) -> Result<(), String> {
     Ok(())
 }
 
-fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
+/// Creates or checks the data directory and locks it for this process.
+fn prepare_data_dir(dir: &Path, shards: usize) -> Result<DirLock, String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(unwritable)?;
+    let lock = DirLock::acquire(dir)?;
     let probe = dir.join(".write-probe");
     std::fs::write(&probe, b"probe").map_err(unwritable)?;
     let _ = std::fs::remove_file(&probe);
@@ -109,6 +112,14 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let orphans = shard_dirs(dir).map_err(unwritable)?;
+            if orphans > 0 {
+                return Err(format!(
+                    "data dir {} has {orphans} shard directories but no {META_FILE}: restore it \
+                     (a line 'shards = {orphans}') instead of starting afresh, which would hide streams",
+                    dir.display()
+                ));
+            }
             let tmp = dir.join(".sluice.meta.tmp");
             let mut f = std::fs::File::create(&tmp).map_err(unwritable)?;
             writeln!(f, "# written by sluice at first start; the shard count cannot change\nshards = {shards}")
@@ -122,7 +133,21 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
     for i in 0..shards {
         std::fs::create_dir_all(dir.join(format!("shard-{i}"))).map_err(unwritable)?;
     }
-    Ok(())
+    Ok(lock)
+}
+
+/// How many `shard-N` directories `dir` holds.
+fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let numbered = name.to_str().and_then(|s| s.strip_prefix("shard-")).is_some_and(|i| i.parse::<usize>().is_ok());
+        if numbered && entry.file_type()?.is_dir() {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {

@@ -181,6 +181,13 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
     let _ = start.ready.send(Ok(()));
+    if crate::fatal::injected_panic(id) {
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+            panic!("injected fault: shard {id} panics while serving");
+        })
+        .detach();
+    }
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;

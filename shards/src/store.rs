@@ -365,6 +365,14 @@ impl Shard {
         self.log.reserve(bytes + 256).await
     }
 
+    /// Log room for the data and message lengths an append of `body` can
+    /// encode to: JSON normalization keeps at most the body plus one comma,
+    /// and each message (at most one per comma, plus one) adds a 4-byte length.
+    fn append_room(body: &[u8]) -> usize {
+        let messages = body.iter().filter(|&&b| b == b',').count() + 1;
+        body.len() + 1 + 4 * messages
+    }
+
     /// PUT: create a stream or confirm an existing one.
     pub async fn create(
         &self,
@@ -374,9 +382,18 @@ impl Shard {
         fork: Option<ForkPlan>,
         now_ms: u64,
     ) -> Result<CreateOutcome, StoreError> {
-        let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
-        self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
-            .await?;
+        let inherited = fork
+            .as_ref()
+            .map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len() + 4 * f.prefix_messages.len() + 4);
+        self.reserve(
+            Self::append_room(body)
+                + inherited
+                + key.0.len()
+                + key.1.len()
+                + input.content_type.len()
+                + input.attrs.len(),
+        )
+        .await?;
         let (lsn, created, handle) = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
@@ -523,7 +540,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve(input.body.len() + extra).await?;
+        self.reserve(Self::append_room(input.body) + extra).await?;
         let (lsn, handle, out) = {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
@@ -544,7 +561,7 @@ impl Shard {
         frames: &[&[u8]],
         now_ms: u64,
     ) -> Result<Vec<Result<AppendOutcome, AppendError>>, StoreError> {
-        let total: usize = frames.iter().map(|f| f.len() + 64).sum();
+        let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
         self.reserve(total).await?;
         let (lsn, handle, results) = {
             let mut st = self.store.borrow_mut();

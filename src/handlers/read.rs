@@ -8,7 +8,7 @@ use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
-use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::core::cursor::{cursor_in_range, next_cursor};
 use sluice_shards::core::json::render_array;
 use sluice_shards::core::records::{self, RecordQuery, RecordRefusal};
 use sluice_shards::offset::{Offset, OffsetQuery};
@@ -330,6 +330,9 @@ pub fn parse_read_query(t: &Target) -> Result<ReadQuery<'_>, &'static str> {
     }
     if live.is_some() && offset.is_none() && records.is_none() {
         return Err("live reads need an offset");
+    }
+    if t.param("cursor").is_some_and(|c| !cursor_in_range(c)) {
+        return Err("cursor is beyond the largest cursor");
     }
     let mut limit = Limit { records: records.and_then(|r| r.max_records), ..Limit::DEFAULT };
     if let Some(m) = t.param("max_bytes") {

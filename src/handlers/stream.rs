@@ -11,7 +11,7 @@ use sluice::http::{Head, Method, Response};
 use sluice_shards::core::append::{AppendError, AppendInput};
 use sluice_shards::core::create::{CreateError, CreateInput};
 use sluice_shards::core::producer::parse_producer_int;
-use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl};
+use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl, MAX_TTL_SECS};
 use sluice_shards::log::{LogError, ProducerStamp};
 use sluice_shards::offset::Offset;
 use sluice_shards::store::{CreateOutcome, StoreError, StreamKey};
@@ -46,6 +46,9 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     }
     let ttl_secs = match ttl.map(parse_ttl) {
         Some(None) => return Response::error(400, "Stream-TTL must be a non-negative integer without leading zeros"),
+        Some(Some(t)) if t > MAX_TTL_SECS => {
+            return Response::error(400, &format!("Stream-TTL is beyond the largest lifetime ({MAX_TTL_SECS} seconds)"))
+        }
         Some(v) => v,
         None => None,
     };
