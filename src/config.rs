@@ -20,6 +20,9 @@ pub struct Config {
     pub max_connections: usize,
     pub max_waiters: usize,
     pub max_batch_frames: usize,
+    pub max_producers: usize,
+    pub max_producer_id_bytes: usize,
+    pub max_read_bytes: u64,
     pub idle_timeout: Duration,
     pub request_timeout: Duration,
     pub segment_bytes: u64,
@@ -41,6 +44,9 @@ impl Default for Config {
             max_connections: 10_000,
             max_waiters: 100_000,
             max_batch_frames: 512,
+            max_producers: 1000,
+            max_producer_id_bytes: 256,
+            max_read_bytes: 8 * 1024 * 1024,
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             segment_bytes: 64 * 1024 * 1024,
@@ -71,6 +77,11 @@ OPTIONS (defaults in brackets):
     --max-connections N         open connections per shard; more are closed [10000]
     --max-waiters N             parked long-poll/SSE readers per shard, 503 beyond [100000]
     --max-batch-frames N        frames per append-batch request, 413 beyond [512]
+    --max-producers N           idempotent producers remembered per stream; the
+                                least recently written is forgotten beyond [1000]
+    --max-producer-id-bytes N   Producer-Id length, 400 beyond [256]
+    --max-read-bytes N          bytes one catch-up response or SSE event reads
+                                ahead of the socket (at least one message) [8388608]
     --idle-timeout DUR          keep-alive idle limit [60s]
     --request-timeout DUR       time to receive a whole request [30s]
     --segment-bytes N           log segment size [67108864]
@@ -114,6 +125,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let num = |v: &str| v.parse::<u64>().map_err(|_| format!("{flag}: '{v}' is not a number"));
+        let positive = |n: u64| if n > 0 { Ok(n) } else { Err(format!("{flag} must be at least 1")) };
         match flag.as_str() {
             "--listen" => c.listen = value.parse().map_err(|_| format!("--listen: '{value}' is not ADDR:PORT"))?,
             "--data-dir" => c.data_dir = PathBuf::from(value),
@@ -138,6 +150,9 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "--max-connections" => c.max_connections = num(value)? as usize,
             "--max-waiters" => c.max_waiters = num(value)? as usize,
             "--max-batch-frames" => c.max_batch_frames = num(value)? as usize,
+            "--max-producers" => c.max_producers = positive(num(value)?)? as usize,
+            "--max-producer-id-bytes" => c.max_producer_id_bytes = positive(num(value)?)? as usize,
+            "--max-read-bytes" => c.max_read_bytes = positive(num(value)?)?,
             "--idle-timeout" => c.idle_timeout = parse_duration(value)?,
             "--request-timeout" => c.request_timeout = parse_duration(value)?,
             "--segment-bytes" => c.segment_bytes = num(value)?.max(4096),
@@ -179,6 +194,13 @@ mod tests {
         assert_eq!(c.long_poll_timeout, Duration::from_secs(2));
         assert!(parse_args(&args("serve --shards 0")).is_err());
         assert!(parse_args(&args("serve --fsync sometimes")).is_err());
+        for zero in ["--max-producers", "--max-producer-id-bytes", "--max-read-bytes"] {
+            assert!(parse_args(&args(&format!("serve {zero} 0"))).is_err(), "{zero}");
+        }
+        let Ok(Command::Serve(c)) = parse_args(&args("serve --max-producers 3 --max-read-bytes 4096")) else {
+            panic!("should parse")
+        };
+        assert_eq!((c.max_producers, c.max_read_bytes), (3, 4096));
         assert!(parse_args(&args("serve --bogus 1")).is_err());
         assert!(parse_args(&args("serve --listen")).is_err());
         assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));

@@ -113,7 +113,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     };
     let log_cfg =
         LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
-    let shard = match Shard::open(id, log_cfg).await {
+    let shard = match Shard::open(id, log_cfg, cfg.max_producers).await {
         Ok(s) => s,
         Err(e) => {
             let _ = start.ready.send(Err(format!("shard {id}: {e}")));
@@ -235,6 +235,11 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
     match msg {
         Message::Handoff { fd, buffered } => {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
+            if ctx.connections.get() >= ctx.cfg.max_connections {
+                // Handed-off connections count against the limit like accepted ones.
+                glommio::spawn_local(conn::refuse(sock)).detach();
+                return;
+            }
             glommio::spawn_local(conn::serve(ctx.clone(), sock, buffered)).detach();
         }
         Message::Request { from, id, req } => {

@@ -68,6 +68,8 @@ pub struct Store {
     bucket_segments: HashMap<String, u32>,
     /// Something was deleted since the last space reclamation.
     pub reclaim_due: bool,
+    /// Producers each stream remembers (see `core::producer::Producers`).
+    max_producers: usize,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -231,7 +233,7 @@ impl Store {
             self.handles.remove(&old.state.handle);
         }
         self.handles.insert(c.handle, key.clone());
-        let mut state = StreamState::from_create(c, self.shard);
+        let mut state = StreamState::from_create(c, self.shard, self.max_producers);
         state.first_segment = segment;
         self.streams.insert(key, Entry { state, signal: Rc::new(Signal::default()), shared_event: None });
     }
@@ -315,9 +317,10 @@ impl Store {
 }
 
 impl Shard {
-    /// Opens shard `id`'s log under `cfg.dir`, replaying it.
-    pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
-        let mut store = Store { shard: id as u32, ..Store::default() };
+    /// Opens shard `id`'s log under `cfg.dir`, replaying it; each stream
+    /// remembers at most `max_producers` idempotent producers.
+    pub async fn open(id: usize, cfg: crate::log::LogConfig, max_producers: usize) -> Result<Shard, String> {
+        let mut store = Store { shard: id as u32, max_producers, ..Store::default() };
         let tail = recovery::scan(&cfg.dir, |r, at| store.replay(r, at))?;
         let mut segments = Vec::new();
         for &no in &tail.segments {

@@ -17,10 +17,6 @@ use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Most bytes one response carries unless `max_bytes` says less; the client
-/// continues from Stream-Next-Offset. Always at least one whole message.
-pub const READ_CHUNK: u64 = 8 << 20;
-
 /// How much one batch may hold.
 #[derive(Clone, Copy, Debug)]
 pub struct Limit {
@@ -28,10 +24,6 @@ pub struct Limit {
     /// `max_bytes` was given: cut exactly (at a UTF-8 boundary for text).
     pub exact: bool,
     pub records: Option<u64>,
-}
-
-impl Limit {
-    pub const DEFAULT: Limit = Limit { bytes: READ_CHUNK, exact: false, records: None };
 }
 
 /// How a batch is rendered.
@@ -312,8 +304,10 @@ impl ReadQuery<'_> {
     }
 }
 
-/// Parses `offset`, `live`, `max_bytes` and the record parameters.
-pub fn parse_read_query(t: &Target) -> Result<ReadQuery<'_>, &'static str> {
+/// Parses `offset`, `live`, `max_bytes` and the record parameters. One
+/// response reads at most `max_read` bytes (`--max-read-bytes`), and always
+/// at least one whole message; the client continues from Stream-Next-Offset.
+pub fn parse_read_query(t: &Target, max_read: u64) -> Result<ReadQuery<'_>, &'static str> {
     let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
         return Err("offset given more than once");
@@ -334,17 +328,17 @@ pub fn parse_read_query(t: &Target) -> Result<ReadQuery<'_>, &'static str> {
     if t.param("cursor").is_some_and(|c| !cursor_in_range(c)) {
         return Err("cursor is beyond the largest cursor");
     }
-    let mut limit = Limit { records: records.and_then(|r| r.max_records), ..Limit::DEFAULT };
+    let mut limit = Limit { bytes: max_read, exact: false, records: records.and_then(|r| r.max_records) };
     if let Some(m) = t.param("max_bytes") {
         let n: u64 = m.parse().ok().filter(|n| *n > 0).ok_or("max_bytes must be a positive integer")?;
-        limit.bytes = n.min(READ_CHUNK);
+        limit.bytes = n.min(max_read);
         limit.exact = true;
     }
     Ok(ReadQuery { offset, live, records, limit })
 }
 
 pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
-    let q = match parse_read_query(t) {
+    let q = match parse_read_query(t, ctx.cfg.max_read_bytes) {
         Ok(q) => q,
         Err(why) => return Reply::Full(Response::error(400, why)),
     };

@@ -126,7 +126,7 @@ pub fn missing(ctx: &Ctx, key: &StreamKey) -> Response {
     }
 }
 
-fn producer_headers(head: &Head) -> Result<Option<ProducerStamp>, &'static str> {
+fn producer_headers(head: &Head, max_id_bytes: usize) -> Result<Option<ProducerStamp>, &'static str> {
     let id = head.header("producer-id");
     let epoch = head.header("producer-epoch");
     let seq = head.header("producer-seq");
@@ -135,6 +135,9 @@ fn producer_headers(head: &Head) -> Result<Option<ProducerStamp>, &'static str> 
         (Some(id), Some(epoch), Some(seq)) => {
             if id.is_empty() {
                 return Err("Producer-Id must not be empty");
+            }
+            if id.len() > max_id_bytes {
+                return Err("Producer-Id is longer than --max-producer-id-bytes");
             }
             let epoch = parse_producer_int(epoch).ok_or("Producer-Epoch must be an integer in 0..=2^53-1")?;
             let seq = parse_producer_int(seq).ok_or("Producer-Seq must be an integer in 0..=2^53-1")?;
@@ -152,7 +155,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     if ctx.shard.store.borrow_mut().live(key, now).is_none() {
         return missing(ctx, key);
     }
-    let producer = match producer_headers(head) {
+    let producer = match producer_headers(head, ctx.cfg.max_producer_id_bytes) {
         Ok(p) => p,
         Err(why) => return Response::error(400, why),
     };
