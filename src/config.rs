@@ -106,7 +106,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// What the command line asked for.
 pub enum Command {
-    Serve(Config),
+    Serve(Box<Config>),
     Help,
 }
 
@@ -160,7 +160,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             other => return Err(format!("unknown option '{other}' (see sluice --help)")),
         }
     }
-    Ok(Command::Serve(c))
+    Ok(Command::Serve(Box::new(c)))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ fn main() {
         Ok(Command::Help) => print!("{USAGE}"),
         Ok(Command::Serve(cfg)) => {
             fatal::stop_process_on_panic();
-            if let Err(e) = server::run(cfg) {
+            if let Err(e) = server::run(*cfg) {
                 eprintln!("sluice: {e}");
                 std::process::exit(1);
             }
