@@ -81,7 +81,8 @@ OPTIONS (defaults in brackets):
                                 least recently written is forgotten beyond [1000]
     --max-producer-id-bytes N   Producer-Id length, 400 beyond [256]
     --max-read-bytes N          bytes one catch-up response or SSE event reads
-                                ahead of the socket (at least one message) [8388608]
+                                ahead of the socket (a JSON stream: at least one
+                                whole message) [8388608]
     --idle-timeout DUR          keep-alive idle limit [60s]
     --request-timeout DUR       time to receive a whole request [30s]
     --segment-bytes N           log segment size [67108864]

@@ -79,6 +79,20 @@ fn one_read_builds_at_most_max_read_bytes() {
     assert!(events.iter().filter(|(e, _)| e == "data").count() >= 8);
 }
 
+#[test]
+fn one_message_larger_than_max_read_bytes_is_cut_at_a_character_boundary() {
+    let s = Server::start_with(&["--max-read-bytes", "131071"]);
+    let text = "é".repeat(150_000);
+    s.put("/v1/stream/wide", "text/plain; charset=utf-8", text.as_bytes()).expect(201);
+    let r = s.get("/v1/stream/wide?offset=-1").expect(200);
+    assert_eq!(r.body.len(), 131070);
+    assert!(std::str::from_utf8(&r.body).is_ok());
+    assert_eq!(s.read_all("/v1/stream/wide").0, text.as_bytes());
+    s.put("/v1/stream/bin", "application/octet-stream", &vec![7u8; 300_000]).expect(201);
+    assert_eq!(s.get("/v1/stream/bin?offset=-1").expect(200).body.len(), 131071);
+    assert_eq!(s.read_all("/v1/stream/bin").0.len(), 300_000);
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");

@@ -106,13 +106,15 @@ pub fn resolve(ctx: &Ctx, key: &StreamKey, q: OffsetQuery, rq: Option<&RecordQue
     }
 }
 
-/// Reads visible bytes from `from` within `limit`. With `max_bytes` on a
-/// text stream the cut never splits a UTF-8 character: a trailing partial
+/// Reads visible bytes from `from` within `limit`. JSON streams are read in
+/// whole messages (at least one); byte streams are cut at the limit. On a
+/// text stream a cut never splits a UTF-8 character: a trailing partial
 /// character is left for the next read, and a limit smaller than the first
 /// character returns that whole character.
 pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
     let mut b = read_span(ctx, key, from, limit).await?;
-    if limit.exact && text(&b.content_type) {
+    let cut = limit.exact || b.end - from == limit.bytes;
+    if cut && text(&b.content_type) {
         if let Some(width) = trim_to_char_boundary(&mut b) {
             b = read_span(ctx, key, from, Limit { bytes: width, ..limit }).await?;
         }
@@ -140,8 +142,9 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Optio
                 break;
             }
             if len > room {
-                if limit.exact && !whole_messages {
-                    // max_bytes on a byte stream: cut exactly at the limit.
+                if !whole_messages && (limit.exact || end == from) {
+                    // max_bytes, or one message larger than the whole read,
+                    // on a byte stream: cut exactly at the limit.
                     if room == 0 {
                         break;
                     }
