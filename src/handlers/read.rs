@@ -308,8 +308,9 @@ impl ReadQuery<'_> {
 }
 
 /// Parses `offset`, `live`, `max_bytes` and the record parameters. One
-/// response reads at most `max_read` bytes (`--max-read-bytes`), and always
-/// at least one whole message; the client continues from Stream-Next-Offset.
+/// response reads at most `max_read` bytes (`--max-read-bytes`; on a JSON
+/// stream at least one whole message); the client continues from
+/// Stream-Next-Offset.
 pub fn parse_read_query(t: &Target, max_read: u64) -> Result<ReadQuery<'_>, &'static str> {
     let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
