@@ -73,7 +73,7 @@ OPTIONS (defaults in brackets):
     --sse-reconnect DUR         SSE connection lifetime before the client reconnects [60s]
     --max-head-bytes N          request head limit, 431 beyond [16384]
     --max-headers N             header count limit, 431 beyond [64]
-    --max-body-bytes N          request body limit, 413 beyond [67108864]
+    --max-body-bytes N          request body limit (at most 1 GiB), 413 beyond [67108864]
     --max-connections N         open connections per shard; more are closed [10000]
     --max-waiters N             parked long-poll/SSE readers per shard, 503 beyond [100000]
     --max-batch-frames N        frames per append-batch request, 413 beyond [512]
@@ -91,6 +91,11 @@ OPTIONS (defaults in brackets):
 DUR is a number with a unit: 500ms, 2s, 1m.
 ";
 
+/// Largest `--max-body-bytes`: a log frame's length is a u32, and a JSON
+/// array body encodes to at most three times its size (4 bytes of length per
+/// 2-byte message), so 1 GiB keeps every record well inside one frame.
+const MAX_BODY_LIMIT: u64 = 1 << 30;
+
 /// Parses `2s`, `500ms`, `1m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration '{s}' (use e.g. 500ms, 2s, 1m)");
@@ -100,7 +105,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
+        "m" => n.checked_mul(60).map(Duration::from_secs).ok_or_else(bad),
         _ => Err(bad()),
     }
 }
@@ -147,7 +152,12 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
             "--sse-reconnect" => c.sse_reconnect = parse_duration(value)?,
             "--max-head-bytes" => c.max_head_bytes = num(value)? as usize,
             "--max-headers" => c.max_headers = num(value)? as usize,
-            "--max-body-bytes" => c.max_body_bytes = num(value)?,
+            "--max-body-bytes" => {
+                c.max_body_bytes = num(value)?;
+                if c.max_body_bytes == 0 || c.max_body_bytes > MAX_BODY_LIMIT {
+                    return Err(format!("--max-body-bytes must be between 1 and {MAX_BODY_LIMIT}"));
+                }
+            }
             "--max-connections" => c.max_connections = num(value)? as usize,
             "--max-waiters" => c.max_waiters = num(value)? as usize,
             "--max-batch-frames" => c.max_batch_frames = num(value)? as usize,
@@ -180,6 +190,7 @@ mod tests {
         assert!(parse_duration("2").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("2h").is_err());
+        assert!(parse_duration("18446744073709551615m").is_err());
     }
 
     #[test]
@@ -195,7 +206,9 @@ mod tests {
         assert_eq!(c.long_poll_timeout, Duration::from_secs(2));
         assert!(parse_args(&args("serve --shards 0")).is_err());
         assert!(parse_args(&args("serve --fsync sometimes")).is_err());
-        for zero in ["--max-producers", "--max-producer-id-bytes", "--max-read-bytes"] {
+        assert!(parse_args(&args("serve --max-body-bytes 1073741824")).is_ok());
+        assert!(parse_args(&args("serve --max-body-bytes 1073741825")).is_err());
+        for zero in ["--max-producers", "--max-producer-id-bytes", "--max-read-bytes", "--max-body-bytes"] {
             assert!(parse_args(&args(&format!("serve {zero} 0"))).is_err(), "{zero}");
         }
         let Ok(Command::Serve(c)) = parse_args(&args("serve --max-producers 3 --max-read-bytes 4096")) else {
