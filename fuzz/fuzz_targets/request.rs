@@ -54,7 +54,9 @@ fn rebuild(log: &[Vec<u8>]) -> StreamState {
     let mut state = None;
     for frame in log {
         match read_frame(frame) {
-            Frame::Record { record: Record::Create(c), .. } => state = Some(StreamState::from_create(&c, 0, MAX_PRODUCERS)),
+            Frame::Record { record: Record::Create(c), .. } => {
+                state = Some(StreamState::from_create(&c, 0, MAX_PRODUCERS))
+            }
             Frame::Record { record: Record::Append(a), .. } => {
                 let s = state.as_mut().expect("create comes first");
                 s.apply_append(&a, 1, 0);
@@ -98,7 +100,15 @@ fn put(streams: &mut HashMap<String, Stream>, name: &str, h: &dyn Fn(&str) -> Op
     let mut log = vec![through_log(&Record::Create(c.clone()))];
     let mut state = StreamState::from_create(&c, 0, MAX_PRODUCERS);
     if !data.is_empty() {
-        let a = AppendRecord { handle: 1, at_ms: NOW_MS, stream_seq: None, producer: None, close: closed, messages, data: &data };
+        let a = AppendRecord {
+            handle: 1,
+            at_ms: NOW_MS,
+            stream_seq: None,
+            producer: None,
+            close: closed,
+            messages,
+            data: &data,
+        };
         log.push(through_log(&Record::Append(a.clone())));
         state.apply_append(&a, 1, 0);
         state.publish(state.tail, state.closed);
@@ -220,7 +230,10 @@ fuzz_target!(|data: &[u8]| {
     }
     for s in streams.values() {
         let again = rebuild(&s.log);
-        assert_eq!((again.tail, again.closed, again.messages.len()), (s.state.tail, s.state.closed, s.state.messages.len()));
+        assert_eq!(
+            (again.tail, again.closed, again.messages.len()),
+            (s.state.tail, s.state.closed, s.state.messages.len())
+        );
         assert_eq!(again.visible, s.state.visible);
         assert_eq!(again.producers.len(), s.state.producers.len());
         let sum: u64 = s.state.messages.iter().map(|m| u64::from(m.len)).sum();
