@@ -4,6 +4,7 @@
 
 use crate::handlers::{self, Reply};
 use crate::mesh::Message;
+use crate::metrics::answered;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
@@ -13,7 +14,7 @@ use sluice::http::url::parse_target;
 use sluice::http::{parse_head, Head, HeadError, Response};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Read sizes: small for request heads (most requests are a few hundred
 /// bytes), larger while a body is arriving. The buffer space is zeroed before
@@ -51,20 +52,25 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(resp) => {
+                answered(&ctx, None, "invalid", resp.status, Instant::now());
                 send(&mut sock, &mut out, resp, true).await;
                 return;
             }
         };
+        let started = Instant::now();
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
+                answered(&ctx, Some(&head), "bad_request", 400, started);
                 send(&mut sock, &mut out, Response::error(400, e.reason()), true).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
+        let label = route.label();
         if let Some(owner) = route.owner(ctx.shards) {
             if owner != ctx.id {
+                ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
                 handoff(&ctx, sock, buf, owner).await;
                 return;
             }
@@ -72,6 +78,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(resp) => {
+                answered(&ctx, Some(&head), label, resp.status, started);
                 send(&mut sock, &mut out, resp, true).await;
                 return;
             }
@@ -83,6 +90,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         ctx.in_flight.set(ctx.in_flight.get() - 1);
         match reply {
             Reply::Full(resp) => {
+                answered(&ctx, Some(&head), label, resp.status, started);
                 let mut resp = resp;
                 if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
                     // HEAD: announce the length, send no body.
@@ -93,12 +101,16 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             }
             Reply::Sse(sse) => {
+                answered(&ctx, Some(&head), label, 200, started);
                 // Live fan-out runs in its own task queue with fewer shares,
                 // so appends are not queued behind a thousand subscribers.
                 let queue = ctx.sse_queue;
                 let task = async move {
                     let _guard = guard;
+                    let sse_open = &ctx.metrics.sse;
+                    sse_open.set(sse_open.get() + 1);
                     crate::sse::run(&ctx, &mut sock, sse).await;
+                    sse_open.set(sse_open.get() - 1);
                 };
                 if let Ok(t) = glommio::spawn_local_into(task, queue) {
                     t.detach();

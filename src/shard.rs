@@ -32,6 +32,11 @@ pub struct Ctx {
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
+    /// Counters and histograms for /v1/metrics.
+    pub metrics: crate::metrics::ShardMetrics,
+    /// Notified once per SIGHUP (see `reload`): wait with
+    /// `ctx.reload.changed(seen)` to re-read reloadable settings.
+    pub reload: sluice_shards::signal::Signal,
     rng: Cell<u64>,
 }
 
@@ -61,6 +66,7 @@ impl Ctx {
         if to == self.id {
             return crate::handlers::bucket::serve_request(self, req).await;
         }
+        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
         let id = self.pending.open();
         if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Status(503);
@@ -84,13 +90,24 @@ fn seed(id: usize) -> u64 {
     (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
 }
 
+/// What a shard's recovery did, for the start event.
+pub struct Recovered {
+    /// Log replay time.
+    pub replay: Duration,
+    /// Torn-tail bytes zeroed.
+    pub torn_bytes: u64,
+}
+
 /// Start-up coordination with the main thread.
 pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
-    pub ready: mpsc::Sender<Result<(), String>>,
+    /// Recovery's outcome, or why the shard cannot start.
+    pub ready: mpsc::Sender<Result<Recovered, String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
+    /// SIGHUPs received, turned into `Ctx::reload` notifications.
+    pub reloads: Arc<crate::reload::Reloads>,
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
@@ -113,6 +130,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     };
     let log_cfg =
         LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    let recovering = std::time::Instant::now();
     let shard = match Shard::open(id, log_cfg, cfg.max_producers).await {
         Ok(s) => s,
         Err(e) => {
@@ -133,8 +151,16 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         stopping: sluice_shards::signal::Signal::default(),
         sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
         waiters: Cell::new(0),
+        metrics: crate::metrics::ShardMetrics::default(),
+        reload: sluice_shards::signal::Signal::default(),
         rng: Cell::new(seed(id)),
     });
+    ctx.metrics.recovery.set(recovering.elapsed());
+    let torn = ctx.shard.log.stats.torn_bytes.get();
+    if torn > 0 {
+        tracing::warn!(shard = id, torn_bytes = torn, "recovery zeroed a torn tail (a write never acknowledged)");
+    }
+    glommio::spawn_local(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
     // Handoffs and bucket messages get their own queue so a busy shard still
     // picks them up promptly.
     let tq = glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
@@ -176,11 +202,11 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     ctx.shard.purge_tombstones().await;
     if let Err(e) = ctx.shard.reclaim_space().await {
-        eprintln!("sluice: shard {id}: space reclamation failed: {e:?}");
+        tracing::warn!(shard = id, error = ?e, "space reclamation failed");
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
-    let _ = start.ready.send(Ok(()));
+    let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         glommio::spawn_local(async move {
             glommio::timer::sleep(Duration::from_millis(200)).await;
@@ -205,7 +231,7 @@ async fn reclaimer(ctx: Rc<Ctx>) {
         }
         if ctx.shard.store.borrow().reclaim_due {
             if let Err(e) = ctx.shard.reclaim_space().await {
-                eprintln!("sluice: shard {}: space reclamation failed: {e:?}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = ?e, "space reclamation failed");
             }
         }
     }
@@ -274,7 +300,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();
             }
             Some(Err(e)) => {
-                eprintln!("sluice: shard {}: accept failed: {e}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = %e, "accept failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }
