@@ -8,10 +8,11 @@ use crate::metrics::answered;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
-use sluice::http::body::{ChunkError, ChunkedDecoder};
+use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
 use sluice::http::{parse_head, Head, HeadError, Response};
+use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ impl Drop for ConnGuard {
 /// Answers a connection over the limit with 503 and closes it.
 pub async fn refuse(mut sock: TcpStream) {
     let mut out = Vec::new();
-    handlers::finish(Response::error(503, "too many connections")).render(&mut out, true);
+    handlers::finish(Error::Unavailable("too many connections").into()).render(&mut out, true);
     let _ = sock.write_all(&out).await;
 }
 
@@ -51,7 +52,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
-            Err(resp) => {
+            Err(e) => {
+                let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
                 send(&mut sock, &mut out, resp, true).await;
                 return;
@@ -61,8 +63,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                answered(&ctx, Some(&head), "bad_request", 400, started);
-                send(&mut sock, &mut out, Response::error(400, e.reason()), true).await;
+                let resp: Response = e.into();
+                answered(&ctx, Some(&head), "bad_request", resp.status, started);
+                send(&mut sock, &mut out, resp, true).await;
                 return;
             }
         };
@@ -77,7 +80,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         }
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
-            Err(resp) => {
+            Err(e) => {
+                let resp: Response = e.into();
                 answered(&ctx, Some(&head), label, resp.status, started);
                 send(&mut sock, &mut out, resp, true).await;
                 return;
@@ -138,7 +142,7 @@ async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bo
 const LARGE_BODY: usize = 64 * 1024;
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Error> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut started = std::time::Instant::now();
@@ -147,9 +151,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             match parse_head(buf, ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
                 Ok(h) => return Ok(Some(h)),
                 Err(HeadError::Partial) => {}
-                Err(HeadError::TooLarge(why)) => return Err(Response::error(431, why)),
-                Err(HeadError::Bad(why)) => return Err(Response::error(400, why)),
-                Err(HeadError::Unsupported(why)) => return Err(Response::error(501, why)),
+                Err(HeadError::Refused(e)) => return Err(e),
             }
         }
         // An idle keep-alive connection waits up to the idle timeout; a
@@ -165,7 +167,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
             ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
-            ReadOutcome::TimedOut => return Err(Response::error(408, "request head not received in time")),
+            ReadOutcome::TimedOut => return Err(Error::Timeout("request head not received in time")),
         }
     }
 }
@@ -205,11 +207,12 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, wan
 }
 
 /// Reads the request body (if any), consuming head and body from `buf`.
-async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Response> {
+async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Error> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
-    let too_slow = || Response::error(408, "request body not received in time");
+    const TOO_SLOW: Error = Error::Timeout("request body not received in time");
+    const CUT_SHORT: Error = Error::Invalid("connection closed mid-body");
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
@@ -217,7 +220,7 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
         }
         BodyKind::Length(n) => {
             if n > limit {
-                return Err(Response::error(413, "request body exceeds --max-body-bytes"));
+                return Err(BODY_TOO_LARGE);
             }
             let need = head.len + n as usize;
             if head.expect_continue && buf.len() < need {
@@ -227,8 +230,8 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
                 let want = (need - buf.len()).min(BODY_READ);
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), want).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
-                    ReadOutcome::TimedOut => return Err(too_slow()),
+                    ReadOutcome::Closed => return Err(CUT_SHORT),
+                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
             let body = buf[head.len..need].to_vec();
@@ -243,18 +246,15 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
             let mut body = Vec::new();
             buf.drain(..head.len);
             loop {
-                let used = dec.feed(buf, &mut body).map_err(|e| match e {
-                    ChunkError::TooLarge => Response::error(413, "request body exceeds --max-body-bytes"),
-                    ChunkError::Malformed(why) => Response::error(400, why),
-                })?;
+                let used = dec.feed(buf, &mut body)?;
                 buf.drain(..used);
                 if dec.is_done() {
                     return Ok(body);
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
-                    ReadOutcome::TimedOut => return Err(too_slow()),
+                    ReadOutcome::Closed => return Err(CUT_SHORT),
+                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
+use super::headers as h;
 use std::fmt::Write as _;
 
 pub struct Response {
@@ -44,9 +45,9 @@ impl Response {
     }
 
     /// A short plain-text error.
-    pub fn error(status: u16, why: &str) -> Self {
+    pub(super) fn error(status: u16, why: &str) -> Self {
         let mut r = Response::new(status);
-        r.headers.push(("content-type", "text/plain; charset=utf-8".into()));
+        r.headers.push((h::CONTENT_TYPE, "text/plain; charset=utf-8".into()));
         r.body = format!("{why}\n").into_bytes();
         r
     }

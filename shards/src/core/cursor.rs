@@ -17,7 +17,7 @@ pub fn cursor_in_range(client: &str) -> bool {
     if client.is_empty() || !client.bytes().all(|b| b.is_ascii_digit()) {
         return true;
     }
-    client.parse::<u64>().is_ok_and(|c| c <= MAX_CURSOR)
+    super::int::parse_uint(client).is_some_and(|c| c <= MAX_CURSOR)
 }
 
 /// The cursor to return. `jitter` (any u64, e.g. random) spreads the forward
@@ -25,7 +25,7 @@ pub fn cursor_in_range(client: &str) -> bool {
 /// must have been refused before (see [`cursor_in_range`]).
 pub fn next_cursor(now_ms: u64, client: Option<&str>, jitter: u64) -> u64 {
     let interval = now_ms.saturating_sub(CURSOR_EPOCH_MS) / INTERVAL_MS;
-    match client.and_then(|c| c.parse::<u64>().ok()) {
+    match client.and_then(super::int::parse_uint) {
         Some(c) if c >= interval => {
             debug_assert!(c <= MAX_CURSOR, "cursor {c} was not range-checked");
             c.saturating_add(1 + jitter % STEP_MAX)
@@ -46,6 +46,7 @@ mod tests {
         assert_eq!(next_cursor(now, Some("2"), 0), 3);
         assert_eq!(next_cursor(now, Some("50"), 9), 60);
         assert_eq!(next_cursor(now, Some("junk"), 9), 2);
+        assert_eq!(next_cursor(now, Some("+50"), 9), 2, "the one integer grammar: no sign");
     }
 
     #[test]
