@@ -99,6 +99,23 @@ pub struct Config {
           value_parser = count::<usize>(1, 65_536))]
     pub max_batch_frames: usize,
 
+    /// Idempotent producers remembered per stream; beyond it the least recently
+    /// written one is forgotten (1..1000000).
+    #[arg(long, env = "SLUICE_MAX_PRODUCERS", value_name = "N", default_value = "1000",
+          value_parser = count::<usize>(1, 1_000_000))]
+    pub max_producers: usize,
+
+    /// Producer-Id length, 400 beyond (1..64KiB).
+    #[arg(long, env = "SLUICE_MAX_PRODUCER_ID_BYTES", value_name = "SIZE", default_value = "256",
+          value_parser = size::<usize>(1, 64 << 10))]
+    pub max_producer_id_bytes: usize,
+
+    /// Bytes one catch-up response or SSE event reads ahead of the socket; a JSON
+    /// stream reads at least one whole message (4KiB..1GiB).
+    #[arg(long, env = "SLUICE_MAX_READ_BYTES", value_name = "SIZE", default_value = "8MiB",
+          value_parser = size::<u64>(4 << 10, 1 << 30))]
+    pub max_read_bytes: u64,
+
     /// Keep-alive idle limit; also how long a peer may take no response bytes (1s..1d).
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",
           value_parser = duration(ms(1_000), hours(24)))]
@@ -319,6 +336,8 @@ mod tests {
         assert_eq!(c.segment_bytes, 64 << 20);
         assert_eq!(c.max_body_bytes, 64 << 20, "default");
         assert!(!c.access_log);
+        let c = serve("serve --max-producers 3 --max-producer-id-bytes 16 --max-read-bytes 128KiB").expect("parses");
+        assert_eq!((c.max_producers, c.max_producer_id_bytes, c.max_read_bytes), (3, 16, 128 << 10));
     }
 
     #[test]
@@ -333,6 +352,9 @@ mod tests {
             ("serve --long-poll-timeout 2", "--long-poll-timeout"),
             ("serve --idle-timeout 2w", "--idle-timeout"),
             ("serve --max-body-bytes 2GiB", "--max-body-bytes"),
+            ("serve --max-producers 0", "--max-producers"),
+            ("serve --max-producer-id-bytes 0", "--max-producer-id-bytes"),
+            ("serve --max-read-bytes 1KiB", "--max-read-bytes"),
             ("serve --log-level loud", "--log-level"),
             ("serve --bogus 1", "--bogus"),
             ("serve --listen", "--listen"),

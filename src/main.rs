@@ -4,6 +4,8 @@ mod auth;
 mod check;
 mod config;
 mod conn;
+mod dirlock;
+mod fatal;
 mod handlers;
 mod logging;
 mod mesh;
@@ -41,6 +43,7 @@ fn main() {
         Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
         Command::Serve(cfg) => {
             logging::init(&cfg.log_level);
+            fatal::stop_process_on_panic();
             if let Err(code) = server::run(cfg) {
                 std::process::exit(code);
             }

@@ -4,6 +4,7 @@
 
 use crate::auth::Access;
 use crate::config::{Config, HostLimits};
+use crate::dirlock::DirLock;
 use crate::mesh::Message;
 use crate::reload::Reloads;
 use crate::shard;
@@ -89,12 +90,14 @@ struct Running {
     reloads: Arc<Reloads>,
     /// The slowest shard's replay time and the torn bytes of all shards.
     recovered: shard::Recovered,
+    /// Held until the process exits: no second sluice on this data dir.
+    _lock: DirLock,
 }
 
 /// Prepares the data dir, binds, starts every shard and waits for their recovery.
 fn start(cfg: &Config) -> Result<Running, String> {
     let access = Arc::new(Access::from_config(cfg)?);
-    prepare_data_dir(&cfg.data_dir, cfg.shards)?;
+    let lock = prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.
     drop(bind(cfg, false)?);
@@ -145,7 +148,7 @@ fn start(cfg: &Config) -> Result<Running, String> {
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    Ok(Running { handles, shutdown, signals, access, reloads, recovered })
+    Ok(Running { handles, shutdown, signals, access, reloads, recovered, _lock: lock })
 }
 
 /// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
@@ -182,9 +185,11 @@ pub fn read_shard_count(dir: &Path) -> Result<Option<usize>, String> {
     }
 }
 
-fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
+/// Creates or checks the data directory and locks it for this process.
+fn prepare_data_dir(dir: &Path, shards: usize) -> Result<DirLock, String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(unwritable)?;
+    let lock = DirLock::acquire(dir)?;
     let probe = dir.join(".write-probe");
     std::fs::write(&probe, b"probe").map_err(unwritable)?;
     let _ = std::fs::remove_file(&probe);
@@ -199,6 +204,14 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
             }
         }
         Ok(None) => {
+            let orphans = shard_dirs(dir).map_err(unwritable)?;
+            if orphans > 0 {
+                return Err(format!(
+                    "data dir {} has {orphans} shard directories but no {META_FILE}: restore it \
+                     (a line 'shards = {orphans}') instead of starting afresh, which would hide streams",
+                    dir.display()
+                ));
+            }
             let tmp = dir.join(".sluice.meta.tmp");
             let mut f = std::fs::File::create(&tmp).map_err(unwritable)?;
             writeln!(f, "# written by sluice at first start; the shard count cannot change\nshards = {shards}")
@@ -212,7 +225,21 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
     for i in 0..shards {
         std::fs::create_dir_all(dir.join(format!("shard-{i}"))).map_err(unwritable)?;
     }
-    Ok(())
+    Ok(lock)
+}
+
+/// How many `shard-N` directories `dir` holds.
+fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let numbered = name.to_str().and_then(|s| s.strip_prefix("shard-")).is_some_and(|i| i.parse::<usize>().is_ok());
+        if numbered && entry.file_type()?.is_dir() {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {

@@ -140,7 +140,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let log_cfg =
         LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
     let recovering = std::time::Instant::now();
-    let shard = match Shard::open(id, log_cfg).await {
+    let shard = match Shard::open(id, log_cfg, cfg.max_producers).await {
         Ok(s) => s,
         Err(e) => {
             let _ = start.ready.send(Err(format!("shard {id}: {e}")));
@@ -217,6 +217,13 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
+    if crate::fatal::injected_panic(id) {
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(Duration::from_millis(200)).await;
+            panic!("injected fault: shard {id} panics while serving");
+        })
+        .detach();
+    }
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;
@@ -264,6 +271,11 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
     match msg {
         Message::Handoff { fd, buffered } => {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
+            if ctx.connections.get() >= ctx.cfg.max_connections {
+                // Handed-off connections count against the limit like accepted ones.
+                glommio::spawn_local(conn::refuse(sock, ctx.gate.cors(None))).detach();
+                return;
+            }
             glommio::spawn_local(conn::serve(ctx.clone(), sock, buffered)).detach();
         }
         Message::Request { from, id, req } => {

@@ -115,7 +115,7 @@ fn stream_with(n: usize) -> StreamState {
         initial: vec![],
         initial_messages: vec![],
     };
-    let mut s = StreamState::from_create(&create, 0);
+    let mut s = StreamState::from_create(&create, 0, 1);
     let data = [b'x'; 256];
     for i in 0..n {
         s.apply_append(&plain_append(&data), (i / 100_000) as u32, (i % 100_000) as u64 * 300);

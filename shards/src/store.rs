@@ -86,6 +86,8 @@ pub struct Store {
     /// Commit number of the newest hard delete: a reader that finds no
     /// stream answers only once it is durable.
     pub(crate) removed: u64,
+    /// Producers each stream remembers (see `core::producer::Producers`).
+    max_producers: usize,
 }
 
 /// What a parent shard hands a new fork: the inherited index and the
@@ -236,7 +238,7 @@ impl Store {
             self.handles.remove(&old.state.handle);
         }
         self.handles.insert(c.handle, key.clone());
-        let mut state = StreamState::from_create(c, self.shard);
+        let mut state = StreamState::from_create(c, self.shard, self.max_producers);
         state.first_segment = segment;
         self.streams.insert(
             key,
@@ -328,9 +330,10 @@ impl Store {
 }
 
 impl Shard {
-    /// Opens shard `id`'s log under `cfg.dir`, replaying it.
-    pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
-        let mut store = Store { shard: id as u32, ..Store::default() };
+    /// Opens shard `id`'s log under `cfg.dir`, replaying it; each stream
+    /// remembers at most `max_producers` idempotent producers.
+    pub async fn open(id: usize, cfg: crate::log::LogConfig, max_producers: usize) -> Result<Shard, String> {
+        let mut store = Store { shard: id as u32, max_producers, ..Store::default() };
         let tail = recovery::scan(&cfg.dir, recovery::Mode::Repair, |r, at| store.replay(r, at))?;
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled
@@ -402,6 +405,14 @@ impl Shard {
         self.log.reserve(bytes + 256).await
     }
 
+    /// Log room for the data and message lengths an append of `body` can
+    /// encode to: JSON normalization keeps at most the body plus one comma,
+    /// and each message (at most one per comma, plus one) adds a 4-byte length.
+    fn append_room(body: &[u8]) -> usize {
+        let messages = body.iter().filter(|&&b| b == b',').count() + 1;
+        body.len() + 1 + 4 * messages
+    }
+
     /// PUT: create a stream or confirm an existing one.
     pub async fn create(
         &self,
@@ -411,9 +422,18 @@ impl Shard {
         fork: Option<ForkPlan>,
         now_ms: u64,
     ) -> Result<CreateOutcome, StoreError> {
-        let inherited = fork.as_ref().map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len());
-        self.reserve(body.len() + inherited + key.0.len() + key.1.len() + input.content_type.len() + input.attrs.len())
-            .await?;
+        let inherited = fork
+            .as_ref()
+            .map_or(0, |f| f.record.inherited.len() * 20 + f.prefix.len() + 4 * f.prefix_messages.len() + 4);
+        self.reserve(
+            Self::append_room(body)
+                + inherited
+                + key.0.len()
+                + key.1.len()
+                + input.content_type.len()
+                + input.attrs.len(),
+        )
+        .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
         let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
         self.publish(handle, tail, closed);
@@ -428,7 +448,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve(input.body.len() + extra).await?;
+        self.reserve(Self::append_room(input.body) + extra).await?;
         let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.closed);
@@ -443,7 +463,7 @@ impl Shard {
         frames: &[&[u8]],
         now_ms: u64,
     ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
-        let total: usize = frames.iter().map(|f| f.len() + 64).sum();
+        let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
         self.reserve(total).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();

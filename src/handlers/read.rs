@@ -12,7 +12,7 @@ use crate::sse::SseRequest;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
-use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::core::cursor::{cursor_in_range, next_cursor};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::json::{record_value, render_array, NDJSON, RECORD_END};
 use sluice_shards::core::records::{self, RecordQuery};
@@ -22,10 +22,6 @@ use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// Most bytes one response carries unless `max_bytes` says less; the client
-/// continues from Stream-Next-Offset. Always at least one whole message.
-pub const READ_CHUNK: u64 = 8 << 20;
 
 /// How much one batch may hold.
 #[derive(Clone, Copy, Debug)]
@@ -37,10 +33,6 @@ pub struct Limit {
     /// JSON streams are read in whole messages (the base surface's arrays).
     pub whole_json: bool,
     pub records: Option<u64>,
-}
-
-impl Limit {
-    pub const DEFAULT: Limit = Limit { bytes: READ_CHUNK, exact: false, whole_json: false, records: None };
 }
 
 /// How a batch is rendered.
@@ -112,13 +104,15 @@ pub fn resolve(
     }
 }
 
-/// Reads visible bytes from `from` within `limit`. With `max_bytes` on a
-/// text stream the cut never splits a UTF-8 character: a trailing partial
-/// character is left for the next read, and a limit smaller than the first
-/// character returns that whole character.
+/// Reads visible bytes from `from` within `limit`: whole messages when
+/// `whole_json` applies (at least one), otherwise cut at the limit. On a
+/// text or JSON stream a cut never splits a UTF-8 character: a trailing
+/// partial character is left for the next read, and a limit smaller than
+/// the first character returns that whole character.
 pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
     let mut b = read_span(ctx, key, from, limit).await?;
-    if limit.exact && utf8(&b.content_type) {
+    let cut = limit.exact || b.end - from == limit.bytes;
+    if cut && utf8(&b.content_type) {
         if let Some(width) = trim_to_char_boundary(&mut b) {
             b = read_span(ctx, key, from, Limit { bytes: width, ..limit }).await?;
         }
@@ -146,8 +140,9 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
                 break;
             }
             if len > room {
-                if limit.exact && !whole_messages {
-                    // max_bytes on a byte stream: cut exactly at the limit.
+                if !whole_messages && (limit.exact || end == from) {
+                    // max_bytes, or one message larger than the whole read:
+                    // cut exactly at the limit.
                     if room == 0 {
                         break;
                     }
@@ -331,8 +326,10 @@ impl View {
     }
 }
 
-/// Parses `offset`, `live`, `max_bytes` and the record parameters.
-pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, Error> {
+/// Parses `offset`, `live`, `max_bytes` and the record parameters. One
+/// response reads at most `max_read` bytes (`--max-read-bytes`; whole JSON
+/// messages: at least one); the client continues from Stream-Next-Offset.
+pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<ReadQuery<'_>, Error> {
     let bad = |why| Err(Error::Invalid(why));
     let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
@@ -351,11 +348,18 @@ pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, E
     if live.is_some() && offset.is_none() && records.is_none() {
         return bad("live reads need an offset");
     }
-    let mut limit =
-        Limit { records: records.and_then(|r| r.max_records), whole_json: surface == Surface::Base, ..Limit::DEFAULT };
+    if t.param("cursor").is_some_and(|c| !cursor_in_range(c)) {
+        return bad("cursor is beyond the largest cursor");
+    }
+    let mut limit = Limit {
+        bytes: max_read,
+        exact: false,
+        whole_json: surface == Surface::Base,
+        records: records.and_then(|r| r.max_records),
+    };
     if let Some(m) = t.param("max_bytes") {
         let n = parse_uint(m).filter(|n| *n > 0).ok_or(Error::Invalid("max_bytes must be a positive integer"))?;
-        limit.bytes = n.min(READ_CHUNK);
+        limit.bytes = n.min(max_read);
         limit.exact = true;
     }
     Ok(ReadQuery { offset, live, records, limit })
@@ -370,7 +374,7 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
 
 async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Reply, Error> {
     let surface = Surface::of(t);
-    let q = parse_read_query(t, surface)?;
+    let q = parse_read_query(t, surface, ctx.cfg.max_read_bytes)?;
     let offset = q.offset.unwrap_or(OffsetQuery::Start);
     let now = ctx.now_ms();
     bucket_exists(ctx, key)?;

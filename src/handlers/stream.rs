@@ -14,7 +14,7 @@ use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::producer::parse_producer_int;
-use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl};
+use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl, MAX_TTL_SECS};
 use sluice_shards::core::Error;
 use sluice_shards::log::ProducerStamp;
 use sluice_shards::offset::Offset;
@@ -59,6 +59,9 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     }
     let ttl_secs = match ttl.map(parse_ttl) {
         Some(None) => return Err(Error::Invalid("Stream-TTL must be a non-negative integer without leading zeros")),
+        Some(Some(t)) if t > MAX_TTL_SECS => {
+            return Err(Error::Invalid("Stream-TTL is beyond the largest lifetime (until year 9999)"))
+        }
         Some(v) => v,
         None => None,
     };
@@ -116,7 +119,7 @@ pub fn set_record_bounds(r: &mut Response, first: usize, next: usize) {
 /// Extension token of JSON record coordinates.
 pub const JSON_RECORDS: &str = "json-record-coordinates-v1";
 
-fn producer_headers(head: &Head) -> Result<Option<ProducerStamp>, Error> {
+fn producer_headers(head: &Head, max_id_bytes: usize) -> Result<Option<ProducerStamp>, Error> {
     let id = head.header(h::PRODUCER_ID);
     let epoch = head.header(h::PRODUCER_EPOCH);
     let seq = head.header(h::PRODUCER_SEQ);
@@ -125,6 +128,9 @@ fn producer_headers(head: &Head) -> Result<Option<ProducerStamp>, Error> {
         (Some(id), Some(epoch), Some(seq)) => {
             if id.is_empty() {
                 return Err(Error::Invalid("Producer-Id must not be empty"));
+            }
+            if id.len() > max_id_bytes {
+                return Err(Error::Invalid("Producer-Id is longer than --max-producer-id-bytes"));
             }
             let epoch =
                 parse_producer_int(epoch).ok_or(Error::Invalid("Producer-Epoch must be an integer in 0..=2^53-1"))?;
@@ -141,7 +147,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     if ctx.shard.store.borrow_mut().live(key, now).is_none() {
         return Err(Error::NoStream);
     }
-    let producer = producer_headers(head)?;
+    let producer = producer_headers(head, ctx.cfg.max_producer_id_bytes)?;
     let close = header_true(head, h::STREAM_CLOSED)?;
     let record_match = match head.header(h::STREAM_RECORD_MATCH) {
         Some(v) => Some(parse_uint(v).ok_or(Error::Invalid("Stream-Record-Match must be an unsigned integer"))?),

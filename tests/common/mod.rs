@@ -258,6 +258,11 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server is running").id()
+    }
+
     /// What the server wrote to its log so far (empty without a log).
     pub fn output(&self) -> String {
         self.launch.log.as_deref().map(read_output).unwrap_or_default()

@@ -88,7 +88,6 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::producer::ProducerState;
     use crate::log::AppendRecord;
 
     use crate::core::stream::fixture::stream;
@@ -152,7 +151,7 @@ mod tests {
     #[test]
     fn producer_dedup_runs_before_stream_seq() {
         let mut s = stream("text/plain");
-        s.producers.insert("p".into(), ProducerState { epoch: 0, last_seq: 0, ack: (0, 0, 0) });
+        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 0, seq: 0 }, (0, 0, 0));
         s.last_stream_seq = Some("b".into());
         let mut dup = input(Some("text/plain"), b"x");
         dup.producer = Some(stamp(0, 0));

@@ -2,6 +2,7 @@
 //! scoped to one (stream, Producer-Id).
 
 use crate::log::ProducerStamp;
+use std::collections::HashMap;
 
 /// What the stream remembers about one producer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,6 +12,55 @@ pub struct ProducerState {
     /// What the last accepted request was answered with: next offset and
     /// its record range, returned again to a deduplicated retry.
     pub ack: (u64, u64, u64),
+    /// When this producer last wrote, counted in the stream's producer writes.
+    written: u64,
+}
+
+/// A stream's producers, at most `cap` of them: beyond it the least recently
+/// written producer is forgotten (as Kafka expires idle producer ids), and
+/// its next request is judged as a new producer's. Only accepted writes
+/// count as use, so replaying the log forgets exactly the producers the live
+/// server forgot (given the same cap).
+#[derive(Clone, Debug)]
+pub struct Producers {
+    by_id: HashMap<String, ProducerState>,
+    cap: usize,
+    writes: u64,
+}
+
+impl Producers {
+    /// An empty table remembering at most `cap` (at least one) producers.
+    pub fn new(cap: usize) -> Producers {
+        assert!(cap > 0, "a producer table must hold at least one producer");
+        Producers { by_id: HashMap::new(), cap, writes: 0 }
+    }
+
+    pub fn get(&self, id: &str) -> Option<&ProducerState> {
+        self.by_id.get(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Records `stamp`'s accepted write, answered with `ack`; forgets the
+    /// least recently written producer if the table is then over its cap.
+    pub fn record(&mut self, stamp: &ProducerStamp, ack: (u64, u64, u64)) {
+        self.writes += 1;
+        let state = ProducerState { epoch: stamp.epoch, last_seq: stamp.seq, ack, written: self.writes };
+        self.by_id.insert(stamp.id.clone(), state);
+        if self.by_id.len() > self.cap {
+            let oldest = self.by_id.iter().min_by_key(|(_, p)| p.written).map(|(id, _)| id.clone());
+            if let Some(id) = oldest {
+                self.by_id.remove(&id);
+            }
+        }
+        debug_assert!(self.by_id.len() <= self.cap);
+    }
 }
 
 /// The verdict on a producer stamp.
@@ -70,7 +120,7 @@ mod tests {
 
     #[test]
     fn state_machine() {
-        let s = ProducerState { epoch: 1, last_seq: 2, ack: (0, 0, 0) };
+        let s = ProducerState { epoch: 1, last_seq: 2, ack: (0, 0, 0), written: 0 };
         assert_eq!(check(None, &stamp(0, 0)), ProducerCheck::Accept);
         assert_eq!(check(None, &stamp(3, 0)), ProducerCheck::Accept);
         assert_eq!(check(None, &stamp(0, 1)), ProducerCheck::Gap { expected: 0, received: 1 });
@@ -89,5 +139,18 @@ mod tests {
         for bad in ["", "-1", "1e3", "0xyz", "1abc", "9007199254740992", " 1"] {
             assert_eq!(parse_producer_int(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn least_recently_written_producer_is_forgotten_beyond_the_cap() {
+        let mut t = Producers::new(2);
+        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 0 }, (1, 0, 1));
+        t.record(&ProducerStamp { id: "b".into(), epoch: 0, seq: 0 }, (2, 1, 2));
+        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 1 }, (3, 2, 3));
+        t.record(&ProducerStamp { id: "c".into(), epoch: 0, seq: 0 }, (4, 3, 4));
+        assert_eq!(t.len(), 2);
+        assert!(t.get("b").is_none(), "b wrote least recently");
+        assert_eq!(t.get("a").map(|p| p.last_seq), Some(1));
+        assert_eq!(check(t.get("b"), &stamp(0, 1)), ProducerCheck::Gap { expected: 0, received: 1 });
     }
 }

@@ -5,10 +5,9 @@
 //! appends get disjoint offsets); `visible` moves when the append is durable,
 //! and is all that readers, HEAD and live tails ever see.
 
-use super::producer::ProducerState;
+use super::producer::Producers;
 use super::ttl::Lifetime;
 use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
-use std::collections::HashMap;
 
 /// One message (an append, or one JSON record) and where its bytes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +48,7 @@ pub struct StreamState {
     /// The producer stamp whose request closed the stream.
     pub closed_by: Option<ProducerStamp>,
     pub last_stream_seq: Option<String>,
-    pub producers: HashMap<String, ProducerState>,
+    pub producers: Producers,
     pub messages: Vec<Message>,
     pub visible: Visible,
     /// The shard this stream lives on.
@@ -82,8 +81,9 @@ pub struct Snapshot {
 }
 
 impl StreamState {
-    /// State of a stream as its create record describes it.
-    pub fn from_create(c: &CreateRecord, shard: u32) -> StreamState {
+    /// State of a stream as its create record describes it, remembering at
+    /// most `max_producers` producers.
+    pub fn from_create(c: &CreateRecord, shard: u32, max_producers: usize) -> StreamState {
         let mut messages = Vec::new();
         let mut tail = 0;
         for e in c.fork.iter().flat_map(|f| f.inherited.iter()) {
@@ -109,7 +109,7 @@ impl StreamState {
             closed: c.closed,
             closed_by: None,
             last_stream_seq: None,
-            producers: HashMap::new(),
+            producers: Producers::new(max_producers),
             messages,
             visible: Visible { tail, closed: c.closed, messages: inherited },
             shard,
@@ -144,7 +144,7 @@ impl StreamState {
         }
         if let Some(p) = &a.producer {
             let ack = (self.tail, records_before, self.messages.len() as u64);
-            self.producers.insert(p.id.clone(), ProducerState { epoch: p.epoch, last_seq: p.seq, ack });
+            self.producers.record(p, ack);
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
@@ -233,7 +233,7 @@ pub(crate) mod fixture {
             initial: vec![],
             initial_messages: vec![],
         };
-        StreamState::from_create(&c, 0)
+        StreamState::from_create(&c, 0, 16)
     }
 
     /// A plain append record for stream handle 1 at t=200 ms.

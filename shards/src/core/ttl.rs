@@ -1,6 +1,12 @@
 //! Stream lifetime: `Stream-TTL` (sliding, renewed on access) and
 //! `Stream-Expires-At` (absolute), with the strict header syntax the protocol asks for.
 
+/// Largest `Stream-TTL` accepted: the seconds from the Unix epoch to
+/// 9999-12-31T23:59:59Z, the end of what `Stream-Expires-At` can express.
+/// Any lifetime up to this, counted from any time before then, fits in
+/// Unix milliseconds with room to spare.
+pub const MAX_TTL_SECS: u64 = 253_402_300_799;
+
 /// Parses `Stream-TTL`: decimal digits, no sign, no leading zeros (but `0` itself).
 pub fn parse_ttl(v: &str) -> Option<u64> {
     super::int::parse_canonical_uint(v)
@@ -106,7 +112,7 @@ impl Lifetime {
     /// Whether the stream is gone at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|at| now_ms >= at)
-            || self.ttl_secs.is_some_and(|t| now_ms >= self.last_access_ms.saturating_add(t * 1000))
+            || self.ttl_secs.is_some_and(|t| now_ms >= self.last_access_ms.saturating_add(t.saturating_mul(1000)))
     }
 
     /// Renews the sliding TTL window.
@@ -152,5 +158,16 @@ mod tests {
         assert!(!l.expired(4000));
         let abs = Lifetime { ttl_secs: None, expires_at_ms: Some(50), last_access_ms: 0 };
         assert!(abs.expired(50) && !abs.expired(49));
+    }
+
+    #[test]
+    fn huge_ttl_never_wraps_into_the_past() {
+        let now = 1_735_689_600_000;
+        for ttl in [MAX_TTL_SECS, 18_446_744_073_709_552, u64::MAX] {
+            let l = Lifetime { ttl_secs: Some(ttl), expires_at_ms: None, last_access_ms: now };
+            assert!(!l.expired(now + 1000), "ttl {ttl}");
+        }
+        assert!(parse_ttl(&MAX_TTL_SECS.to_string()).is_some());
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), Some(MAX_TTL_SECS * 1000));
     }
 }
