@@ -1,15 +1,17 @@
 //! One HTTP/1.1 connection: read heads and bodies under limits and timeouts,
-//! route, hand the connection to the owner shard when the stream lives
-//! elsewhere, answer, and repeat (keep-alive and pipelining).
+//! route, serve the request here or forward it to the stream's owner shard
+//! (the connection stays; live SSE moves with its connection), answer, and
+//! repeat (keep-alive and pipelining).
 
-use crate::handlers::{self, Reply};
+use crate::forward::{self, Rendered};
+use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use sluice::http::body::{ChunkError, ChunkedDecoder};
 use sluice::http::request::BodyKind;
-use sluice::http::url::parse_target;
+use sluice::http::url::{parse_target, Target};
 use sluice::http::{parse_head, Head, HeadError, Response};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -32,9 +34,7 @@ impl Drop for ConnGuard {
 
 /// Answers a connection over the limit with 503 and closes it.
 pub async fn refuse(mut sock: TcpStream) {
-    let mut out = Vec::new();
-    handlers::finish(Response::error(503, "too many connections")).render(&mut out, true);
-    let _ = sock.write_all(&out).await;
+    refuse_with(&mut sock, Response::error(503, "too many connections")).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -45,85 +45,110 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // A peer that takes no bytes of a response for the idle timeout is gone
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
-    let mut out = Vec::with_capacity(4096);
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(resp) => {
-                send(&mut sock, &mut out, resp, true).await;
+                refuse_with(&mut sock, resp).await;
                 return;
             }
         };
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                send(&mut sock, &mut out, Response::error(400, e.reason()), true).await;
+                refuse_with(&mut sock, Response::error(400, e.reason())).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
-        if let Some(owner) = route.owner(ctx.shards) {
-            if owner != ctx.id {
-                handoff(&ctx, sock, buf, owner).await;
-                return;
-            }
+        // Every request is decided here, parsed and routed, before any
+        // cross-shard work: checks that refuse a request belong at this point.
+        let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
+        if let (Some(owner), Some("sse")) = (owner, target.param("live")) {
+            // An SSE response lasts as long as its connection: move the
+            // connection to the owner rather than forward every event.
+            handoff(&ctx, sock, buf, owner).await;
+            return;
         }
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(resp) => {
-                send(&mut sock, &mut out, resp, true).await;
+                refuse_with(&mut sock, resp).await;
                 return;
             }
         };
-        // Shutdown waits for in-flight requests; parked long-polls are woken
-        // by it and answer 204 at once.
-        ctx.in_flight.set(ctx.in_flight.get() + 1);
-        let reply = handlers::handle(&ctx, &head, &target, route, body).await;
-        ctx.in_flight.set(ctx.in_flight.get() - 1);
-        match reply {
-            Reply::Full(resp) => {
-                let mut resp = resp;
-                if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
-                    // HEAD: announce the length, send no body.
-                    resp.head_length = Some(resp.body.len());
-                }
-                if !send(&mut sock, &mut out, resp, head.close).await || head.close {
+        let close = head.close;
+        let rendered = match owner {
+            Some(owner) => {
+                // Shutdown waits for this connection's forwarded request too.
+                ctx.in_flight.set(ctx.in_flight.get() + 1);
+                let r = forward::submit(&ctx, owner, head, target, route, body).await;
+                ctx.in_flight.set(ctx.in_flight.get() - 1);
+                r
+            }
+            None => match respond(&ctx, &head, &target, route, body).await {
+                Reply::Full(resp) => Rendered::new(resp, close),
+                Reply::Sse(sse) => {
+                    // Live fan-out runs in its own task queue with fewer shares,
+                    // so appends are not queued behind a thousand subscribers.
+                    let queue = ctx.sse_queue;
+                    let task = async move {
+                        let _guard = guard;
+                        crate::sse::run(&ctx, &mut sock, sse).await;
+                    };
+                    if let Ok(t) = glommio::spawn_local_into(task, queue) {
+                        t.detach();
+                    }
                     return;
                 }
-            }
-            Reply::Sse(sse) => {
-                // Live fan-out runs in its own task queue with fewer shares,
-                // so appends are not queued behind a thousand subscribers.
-                let queue = ctx.sse_queue;
-                let task = async move {
-                    let _guard = guard;
-                    crate::sse::run(&ctx, &mut sock, sse).await;
-                };
-                if let Ok(t) = glommio::spawn_local_into(task, queue) {
-                    t.detach();
-                }
-                return;
-            }
+            },
+        };
+        if !write(&mut sock, &rendered).await || close {
+            return;
         }
     }
 }
 
-/// Renders and writes a response; false if the peer is gone.
-async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool) -> bool {
-    out.clear();
-    let resp = handlers::finish(resp);
-    if resp.body.len() < LARGE_BODY || !resp.sends_body() {
-        resp.render(out, close);
-        return sock.write_all(out).await.is_ok();
+/// Serves a request on this (its owner) shard; the response is finished
+/// (common headers, HEAD length) and ready to render.
+async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
+    // Shutdown waits for in-flight requests; parked long-polls are woken
+    // by it and answer 204 at once.
+    ctx.in_flight.set(ctx.in_flight.get() + 1);
+    let reply = handlers::handle(ctx, head, target, route, body).await;
+    ctx.in_flight.set(ctx.in_flight.get() - 1);
+    match reply {
+        Reply::Full(mut resp) => {
+            if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
+                // HEAD: announce the length, send no body.
+                resp.head_length = Some(resp.body.len());
+            }
+            Reply::Full(handlers::finish(resp))
+        }
+        sse => sse,
     }
-    // Large bodies (catch-up reads) go out from their own buffer, uncopied.
-    resp.render_head(out, close);
-    sock.write_all(out).await.is_ok() && sock.write_all(&resp.body).await.is_ok()
 }
 
-/// Bodies at least this large are written without copying them behind the head.
-const LARGE_BODY: usize = 64 * 1024;
+/// Serves a request forwarded by the shard that holds its connection.
+pub async fn answer(ctx: &Rc<Ctx>, head: Head, target: Target, route: Route, body: Vec<u8>) -> Rendered {
+    let resp = match respond(ctx, &head, &target, route, body).await {
+        Reply::Full(resp) => resp,
+        // conn::serve hands SSE requests over with their connection instead.
+        Reply::Sse(_) => handlers::finish(Response::error(500, "live SSE cannot be forwarded")),
+    };
+    Rendered::new(resp, head.close)
+}
+
+/// Writes rendered response bytes; false if the peer is gone.
+async fn write(sock: &mut TcpStream, r: &Rendered) -> bool {
+    sock.write_all(&r.head).await.is_ok() && (r.body.is_empty() || sock.write_all(&r.body).await.is_ok())
+}
+
+/// Writes an error response that ends the connection.
+async fn refuse_with(sock: &mut TcpStream, resp: Response) {
+    let _ = write(sock, &Rendered::new(handlers::finish(resp), true)).await;
+}
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
 async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {

@@ -2,6 +2,7 @@
 
 mod config;
 mod conn;
+mod forward;
 mod handlers;
 mod mesh;
 mod server;

@@ -1,4 +1,5 @@
-//! One shard's runtime on its pinned executor: recovery, the cross-shard mesh,
+//! One shard's runtime on its pinned executor: recovery, the cross-shard mesh
+//! (forwarded requests, handoffs, bucket messages),
 //! bucket replication at start, and the accept loop on its SO_REUSEPORT socket.
 
 use crate::config::Config;
@@ -29,6 +30,12 @@ pub struct Ctx {
     pub in_flight: Cell<usize>,
     /// Task queue for SSE delivery (fewer shares than request handling).
     pub sse_queue: glommio::TaskQueueHandle,
+    /// Task queue for cross-shard messages (more shares: peers wait on them).
+    pub mesh_queue: glommio::TaskQueueHandle,
+    /// Forwarded requests and answers queued per destination shard.
+    pub outbox: crate::forward::Outbox,
+    /// This shard's forwarded requests awaiting answers.
+    pub waiting: crate::forward::Waiting,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
@@ -132,12 +139,15 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         in_flight: Cell::new(0),
         stopping: sluice_shards::signal::Signal::default(),
         sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
+        // Handoffs, forwarded batches and bucket messages get their own
+        // queue so a busy shard still picks them up promptly.
+        mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
+        outbox: crate::forward::Outbox::new(shards),
+        waiting: crate::forward::Waiting::default(),
         waiters: Cell::new(0),
         rng: Cell::new(seed(id)),
     });
-    // Handoffs and bucket messages get their own queue so a busy shard still
-    // picks them up promptly.
-    let tq = glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
+    let tq = ctx.mesh_queue;
     let mut receivers = receivers;
     for (_, rx) in receivers.streams() {
         let ctx = ctx.clone();
@@ -239,6 +249,7 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             .detach();
         }
         Message::Reply { id, rep } => ctx.pending.complete(id, rep),
+        Message::Batch(batch) => crate::forward::receive(ctx, batch),
     }
 }
 

@@ -1,0 +1,157 @@
+//! Cross-shard request forwarding (Seastar's `submit_to`): the shard that
+//! accepted a connection keeps it, sends each parsed request (head and body)
+//! for a stream owned elsewhere to the owner, and writes back the response
+//! bytes the owner renders. Requests and answers for one peer shard queue in
+//! a per-destination outbox that one flusher task sends as a single batch
+//! message, so a busy shard pays one channel message and one wake-up per batch.
+
+use crate::handlers::Route;
+use crate::mesh::Message;
+use crate::shard::Ctx;
+use glommio::channels::local_channel::{self, LocalSender};
+use sluice::http::url::Target;
+use sluice::http::{Head, Response};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A request travelling to the owner shard of its stream.
+pub struct Forward {
+    /// The accepting shard and its id for the answer.
+    pub from: usize,
+    pub id: u64,
+    pub head: Head,
+    pub target: Target,
+    pub route: Route,
+    pub body: Vec<u8>,
+}
+
+/// A rendered response travelling back to the accepting shard.
+pub struct Answer {
+    pub id: u64,
+    pub bytes: Rendered,
+}
+
+/// Response bytes: the head (with small bodies rendered inline) and a large
+/// body kept in its own buffer so it is never copied.
+pub struct Rendered {
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// Bodies at least this large are written without copying them behind the head.
+const LARGE_BODY: usize = 64 * 1024;
+
+impl Rendered {
+    /// Renders a finished response for a connection (`close`: last response on it).
+    pub fn new(resp: Response, close: bool) -> Rendered {
+        let mut head = Vec::with_capacity(512);
+        if resp.body.len() < LARGE_BODY || !resp.sends_body() {
+            resp.render(&mut head, close);
+            return Rendered { head, body: Vec::new() };
+        }
+        resp.render_head(&mut head, close);
+        Rendered { head, body: resp.body }
+    }
+}
+
+/// One item of a batch between two shards.
+pub enum Envelope {
+    Forward(Forward),
+    Answer(Answer),
+}
+
+/// Per-destination queues of envelopes waiting for their flusher.
+pub struct Outbox {
+    queues: Vec<RefCell<Vec<Envelope>>>,
+    flushing: Vec<Cell<bool>>,
+}
+
+impl Outbox {
+    pub fn new(shards: usize) -> Outbox {
+        Outbox {
+            queues: (0..shards).map(|_| RefCell::new(Vec::new())).collect(),
+            flushing: (0..shards).map(|_| Cell::new(false)).collect(),
+        }
+    }
+}
+
+/// Queues `env` for shard `to`, starting its flusher if none is running.
+pub fn push(ctx: &Rc<Ctx>, to: usize, env: Envelope) {
+    debug_assert_ne!(to, ctx.id, "a shard never forwards to itself");
+    ctx.outbox.queues[to].borrow_mut().push(env);
+    if !ctx.outbox.flushing[to].replace(true) {
+        glommio::spawn_local_into(flush(ctx.clone(), to), ctx.mesh_queue).expect("mesh task queue exists").detach();
+    }
+}
+
+/// Sends everything queued for `to` as batches until the queue stays empty.
+/// The flusher runs after the tasks that queued, so one batch gathers every
+/// request queued in the same scheduling round (and while a send waits).
+async fn flush(ctx: Rc<Ctx>, to: usize) {
+    loop {
+        let batch = std::mem::take(&mut *ctx.outbox.queues[to].borrow_mut());
+        if batch.is_empty() {
+            ctx.outbox.flushing[to].set(false);
+            return;
+        }
+        if let Err(e) = ctx.senders.send_to(to, Message::Batch(batch)).await {
+            // The peer is gone (shutting down): its requests cannot be served.
+            use glommio::{GlommioError, ResourceType};
+            if let GlommioError::Closed(ResourceType::Channel(Message::Batch(lost))) = e {
+                for env in lost {
+                    if let Envelope::Forward(f) = env {
+                        let resp = crate::handlers::finish(Response::error(503, "shard is shutting down"));
+                        ctx.waiting.complete(f.id, Rendered::new(resp, true));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Forwarded requests of this shard awaiting their answers.
+#[derive(Default)]
+pub struct Waiting {
+    next_id: Cell<u64>,
+    slots: RefCell<HashMap<u64, LocalSender<Rendered>>>,
+}
+
+impl Waiting {
+    pub fn complete(&self, id: u64, bytes: Rendered) {
+        if let Some(tx) = self.slots.borrow_mut().remove(&id) {
+            // The connection may be gone; then the answer is simply dropped.
+            let _ = tx.try_send(bytes);
+        }
+    }
+}
+
+/// Sends a request to its owner shard and waits for the rendered response.
+pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Rendered {
+    let id = ctx.waiting.next_id.get() + 1;
+    ctx.waiting.next_id.set(id);
+    let (tx, rx) = local_channel::new_bounded(1);
+    ctx.waiting.slots.borrow_mut().insert(id, tx);
+    push(ctx, owner, Envelope::Forward(Forward { from: ctx.id, id, head, target, route, body }));
+    match rx.recv().await {
+        Some(r) => r,
+        None => Rendered::new(crate::handlers::finish(Response::error(503, "owner shard did not answer")), true),
+    }
+}
+
+/// Serves a batch that arrived from another shard.
+pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
+    for env in batch {
+        match env {
+            Envelope::Answer(a) => ctx.waiting.complete(a.id, a.bytes),
+            Envelope::Forward(f) => {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move {
+                    let bytes = crate::conn::answer(&ctx, f.head, f.target, f.route, f.body).await;
+                    push(&ctx, f.from, Envelope::Answer(Answer { id: f.id, bytes }));
+                })
+                .detach();
+            }
+        }
+    }
+}
