@@ -1,0 +1,161 @@
+//! Cross-shard forwarding: pooled keep-alive connections rotating over
+//! streams of every shard (the accepting shard forwards each request to the
+//! stream's owner and writes back its answer), with large bodies, HEAD,
+//! 100-continue, long-polls woken from elsewhere and SSE on a remote stream.
+
+mod common;
+
+use common::{build, find, offset, Server, TempDir};
+use sluice_shards::ids::stream_shard;
+use std::time::Duration;
+
+const TEXT: &str = "text/plain";
+const SHARDS: usize = 4;
+
+/// One stream name per shard, so every connection has three remote streams.
+fn one_per_shard(tag: &str) -> Vec<String> {
+    (0..SHARDS)
+        .map(|shard| {
+            (0..).map(|i| format!("{tag}{i}")).find(|n| stream_shard("v1-stream", n, SHARDS) == shard).unwrap()
+        })
+        .collect()
+}
+
+fn four_shards() -> (TempDir, Server) {
+    let dir = TempDir::new("fwd");
+    let s = Server::start_in(dir.path(), SHARDS, &[]);
+    (dir, s)
+}
+
+#[test]
+fn pooled_connections_rotating_over_every_shard_keep_each_writers_order() {
+    let (_dir, s) = four_shards();
+    let streams = one_per_shard("pool");
+    for n in &streams {
+        s.create(&format!("/v1/stream/{n}"), TEXT);
+    }
+    const WRITERS: usize = 8;
+    const ROUNDS: usize = 40;
+    let addr = s.addr;
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let streams = streams.clone();
+            std::thread::spawn(move || {
+                let mut c = common::Conn::open(addr);
+                for round in 0..ROUNDS {
+                    // Each round pipelines one append to every stream.
+                    let mut batch = Vec::new();
+                    for n in &streams {
+                        batch.extend(build(
+                            "POST",
+                            &format!("/v1/stream/{n}"),
+                            &[("Content-Type", TEXT)],
+                            format!("w{w}r{round};").as_bytes(),
+                        ));
+                    }
+                    c.send(&batch).unwrap();
+                    for _ in &streams {
+                        let r = c.read_response(false).expect(204);
+                        assert!(r.has("stream-next-offset"));
+                    }
+                }
+                assert!(c.buffered().is_empty());
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for n in &streams {
+        let r = s.get(&format!("/v1/stream/{n}?offset=-1")).expect(200);
+        let text = r.text();
+        let entries: Vec<&str> = text.split_terminator(';').collect();
+        assert_eq!(entries.len(), WRITERS * ROUNDS, "stream {n}");
+        for w in 0..WRITERS {
+            let mine: Vec<String> =
+                entries.iter().filter(|e| e.starts_with(&format!("w{w}r"))).map(|e| e.to_string()).collect();
+            let want: Vec<String> = (0..ROUNDS).map(|r| format!("w{w}r{r}")).collect();
+            assert_eq!(mine, want, "writer {w} on stream {n}");
+        }
+        assert_eq!(r.next_offset(), offset(text.len() as u64));
+    }
+}
+
+#[test]
+fn forwarded_large_reads_head_and_continue_arrive_whole() {
+    let (_dir, s) = four_shards();
+    let streams = one_per_shard("big");
+    // 300 KiB per stream: read answers beyond the inline-render size.
+    let data: Vec<u8> = (0..300 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut c = s.connect();
+    for n in &streams {
+        let path = format!("/v1/stream/{n}");
+        c.request("PUT", &path, &[("Content-Type", TEXT)], b"").expect(201);
+        // Expect: 100-continue is answered by the accepting shard before the body.
+        let len = data.len().to_string();
+        let head =
+            build("POST", &path, &[("Content-Type", TEXT), ("Expect", "100-continue"), ("Content-Length", &len)], b"");
+        c.send(&head).unwrap();
+        let cont = c.read_until(b"\r\n\r\n").unwrap();
+        assert!(cont.starts_with(b"HTTP/1.1 100 Continue"), "{:?}", String::from_utf8_lossy(&cont));
+        c.send(&data).unwrap();
+        assert_eq!(c.read_response(false).expect(204).next_offset(), offset(data.len() as u64));
+    }
+    for n in &streams {
+        let path = format!("/v1/stream/{n}?offset=-1");
+        let r = c.request("GET", &path, &[], b"").expect(200);
+        assert_eq!(r.body, data, "stream {n}");
+        let h = c.request("HEAD", &path, &[], b"");
+        assert_eq!(h.status, 200);
+        assert!(h.body.is_empty());
+    }
+    // The connection is still in step after all of it.
+    assert_eq!(c.request("GET", "/v1/healthz", &[], b"").expect(200).body, b"ok\n");
+}
+
+#[test]
+fn forwarded_long_polls_are_woken_by_appends_from_other_connections() {
+    let (_dir, s) = four_shards();
+    let streams = one_per_shard("lp");
+    for n in &streams {
+        s.create(&format!("/v1/stream/{n}"), TEXT);
+    }
+    let addr = s.addr;
+    let pollers: Vec<_> = streams
+        .iter()
+        .map(|n| {
+            let path = format!("/v1/stream/{n}?offset={}&live=long-poll", offset(0));
+            std::thread::spawn(move || common::Conn::open(addr).request("GET", &path, &[], b""))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for n in &streams {
+        s.post(&format!("/v1/stream/{n}"), TEXT, n.as_bytes()).expect(204);
+    }
+    for (p, n) in pollers.into_iter().zip(&streams) {
+        let r = p.join().unwrap().expect(200);
+        assert_eq!(r.body, n.as_bytes());
+    }
+}
+
+#[test]
+fn sse_on_a_remote_stream_moves_its_connection_and_streams_live() {
+    let (_dir, s) = four_shards();
+    let streams = one_per_shard("sse");
+    for n in &streams {
+        s.create(&format!("/v1/stream/{n}"), TEXT);
+        s.post(&format!("/v1/stream/{n}"), TEXT, b"first").expect(204);
+    }
+    // A keep-alive connection serves a plain request, then turns into an SSE
+    // response for a stream that is (for three of the four) on another shard.
+    for n in &streams {
+        let mut c = s.connect();
+        c.request("GET", "/v1/healthz", &[], b"").expect(200);
+        c.send(&build("GET", &format!("/v1/stream/{n}?offset=-1&live=sse"), &[], b"")).unwrap();
+        let got = c.read_until(b"first").unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200 OK"));
+        s.post(&format!("/v1/stream/{n}"), TEXT, b"second").expect(204);
+        let more = c.read_until(b"second").unwrap();
+        assert!(find(&more, b"event: data").is_some(), "{:?}", String::from_utf8_lossy(&more));
+    }
+}
