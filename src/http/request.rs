@@ -1,6 +1,8 @@
 //! Request heads: httparse does the tokenizing; this module applies sluice's
 //! limits and extracts what the router and body reader need.
 
+use std::ops::Range;
+
 /// Request methods sluice serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -27,8 +29,11 @@ pub struct Head {
     pub method: Method,
     /// Raw request target (path and query, still percent-encoded).
     pub target: String,
-    /// Header names lower-cased; values as sent (trimmed).
-    pub headers: Vec<(String, String)>,
+    /// Every header name (lower-cased) and value (trimmed) back to back in
+    /// one buffer: one allocation per head, not two per header.
+    fields: String,
+    /// Byte ranges of each header's name and value in `fields`, in order.
+    pub headers: Vec<(Range<usize>, Range<usize>)>,
     pub body: BodyKind,
     pub expect_continue: bool,
     /// HTTP/1.0 without keep-alive, or `Connection: close`.
@@ -40,7 +45,7 @@ pub struct Head {
 impl Head {
     /// The first value of header `name` (lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| &self.fields[n.clone()] == name).map(|(_, v)| &self.fields[v.clone()])
     }
 }
 
@@ -87,14 +92,20 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     };
     let http10 = req.version == Some(0);
     let mut headers = Vec::with_capacity(req.headers.len());
+    let mut fields = String::with_capacity(len);
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut expect_continue = false;
     let mut close = http10;
     for h in req.headers.iter() {
-        let name = h.name.to_ascii_lowercase();
         let value = std::str::from_utf8(h.value).map_err(|_| HeadError::Bad("header value is not UTF-8"))?.trim();
-        match name.as_str() {
+        let start = fields.len();
+        fields.push_str(h.name);
+        fields[start..].make_ascii_lowercase();
+        let name = start..fields.len();
+        fields.push_str(value);
+        headers.push((name.clone(), name.end..fields.len()));
+        match &fields[name] {
             "content-length" => {
                 let v: u64 = value.parse().map_err(|_| HeadError::Bad("invalid Content-Length"))?;
                 if length.is_some_and(|l| l != v) {
@@ -121,7 +132,6 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
             }
             _ => {}
         }
-        headers.push((name, value.to_string()));
     }
     if chunked && length.is_some() {
         return Err(HeadError::Bad("both Content-Length and chunked Transfer-Encoding"));
@@ -131,7 +141,8 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         (false, Some(0)) | (false, None) => BodyKind::None,
         (false, Some(n)) => BodyKind::Length(n),
     };
-    Ok(Head { method, target: req.path.unwrap_or("/").to_string(), headers, body, expect_continue, close, len })
+    let target = req.path.unwrap_or("/").to_string();
+    Ok(Head { method, target, fields, headers, body, expect_continue, close, len })
 }
 
 #[cfg(test)]
@@ -147,6 +158,12 @@ mod tests {
         assert_eq!(h.target, "/v1/stream/a");
         assert_eq!(h.body, BodyKind::Length(5));
         assert_eq!(h.header("content-type"), Some("text/plain"));
+        assert_eq!(h.header("host"), Some("x"));
+        assert_eq!(h.header("content-length"), Some("5"));
+        assert_eq!(h.header("x-absent"), None);
+        let h = parse_head(b"GET / HTTP/1.1\r\nX-Mixed-CASE:  spaced value \r\nA: b\r\n\r\n", 1024, 16).unwrap();
+        assert_eq!(h.header("x-mixed-case"), Some("spaced value"));
+        assert_eq!((h.header("a"), h.header("ab"), h.headers.len()), (Some("b"), None, 2));
         assert_eq!(&raw[h.len..], b"hello");
         assert!(!h.close);
     }
