@@ -57,7 +57,8 @@ impl Rendered {
 
 /// One item of a batch between two shards.
 pub enum Envelope {
-    Forward(Forward),
+    /// Boxed: a request is large next to an answer, and batches move both.
+    Forward(Box<Forward>),
     Answer(Answer),
 }
 
@@ -132,7 +133,7 @@ pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, rou
     ctx.waiting.next_id.set(id);
     let (tx, rx) = local_channel::new_bounded(1);
     ctx.waiting.slots.borrow_mut().insert(id, tx);
-    push(ctx, owner, Envelope::Forward(Forward { from: ctx.id, id, head, target, route, body }));
+    push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body })));
     match rx.recv().await {
         Some(r) => r,
         None => Rendered::new(crate::handlers::finish(Response::error(503, "owner shard did not answer")), true),
@@ -147,8 +148,9 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
-                    let bytes = crate::conn::answer(&ctx, f.head, f.target, f.route, f.body).await;
-                    push(&ctx, f.from, Envelope::Answer(Answer { id: f.id, bytes }));
+                    let Forward { from, id, head, target, route, body } = *f;
+                    let bytes = crate::conn::answer(&ctx, head, target, route, body).await;
+                    push(&ctx, from, Envelope::Answer(Answer { id, bytes }));
                 })
                 .detach();
             }
