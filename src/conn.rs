@@ -1,9 +1,10 @@
 //! One HTTP/1.1 connection: read heads and bodies under limits and timeouts,
 //! route, serve the request here or forward it to the stream's owner shard
-//! (the connection stays; live SSE moves with its connection), answer, and
-//! repeat (keep-alive and pipelining).
+//! (the connection stays; live SSE follows the owner's relay or, when it
+//! cannot, moves with its connection), answer, and repeat (keep-alive and
+//! pipelining).
 
-use crate::forward::{self, Rendered};
+use crate::forward::{self, Answered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::shard::Ctx;
@@ -45,6 +46,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // A peer that takes no bytes of a response for the idle timeout is gone
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
+    // Live SSE responses run in their own task queue with fewer shares, so
+    // appends are not queued behind a thousand subscribers.
+    let queue = ctx.sse_queue;
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
@@ -65,12 +69,14 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: checks that refuse a request belong at this point.
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
-        if let (Some(owner), Some("sse")) = (owner, target.param("live")) {
-            // An SSE response lasts as long as its connection: move the
-            // connection to the owner rather than forward every event.
+        let remote_sse = owner.is_some() && target.param("live") == Some("sse");
+        if let (Some(owner), true) = (owner, remote_sse && head.body != BodyKind::None) {
+            // An SSE read with a body cannot be replayed: move the connection.
             handoff(&ctx, sock, buf, owner).await;
             return;
         }
+        // A remote SSE read that the owner cannot relay is replayed there.
+        let replay = remote_sse.then(|| buf[..head.len].to_vec());
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(resp) => {
@@ -83,23 +89,34 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Some(owner) => {
                 // Shutdown waits for this connection's forwarded request too.
                 ctx.in_flight.set(ctx.in_flight.get() + 1);
-                let r = forward::submit(&ctx, owner, head, target, route, body).await;
+                let answered = forward::submit(&ctx, owner, head, target, route, body).await;
                 ctx.in_flight.set(ctx.in_flight.get() - 1);
-                r
+                match answered {
+                    Answered::Response(r) => r,
+                    Answered::Live { owner, key, bytes, from } => {
+                        let task = async move {
+                            let _guard = guard;
+                            crate::relay::follow(&ctx, &mut sock, owner, key, bytes, from).await;
+                        };
+                        glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
+                        return;
+                    }
+                    Answered::Move => {
+                        let mut bytes = replay.unwrap_or_default();
+                        bytes.extend_from_slice(&buf);
+                        handoff(&ctx, sock, bytes, owner).await;
+                        return;
+                    }
+                }
             }
             None => match respond(&ctx, &head, &target, route, body).await {
                 Reply::Full(resp) => Rendered::new(resp, close),
                 Reply::Sse(sse) => {
-                    // Live fan-out runs in its own task queue with fewer shares,
-                    // so appends are not queued behind a thousand subscribers.
-                    let queue = ctx.sse_queue;
                     let task = async move {
                         let _guard = guard;
                         crate::sse::run(&ctx, &mut sock, sse).await;
                     };
-                    if let Ok(t) = glommio::spawn_local_into(task, queue) {
-                        t.detach();
-                    }
+                    glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
                     return;
                 }
             },
@@ -130,14 +147,15 @@ async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body
     }
 }
 
-/// Serves a request forwarded by the shard that holds its connection.
-pub async fn answer(ctx: &Rc<Ctx>, head: Head, target: Target, route: Route, body: Vec<u8>) -> Rendered {
-    let resp = match respond(ctx, &head, &target, route, body).await {
-        Reply::Full(resp) => resp,
-        // conn::serve hands SSE requests over with their connection instead.
-        Reply::Sse(_) => handlers::finish(Response::error(500, "live SSE cannot be forwarded")),
-    };
-    Rendered::new(resp, head.close)
+/// Serves a request forwarded by shard `from`, which holds its connection.
+pub async fn answer(ctx: &Rc<Ctx>, from: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Answered {
+    match respond(ctx, &head, &target, route, body).await {
+        Reply::Full(resp) => Answered::Response(Rendered::new(resp, head.close)),
+        Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
+            crate::relay::Start::Live { key, bytes, from } => Answered::Live { owner: ctx.id, key, bytes, from },
+            crate::relay::Start::Move => Answered::Move,
+        },
+    }
 }
 
 /// Writes rendered response bytes; false if the peer is gone.

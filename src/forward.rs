@@ -4,13 +4,16 @@
 //! bytes the owner renders. Requests and answers for one peer shard queue in
 //! a per-destination outbox that one flusher task sends as a single batch
 //! message, so a busy shard pays one channel message and one wake-up per batch.
+//! The same batches carry relayed SSE events (see `relay`).
 
 use crate::handlers::Route;
 use crate::mesh::Message;
+use crate::relay;
 use crate::shard::Ctx;
 use glommio::channels::local_channel::{self, LocalSender};
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
+use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -26,10 +29,21 @@ pub struct Forward {
     pub body: Vec<u8>,
 }
 
-/// A rendered response travelling back to the accepting shard.
+/// The owner's answer travelling back to the accepting shard.
 pub struct Answer {
     pub id: u64,
-    pub bytes: Rendered,
+    pub answered: Answered,
+}
+
+/// How the owner answered a forwarded request.
+pub enum Answered {
+    /// A whole response.
+    Response(Rendered),
+    /// A live SSE read joined the owner's relay: write `bytes` (head and
+    /// first control event), then follow the stream's relayed events from `from`.
+    Live { owner: usize, key: StreamKey, bytes: Vec<u8>, from: u64 },
+    /// Move the connection to the owner and replay the request there.
+    Move,
 }
 
 /// Response bytes: the head (with small bodies rendered inline) and a large
@@ -60,6 +74,20 @@ pub enum Envelope {
     /// Boxed: a request is large next to an answer, and batches move both.
     Forward(Box<Forward>),
     Answer(Answer),
+    /// A live event of a stream the receiver has SSE subscribers for.
+    Event {
+        key: StreamKey,
+        event: crate::relay::Event,
+    },
+    /// That stream is gone: its relayed subscribers end.
+    Gone {
+        key: StreamKey,
+    },
+    /// A relayed subscriber on shard `from` ended.
+    Leave {
+        from: usize,
+        key: StreamKey,
+    },
 }
 
 /// Per-destination queues of envelopes waiting for their flusher.
@@ -102,8 +130,7 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
             if let GlommioError::Closed(ResourceType::Channel(Message::Batch(lost))) = e {
                 for env in lost {
                     if let Envelope::Forward(f) = env {
-                        let resp = crate::handlers::finish(Response::error(503, "shard is shutting down"));
-                        ctx.waiting.complete(f.id, Rendered::new(resp, true));
+                        ctx.waiting.complete(f.id, unavailable("shard is shutting down"));
                     }
                 }
             }
@@ -115,45 +142,59 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
 #[derive(Default)]
 pub struct Waiting {
     next_id: Cell<u64>,
-    slots: RefCell<HashMap<u64, LocalSender<Rendered>>>,
+    slots: RefCell<HashMap<u64, LocalSender<Answered>>>,
 }
 
 impl Waiting {
-    pub fn complete(&self, id: u64, bytes: Rendered) {
-        if let Some(tx) = self.slots.borrow_mut().remove(&id) {
-            // The connection may be gone; then the answer is simply dropped.
-            let _ = tx.try_send(bytes);
-        }
+    /// Hands an answer to its connection; false if the connection is gone.
+    pub fn complete(&self, id: u64, answered: Answered) -> bool {
+        let tx = self.slots.borrow_mut().remove(&id);
+        tx.is_some_and(|tx| tx.try_send(answered).is_ok())
     }
 }
 
+/// A 503 that ends the connection, for a request its owner cannot answer.
+fn unavailable(why: &str) -> Answered {
+    Answered::Response(Rendered::new(crate::handlers::finish(Response::error(503, why)), true))
+}
+
 /// Sends a request to its owner shard and waits for the rendered response.
-pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Rendered {
+pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Answered {
     let id = ctx.waiting.next_id.get() + 1;
     ctx.waiting.next_id.set(id);
     let (tx, rx) = local_channel::new_bounded(1);
     ctx.waiting.slots.borrow_mut().insert(id, tx);
     push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body })));
-    match rx.recv().await {
-        Some(r) => r,
-        None => Rendered::new(crate::handlers::finish(Response::error(503, "owner shard did not answer")), true),
-    }
+    rx.recv().await.unwrap_or_else(|| unavailable("owner shard did not answer"))
 }
 
 /// Serves a batch that arrived from another shard.
 pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
     for env in batch {
         match env {
-            Envelope::Answer(a) => ctx.waiting.complete(a.id, a.bytes),
+            Envelope::Answer(Answer { id, answered: Answered::Live { owner, key, bytes, from } }) => {
+                // Counted before any event that follows in this batch.
+                relay::subscribe(ctx, &key);
+                let live = Answered::Live { owner, key: key.clone(), bytes, from };
+                if !ctx.waiting.complete(id, live) {
+                    relay::unsubscribe(ctx, owner, &key);
+                }
+            }
+            Envelope::Answer(a) => {
+                ctx.waiting.complete(a.id, a.answered);
+            }
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
                     let Forward { from, id, head, target, route, body } = *f;
-                    let bytes = crate::conn::answer(&ctx, head, target, route, body).await;
-                    push(&ctx, from, Envelope::Answer(Answer { id, bytes }));
+                    let answered = crate::conn::answer(&ctx, from, head, target, route, body).await;
+                    push(&ctx, from, Envelope::Answer(Answer { id, answered }));
                 })
                 .detach();
             }
+            Envelope::Event { key, event } => relay::deliver(ctx, &key, Some(event)),
+            Envelope::Gone { key } => relay::deliver(ctx, &key, None),
+            Envelope::Leave { from, key } => relay::leave(ctx, from, &key),
         }
     }
 }

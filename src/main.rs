@@ -5,6 +5,7 @@ mod conn;
 mod forward;
 mod handlers;
 mod mesh;
+mod relay;
 mod server;
 mod shard;
 mod sse;

@@ -36,6 +36,8 @@ pub struct Ctx {
     pub outbox: crate::forward::Outbox,
     /// This shard's forwarded requests awaiting answers.
     pub waiting: crate::forward::Waiting,
+    /// Live SSE relays: pumps for own streams, feeds of remote ones.
+    pub relays: crate::relay::Relays,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
@@ -144,6 +146,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
         outbox: crate::forward::Outbox::new(shards),
         waiting: crate::forward::Waiting::default(),
+        relays: crate::relay::Relays::default(),
         waiters: Cell::new(0),
         rng: Cell::new(seed(id)),
     });

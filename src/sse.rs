@@ -2,7 +2,7 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
-use crate::handlers::read::{envelope, messages, park, read_batch, render_body, Limit, View};
+use crate::handlers::read::{envelope, messages, park, read_batch, render_body, Batch, Limit, View};
 use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -10,9 +10,10 @@ use glommio::net::TcpStream;
 use sluice::http::Response;
 use sluice::sse_wire::{encode_control, encode_data_event, is_binary, Control};
 use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::signal::Signal;
 use sluice_shards::store::{SharedEvent, StreamKey};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct SseRequest {
     pub key: StreamKey,
@@ -23,31 +24,10 @@ pub struct SseRequest {
 }
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
-    let Some((content_type, json)) =
-        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))
-    else {
+    let Some((mut out, binary, json)) = start(ctx, &req) else {
         return;
     };
     let record_aware = json && req.view != View::Offsets;
-    let binary = is_binary(&content_type);
-    let mut head = Response::new(200)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .header("stream-data-content-type", content_type.clone());
-    if req.view == View::Envelope {
-        head.headers.retain(|(n, _)| *n != "stream-data-content-type");
-    }
-    if binary {
-        head.set("stream-sse-data-encoding", "base64");
-    }
-    if req.view == View::Envelope {
-        head.set("stream-data-content-type", "application/vnd.durable-stream-record+json");
-    }
-    if json {
-        head.set("stream-extensions", crate::handlers::stream::JSON_RECORDS);
-    }
-    let mut out = Vec::with_capacity(4096);
-    render_stream_head(crate::handlers::finish(head), &mut out);
     if sock.write_all(&out).await.is_err() {
         return;
     }
@@ -85,24 +65,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         }
         if tail > offset {
             let Some(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
-            match req.view {
-                View::Envelope => {
-                    for (i, m) in messages(&b).enumerate() {
-                        let mut line = Vec::with_capacity(m.len() + 32);
-                        envelope(b.records.1 + i, m, &mut line);
-                        encode_data_event(&line, &mut out);
-                    }
-                }
-                view => {
-                    let body = render_body(&mut b, if view == View::Records { View::Offsets } else { view });
-                    if binary {
-                        let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
-                        encode_data_event(b64.as_bytes(), &mut out);
-                    } else {
-                        encode_data_event(&body, &mut out);
-                    }
-                }
-            }
+            encode_data(&mut b, req.view, binary, &mut out);
             let control = Control {
                 next: b.end,
                 cursor: (!b.closed).then_some(cursor_now),
@@ -146,20 +109,74 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         if left.is_zero() {
             return;
         }
-        // Park, but notice a client that went away (EOF or reset) at once.
-        let mut probe = [0u8; 1];
-        let gone = futures_lite::future::or(
-            async {
-                park(ctx, &signal, seen, left).await;
-                false
-            },
-            async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
-        )
-        .await;
-        if gone || ctx.stopping() {
+        if !wait(ctx, sock, &signal, seen, left).await {
             return;
         }
     }
+}
+
+/// The response head of an SSE read (nothing yet sent), and whether the
+/// stream is binary (base64 events) and JSON; None if the stream is gone.
+pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
+    let (content_type, json) =
+        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))?;
+    let binary = is_binary(&content_type);
+    let mut head = Response::new(200)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .header("stream-data-content-type", content_type);
+    if req.view == View::Envelope {
+        head.headers.retain(|(n, _)| *n != "stream-data-content-type");
+    }
+    if binary {
+        head.set("stream-sse-data-encoding", "base64");
+    }
+    if req.view == View::Envelope {
+        head.set("stream-data-content-type", "application/vnd.durable-stream-record+json");
+    }
+    if json {
+        head.set("stream-extensions", crate::handlers::stream::JSON_RECORDS);
+    }
+    let mut out = Vec::with_capacity(4096);
+    render_stream_head(crate::handlers::finish(head), &mut out);
+    Some((out, binary, json))
+}
+
+/// Appends the `data` event(s) of a read batch in `view` to `out`.
+pub fn encode_data(b: &mut Batch, view: View, binary: bool, out: &mut Vec<u8>) {
+    match view {
+        View::Envelope => {
+            for (i, m) in messages(b).enumerate() {
+                let mut line = Vec::with_capacity(m.len() + 32);
+                envelope(b.records.1 + i, m, &mut line);
+                encode_data_event(&line, out);
+            }
+        }
+        view => {
+            let body = render_body(b, if view == View::Records { View::Offsets } else { view });
+            if binary {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
+                encode_data_event(b64.as_bytes(), out);
+            } else {
+                encode_data_event(&body, out);
+            }
+        }
+    }
+}
+
+/// Parks until `signal` moves past `seen` or `left` passes; false if the
+/// client went away (EOF or reset, noticed at once) or shutdown began.
+pub async fn wait(ctx: &Ctx, sock: &mut TcpStream, signal: &Rc<Signal>, seen: u64, left: Duration) -> bool {
+    let mut probe = [0u8; 1];
+    let gone = futures_lite::future::or(
+        async {
+            park(ctx, signal, seen, left).await;
+            false
+        },
+        async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
+    )
+    .await;
+    !gone && !ctx.stopping()
 }
 
 /// Publishes an encoded event for the other readers of the stream.

@@ -159,3 +159,94 @@ fn sse_on_a_remote_stream_moves_its_connection_and_streams_live() {
         assert!(find(&more, b"event: data").is_some(), "{:?}", String::from_utf8_lossy(&more));
     }
 }
+
+/// Opens an SSE read from the tail; returns the connection and its start offset.
+fn subscribe_at_tail(s: &Server, path: &str) -> (common::Conn, String) {
+    let mut c = s.connect();
+    c.send(&build("GET", &format!("{path}?offset=now&live=sse"), &[], b"")).unwrap();
+    let head = c.read_until(b"\r\n\r\n").unwrap();
+    assert!(head.starts_with(b"HTTP/1.1 200 OK"), "{:?}", String::from_utf8_lossy(&head));
+    let first = c.read_until(b"\n\n").unwrap();
+    let events = common::sse_events(&first);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, "control");
+    let v: serde_json::Value = serde_json::from_str(&events[0].1).unwrap();
+    (c, v["streamNextOffset"].as_str().unwrap().to_string())
+}
+
+/// Data of every `data` event until the stream's final control event.
+fn read_to_close(mut c: common::Conn) -> String {
+    let raw = c.read_to_eof().unwrap();
+    let events = common::sse_events(&raw);
+    let last = events.last().expect("events");
+    assert_eq!(last.0, "control");
+    assert!(last.1.contains("\"streamClosed\":true"), "{last:?}");
+    events.iter().filter(|(name, _)| name == "data").map(|(_, d)| d.as_str()).collect()
+}
+
+#[test]
+fn sse_subscribers_on_every_shard_receive_each_event_once_in_order() {
+    let (_dir, s) = four_shards();
+    for n in one_per_shard("fan") {
+        let path = format!("/v1/stream/{n}");
+        s.create(&path, TEXT);
+        s.post(&path, TEXT, b"history;").expect(204);
+        // Twelve connections: whatever shards they land on, most are remote.
+        let subs: Vec<_> = (0..12).map(|_| subscribe_at_tail(&s, &path)).collect();
+        let mut sent = String::new();
+        for i in 0..20 {
+            let body = format!("e{i};");
+            s.post(&path, TEXT, body.as_bytes()).expect(204);
+            sent.push_str(&body);
+        }
+        s.req("POST", &path, &[("Stream-Closed", "true")], b"").expect(204);
+        for (c, start) in subs {
+            assert_eq!(start, offset(8));
+            assert_eq!(read_to_close(c), sent, "stream {n}");
+        }
+    }
+}
+
+#[test]
+fn sse_subscribers_joining_during_appends_see_a_gapless_suffix() {
+    let (_dir, s) = four_shards();
+    let streams = one_per_shard("join");
+    for n in &streams {
+        s.create(&format!("/v1/stream/{n}"), TEXT);
+    }
+    let addr = s.addr;
+    let writers: Vec<_> = streams
+        .iter()
+        .map(|n| {
+            let path = format!("/v1/stream/{n}");
+            std::thread::spawn(move || {
+                let mut c = common::Conn::open(addr);
+                for i in 0..300 {
+                    c.request("POST", &path, &[("Content-Type", TEXT)], format!("{i:03};").as_bytes()).expect(204);
+                }
+            })
+        })
+        .collect();
+    // Subscribers join while the writers run.
+    let mut subs = Vec::new();
+    for round in 0..6 {
+        for n in &streams {
+            subs.push((n.clone(), subscribe_at_tail(&s, &format!("/v1/stream/{n}"))));
+        }
+        std::thread::sleep(Duration::from_millis(5 * round));
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    for n in &streams {
+        s.req("POST", &format!("/v1/stream/{n}"), &[("Stream-Closed", "true")], b"").expect(204);
+    }
+    let contents: std::collections::HashMap<&String, String> =
+        streams.iter().map(|n| (n, s.get(&format!("/v1/stream/{n}?offset=-1")).expect(200).text())).collect();
+    for (n, (c, start)) in subs {
+        let all = &contents[&n];
+        assert_eq!(all.len(), 300 * 4);
+        let from = common::offset_pos(&start) as usize;
+        assert_eq!(read_to_close(c), all[from..], "stream {n} from {from}");
+    }
+}

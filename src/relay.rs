@@ -1,0 +1,256 @@
+//! Live SSE fan-out across shards. A subscriber stays on the shard that
+//! accepted its connection; the stream's owner runs one pump per stream that
+//! reads each new batch once, encodes it once as an SSE event, and sends it
+//! once to every shard with subscribers, where every local subscriber writes
+//! the same bytes. Only readers of the plain view starting at the tail join a
+//! relay; any other SSE read moves its connection to the owner.
+
+use crate::forward::{self, Envelope};
+use crate::handlers::read::{read_batch, Limit, View};
+use crate::shard::Ctx;
+use crate::sse::{self, SseRequest};
+use futures_lite::AsyncWriteExt;
+use glommio::net::TcpStream;
+use sluice::sse_wire::{encode_control, Control};
+use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::signal::Signal;
+use sluice_shards::store::StreamKey;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Events a subscriber shard keeps per stream: a subscriber further behind
+/// than this ends its response (its client resumes from the last offset).
+const RECENT_EVENTS: usize = 64;
+
+/// One encoded SSE event covering `[from, end)` of a stream.
+pub struct Event {
+    pub from: u64,
+    pub end: u64,
+    pub closed: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// Relay state of one shard: pumps for its own streams, and the recent events
+/// of remote streams its subscribers follow.
+#[derive(Default)]
+pub struct Relays {
+    pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
+    feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
+}
+
+/// Owner side: where the next event starts and who receives it.
+struct Pump {
+    pos: Cell<u64>,
+    /// Subscribers per shard.
+    subscribers: RefCell<Vec<usize>>,
+    /// Offsets where a subscriber joined after `pos`: events are cut there,
+    /// so every subscriber finds an event starting at its offset.
+    cuts: RefCell<BTreeSet<u64>>,
+}
+
+/// Subscriber side: a remote stream's recent events.
+struct Feed {
+    events: RefCell<VecDeque<Rc<Event>>>,
+    signal: Rc<Signal>,
+    subscribers: Cell<usize>,
+    /// The stream was deleted (or its owner stopped): subscribers end.
+    gone: Cell<bool>,
+}
+
+/// What the owner answers a forwarded SSE read.
+pub enum Start {
+    /// Joined the relay: the response head and first control event, and the offset.
+    Live { key: StreamKey, bytes: Vec<u8>, from: u64 },
+    /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
+    Move,
+}
+
+/// Owner: registers shard `from` for `req`'s live events if the read starts
+/// at the tail of the plain view; otherwise asks for the connection.
+pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
+    let interval = next_cursor(ctx.now_ms(), None, 0);
+    let cursor = next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
+    let at_tail = ctx
+        .shard
+        .store
+        .borrow()
+        .streams
+        .get(&req.key)
+        .is_some_and(|e| e.state.visible.tail == req.from && !e.state.visible.closed);
+    if !at_tail || req.view != View::Offsets || req.limit.exact || cursor != interval {
+        return Start::Move;
+    }
+    let Some((mut bytes, _, _)) = sse::start(ctx, &req) else {
+        return Start::Move;
+    };
+    let control = Control { next: req.from, cursor: Some(cursor), up_to_date: true, ..Control::default() };
+    encode_control(control, &mut bytes);
+    let existing = ctx.relays.pumps.borrow().get(&req.key).cloned();
+    let pump = existing.unwrap_or_else(|| {
+        let pump = Rc::new(Pump {
+            pos: Cell::new(req.from),
+            subscribers: RefCell::new(vec![0; ctx.shards]),
+            cuts: RefCell::default(),
+        });
+        ctx.relays.pumps.borrow_mut().insert(req.key.clone(), pump.clone());
+        let task = run_pump(ctx.clone(), req.key.clone(), pump.clone());
+        glommio::spawn_local_into(task, ctx.sse_queue).expect("sse task queue exists").detach();
+        pump
+    });
+    pump.subscribers.borrow_mut()[from] += 1;
+    if req.from > pump.pos.get() {
+        pump.cuts.borrow_mut().insert(req.from);
+    }
+    Start::Live { key: req.key, bytes, from: req.from }
+}
+
+/// Owner: a subscriber on shard `from` has ended.
+pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey) {
+    if let Some(p) = ctx.relays.pumps.borrow().get(key) {
+        let mut subs = p.subscribers.borrow_mut();
+        subs[from] = subs[from].saturating_sub(1);
+    }
+}
+
+/// Owner: reads each new batch once and sends its encoded event to every
+/// subscribing shard, until none remain or the stream ends.
+async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
+    loop {
+        let shards: Vec<usize> =
+            pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
+        let state = ctx.shard.store.borrow().streams.get(&key).filter(|e| !e.state.deleted).map(|e| {
+            (
+                e.signal.clone(),
+                e.signal.generation(),
+                e.state.visible.tail,
+                e.state.visible.closed,
+                e.state.content_type.clone(),
+            )
+        });
+        let Some((signal, seen, tail, closed, content_type)) = state.filter(|_| !shards.is_empty()) else {
+            ctx.relays.pumps.borrow_mut().remove(&key);
+            for s in shards {
+                forward::push(&ctx, s, Envelope::Gone { key: key.clone() });
+            }
+            return;
+        };
+        let pos = pump.pos.get();
+        let event = if tail > pos {
+            let cut = pump.cuts.borrow().range(pos + 1..).next().copied().unwrap_or(tail).min(tail);
+            let limit = Limit { bytes: (cut - pos).min(Limit::DEFAULT.bytes), ..Limit::DEFAULT };
+            let Some(mut b) = read_batch(&ctx, &key, pos, limit).await else { continue };
+            let mut bytes = Vec::with_capacity(b.data.len() + 128);
+            sse::encode_data(&mut b, View::Offsets, sluice::sse_wire::is_binary(&content_type), &mut bytes);
+            let cursor = (!b.closed).then(|| next_cursor(ctx.now_ms(), None, 0));
+            encode_control(
+                Control { next: b.end, cursor, up_to_date: b.up_to_date, closed: b.closed, records: None },
+                &mut bytes,
+            );
+            Event { from: pos, end: b.end, closed: b.closed, bytes }
+        } else if closed {
+            let mut bytes = Vec::new();
+            encode_control(Control { next: pos, up_to_date: true, closed: true, ..Control::default() }, &mut bytes);
+            Event { from: pos, end: pos, closed: true, bytes }
+        } else {
+            futures_lite::future::or(signal.changed(seen), ctx.stopping.changed(0)).await;
+            if ctx.stopping() {
+                ctx.relays.pumps.borrow_mut().remove(&key);
+                return;
+            }
+            continue;
+        };
+        pump.pos.set(event.end);
+        pump.cuts.borrow_mut().retain(|c| *c > event.end);
+        for &s in &shards {
+            let ev = Event { from: event.from, end: event.end, closed: event.closed, bytes: event.bytes.clone() };
+            forward::push(&ctx, s, Envelope::Event { key: key.clone(), event: ev });
+        }
+        if event.closed {
+            ctx.relays.pumps.borrow_mut().remove(&key);
+            return;
+        }
+    }
+}
+
+/// Subscriber shard: counts a subscriber joining a remote stream's feed.
+pub fn subscribe(ctx: &Ctx, key: &StreamKey) {
+    let mut feeds = ctx.relays.feeds.borrow_mut();
+    let feed = feeds.entry(key.clone()).or_insert_with(|| {
+        Rc::new(Feed {
+            events: RefCell::default(),
+            signal: Rc::new(Signal::default()),
+            subscribers: Cell::new(0),
+            gone: Cell::new(false),
+        })
+    });
+    feed.subscribers.set(feed.subscribers.get() + 1);
+}
+
+/// Subscriber shard: a subscriber of `key` (owned by `owner`) has ended.
+pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey) {
+    let mut feeds = ctx.relays.feeds.borrow_mut();
+    if let Some(feed) = feeds.get(key) {
+        feed.subscribers.set(feed.subscribers.get() - 1);
+        if feed.subscribers.get() == 0 {
+            feeds.remove(key);
+        }
+    }
+    drop(feeds);
+    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone() });
+}
+
+/// Subscriber shard: an event (or the end) of a remote stream arrived.
+pub fn deliver(ctx: &Ctx, key: &StreamKey, event: Option<Event>) {
+    let Some(feed) = ctx.relays.feeds.borrow().get(key).cloned() else {
+        return;
+    };
+    match event {
+        Some(ev) => {
+            let mut events = feed.events.borrow_mut();
+            if events.len() == RECENT_EVENTS {
+                events.pop_front();
+            }
+            events.push_back(Rc::new(ev));
+        }
+        None => feed.gone.set(true),
+    }
+    feed.signal.notify();
+}
+
+/// Subscriber shard: serves one relayed SSE response on its connection.
+pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, owner: usize, key: StreamKey, start: Vec<u8>, from: u64) {
+    let feed = ctx.relays.feeds.borrow().get(&key).cloned();
+    if let Some(feed) = feed {
+        stream_events(ctx, sock, &feed, start, from).await;
+    }
+    unsubscribe(ctx, owner, &key);
+}
+
+async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {
+    if sock.write_all(&start).await.is_err() {
+        return;
+    }
+    let _ = sock.set_read_timeout(None);
+    let deadline = Instant::now() + ctx.cfg.sse_reconnect;
+    loop {
+        let seen = feed.signal.generation();
+        let next = feed.events.borrow().iter().find(|e| e.from == offset).cloned();
+        if let Some(ev) = next {
+            if sock.write_all(&ev.bytes).await.is_err() || ev.closed {
+                return;
+            }
+            offset = ev.end;
+            continue;
+        }
+        // Gone, or fallen behind the kept events: end the response.
+        if feed.gone.get() || feed.events.borrow().iter().any(|e| e.end > offset) {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !sse::wait(ctx, sock, &feed.signal, seen, left).await {
+            return;
+        }
+    }
+}
