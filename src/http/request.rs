@@ -161,11 +161,11 @@ mod tests {
         assert_eq!(h.header("host"), Some("x"));
         assert_eq!(h.header("content-length"), Some("5"));
         assert_eq!(h.header("x-absent"), None);
+        assert_eq!(&raw[h.len..], b"hello");
+        assert!(!h.close);
         let h = parse_head(b"GET / HTTP/1.1\r\nX-Mixed-CASE:  spaced value \r\nA: b\r\n\r\n", 1024, 16).unwrap();
         assert_eq!(h.header("x-mixed-case"), Some("spaced value"));
         assert_eq!((h.header("a"), h.header("ab"), h.headers.len()), (Some("b"), None, 2));
-        assert_eq!(&raw[h.len..], b"hello");
-        assert!(!h.close);
     }
 
     #[test]
