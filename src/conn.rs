@@ -4,7 +4,7 @@
 //! cannot, moves with its connection), answer, and repeat (keep-alive and
 //! pipelining).
 
-use crate::forward::{self, Answered, Rendered};
+use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::shard::Ctx;
@@ -89,19 +89,19 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Some(owner) => {
                 // Shutdown waits for this connection's forwarded request too.
                 ctx.in_flight.set(ctx.in_flight.get() + 1);
-                let answered = forward::submit(&ctx, owner, head, target, route, body).await;
+                let delivered = forward::submit(&ctx, owner, head, target, route, body).await;
                 ctx.in_flight.set(ctx.in_flight.get() - 1);
-                match answered {
-                    Answered::Response(r) => r,
-                    Answered::Live { owner, key, bytes, from } => {
+                match delivered {
+                    Delivered::Response(r) => r,
+                    Delivered::Live(sub) => {
                         let task = async move {
                             let _guard = guard;
-                            crate::relay::follow(&ctx, &mut sock, owner, key, bytes, from).await;
+                            crate::relay::follow(&ctx, &mut sock, sub).await;
                         };
                         glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
                         return;
                     }
-                    Answered::Move => {
+                    Delivered::Move => {
                         let mut bytes = replay.unwrap_or_default();
                         bytes.extend_from_slice(&buf);
                         handoff(&ctx, sock, bytes, owner).await;
@@ -152,7 +152,9 @@ pub async fn answer(ctx: &Rc<Ctx>, from: usize, head: Head, target: Target, rout
     match respond(ctx, &head, &target, route, body).await {
         Reply::Full(resp) => Answered::Response(Rendered::new(resp, head.close)),
         Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
-            crate::relay::Start::Live { key, bytes, from } => Answered::Live { owner: ctx.id, key, bytes, from },
+            crate::relay::Start::Live { key, handle, bytes, from } => {
+                Answered::Live { owner: ctx.id, key, handle, bytes, from }
+            }
             crate::relay::Start::Move => Answered::Move,
         },
     }

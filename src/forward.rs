@@ -41,7 +41,7 @@ pub enum Answered {
     Response(Rendered),
     /// A live SSE read joined the owner's relay: write `bytes` (head and
     /// first control event), then follow the stream's relayed events from `from`.
-    Live { owner: usize, key: StreamKey, bytes: Vec<u8>, from: u64 },
+    Live { owner: usize, key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
     /// Move the connection to the owner and replay the request there.
     Move,
 }
@@ -74,19 +74,22 @@ pub enum Envelope {
     /// Boxed: a request is large next to an answer, and batches move both.
     Forward(Box<Forward>),
     Answer(Answer),
-    /// A live event of a stream the receiver has SSE subscribers for.
+    /// A live event of a stream (incarnation `handle`) the receiver has SSE subscribers for.
     Event {
         key: StreamKey,
-        event: crate::relay::Event,
+        handle: u64,
+        event: relay::Event,
     },
     /// That stream is gone: its relayed subscribers end.
     Gone {
         key: StreamKey,
+        handle: u64,
     },
     /// A relayed subscriber on shard `from` ended.
     Leave {
         from: usize,
         key: StreamKey,
+        handle: u64,
     },
 }
 
@@ -130,7 +133,7 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
             if let GlommioError::Closed(ResourceType::Channel(Message::Batch(lost))) = e {
                 for env in lost {
                     if let Envelope::Forward(f) = env {
-                        ctx.waiting.complete(f.id, unavailable("shard is shutting down"));
+                        let _ = ctx.waiting.complete(f.id, unavailable("shard is shutting down"));
                     }
                 }
             }
@@ -142,24 +145,41 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
 #[derive(Default)]
 pub struct Waiting {
     next_id: Cell<u64>,
-    slots: RefCell<HashMap<u64, LocalSender<Answered>>>,
+    slots: RefCell<HashMap<u64, LocalSender<Delivered>>>,
+}
+
+/// An answer as its connection receives it.
+pub enum Delivered {
+    Response(Rendered),
+    Live(relay::Subscription),
+    Move,
 }
 
 impl Waiting {
-    /// Hands an answer to its connection; false if the connection is gone.
-    pub fn complete(&self, id: u64, answered: Answered) -> bool {
-        let tx = self.slots.borrow_mut().remove(&id);
-        tx.is_some_and(|tx| tx.try_send(answered).is_ok())
+    /// Hands an answer to its connection; gives it back if the connection is gone.
+    fn complete(&self, id: u64, delivered: Delivered) -> Result<(), Delivered> {
+        use glommio::{GlommioError, ResourceType};
+        let Some(tx) = self.slots.borrow_mut().remove(&id) else {
+            return Err(delivered);
+        };
+        match tx.try_send(delivered) {
+            Ok(()) => Ok(()),
+            Err(
+                GlommioError::Closed(ResourceType::Channel(d)) | GlommioError::WouldBlock(ResourceType::Channel(d)),
+            ) => Err(d),
+            // try_send fails only as closed or full, both carrying the item.
+            Err(_) => Ok(()),
+        }
     }
 }
 
 /// A 503 that ends the connection, for a request its owner cannot answer.
-fn unavailable(why: &str) -> Answered {
-    Answered::Response(Rendered::new(crate::handlers::finish(Response::error(503, why)), true))
+fn unavailable(why: &str) -> Delivered {
+    Delivered::Response(Rendered::new(crate::handlers::finish(Response::error(503, why)), true))
 }
 
 /// Sends a request to its owner shard and waits for the rendered response.
-pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Answered {
+pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Delivered {
     let id = ctx.waiting.next_id.get() + 1;
     ctx.waiting.next_id.set(id);
     let (tx, rx) = local_channel::new_bounded(1);
@@ -172,16 +192,19 @@ pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, rou
 pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
     for env in batch {
         match env {
-            Envelope::Answer(Answer { id, answered: Answered::Live { owner, key, bytes, from } }) => {
-                // Counted before any event that follows in this batch.
-                relay::subscribe(ctx, &key);
-                let live = Answered::Live { owner, key: key.clone(), bytes, from };
-                if !ctx.waiting.complete(id, live) {
-                    relay::unsubscribe(ctx, owner, &key);
+            Envelope::Answer(Answer { id, answered }) => {
+                let delivered = match answered {
+                    Answered::Response(r) => Delivered::Response(r),
+                    Answered::Move => Delivered::Move,
+                    Answered::Live { owner, key, handle, bytes, from } => {
+                        // Counted before any event that follows in this batch.
+                        let feed = relay::subscribe(ctx, &key, handle);
+                        Delivered::Live(relay::Subscription { owner, key, feed, start: bytes, from })
+                    }
+                };
+                if let Err(Delivered::Live(sub)) = ctx.waiting.complete(id, delivered) {
+                    relay::unsubscribe(ctx, sub.owner, &sub.key, &sub.feed);
                 }
-            }
-            Envelope::Answer(a) => {
-                ctx.waiting.complete(a.id, a.answered);
             }
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
@@ -192,9 +215,9 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
                 })
                 .detach();
             }
-            Envelope::Event { key, event } => relay::deliver(ctx, &key, Some(event)),
-            Envelope::Gone { key } => relay::deliver(ctx, &key, None),
-            Envelope::Leave { from, key } => relay::leave(ctx, from, &key),
+            Envelope::Event { key, handle, event } => relay::deliver(ctx, &key, handle, Some(event)),
+            Envelope::Gone { key, handle } => relay::deliver(ctx, &key, handle, None),
+            Envelope::Leave { from, key, handle } => relay::leave(ctx, from, &key, handle),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Relays {
 
 /// Owner side: where the next event starts and who receives it.
 struct Pump {
+    /// The stream incarnation pumped (a deleted and re-created stream is another).
+    handle: u64,
     pos: Cell<u64>,
     /// Subscribers per shard.
     subscribers: RefCell<Vec<usize>>,
@@ -51,7 +53,9 @@ struct Pump {
 }
 
 /// Subscriber side: a remote stream's recent events.
-struct Feed {
+pub struct Feed {
+    /// The stream incarnation followed.
+    handle: u64,
     events: RefCell<VecDeque<Rc<Event>>>,
     signal: Rc<Signal>,
     subscribers: Cell<usize>,
@@ -61,8 +65,9 @@ struct Feed {
 
 /// What the owner answers a forwarded SSE read.
 pub enum Start {
-    /// Joined the relay: the response head and first control event, and the offset.
-    Live { key: StreamKey, bytes: Vec<u8>, from: u64 },
+    /// Joined the relay: the response head and first control event, and the
+    /// offset and stream incarnation the events follow.
+    Live { key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
     /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
     Move,
 }
@@ -72,24 +77,23 @@ pub enum Start {
 pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     let interval = next_cursor(ctx.now_ms(), None, 0);
     let cursor = next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
-    let at_tail = ctx
-        .shard
-        .store
-        .borrow()
-        .streams
-        .get(&req.key)
-        .is_some_and(|e| e.state.visible.tail == req.from && !e.state.visible.closed);
-    if !at_tail || req.view != View::Offsets || req.limit.exact || cursor != interval {
+    let live = ctx.shard.store.borrow().streams.get(&req.key).and_then(|e| {
+        let s = &e.state;
+        (s.visible.tail == req.from && !s.visible.closed && !s.deleted).then_some(s.handle)
+    });
+    let Some(handle) = live.filter(|_| req.view == View::Offsets && !req.limit.exact && cursor == interval) else {
         return Start::Move;
-    }
+    };
     let Some((mut bytes, _, _)) = sse::start(ctx, &req) else {
         return Start::Move;
     };
     let control = Control { next: req.from, cursor: Some(cursor), up_to_date: true, ..Control::default() };
     encode_control(control, &mut bytes);
-    let existing = ctx.relays.pumps.borrow().get(&req.key).cloned();
+    let existing = ctx.relays.pumps.borrow().get(&req.key).filter(|p| p.handle == handle).cloned();
     let pump = existing.unwrap_or_else(|| {
+        // A pump of an earlier incarnation of the key sees it was replaced and stops.
         let pump = Rc::new(Pump {
+            handle,
             pos: Cell::new(req.from),
             subscribers: RefCell::new(vec![0; ctx.shards]),
             cuts: RefCell::default(),
@@ -103,12 +107,12 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     if req.from > pump.pos.get() {
         pump.cuts.borrow_mut().insert(req.from);
     }
-    Start::Live { key: req.key, bytes, from: req.from }
+    Start::Live { key: req.key, handle, bytes, from: req.from }
 }
 
 /// Owner: a subscriber on shard `from` has ended.
-pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey) {
-    if let Some(p) = ctx.relays.pumps.borrow().get(key) {
+pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64) {
+    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle) {
         let mut subs = p.subscribers.borrow_mut();
         subs[from] = subs[from].saturating_sub(1);
     }
@@ -117,22 +121,28 @@ pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey) {
 /// Owner: reads each new batch once and sends its encoded event to every
 /// subscribing shard, until none remain or the stream ends.
 async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
+    let current = |ctx: &Ctx| ctx.relays.pumps.borrow().get(&key).is_some_and(|p| Rc::ptr_eq(p, &pump));
     loop {
         let shards: Vec<usize> =
             pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
-        let state = ctx.shard.store.borrow().streams.get(&key).filter(|e| !e.state.deleted).map(|e| {
+        let state = ctx.shard.store.borrow().streams.get(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
+            let s = &e.state;
             (
                 e.signal.clone(),
                 e.signal.generation(),
-                e.state.visible.tail,
-                e.state.visible.closed,
-                e.state.content_type.clone(),
+                s.visible.tail,
+                s.visible.closed,
+                s.deleted,
+                s.content_type.clone(),
             )
         });
-        let Some((signal, seen, tail, closed, content_type)) = state.filter(|_| !shards.is_empty()) else {
-            ctx.relays.pumps.borrow_mut().remove(&key);
+        let live = state.filter(|st| !st.4 && !shards.is_empty() && current(&ctx));
+        let Some((signal, seen, tail, closed, _, content_type)) = live else {
+            if current(&ctx) {
+                ctx.relays.pumps.borrow_mut().remove(&key);
+            }
             for s in shards {
-                forward::push(&ctx, s, Envelope::Gone { key: key.clone() });
+                forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
             }
             return;
         };
@@ -156,7 +166,9 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
         } else {
             futures_lite::future::or(signal.changed(seen), ctx.stopping.changed(0)).await;
             if ctx.stopping() {
-                ctx.relays.pumps.borrow_mut().remove(&key);
+                if current(&ctx) {
+                    ctx.relays.pumps.borrow_mut().remove(&key);
+                }
                 return;
             }
             continue;
@@ -165,45 +177,51 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
         pump.cuts.borrow_mut().retain(|c| *c > event.end);
         for &s in &shards {
             let ev = Event { from: event.from, end: event.end, closed: event.closed, bytes: event.bytes.clone() };
-            forward::push(&ctx, s, Envelope::Event { key: key.clone(), event: ev });
+            forward::push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
         }
         if event.closed {
-            ctx.relays.pumps.borrow_mut().remove(&key);
+            if current(&ctx) {
+                ctx.relays.pumps.borrow_mut().remove(&key);
+            }
             return;
         }
     }
 }
 
-/// Subscriber shard: counts a subscriber joining a remote stream's feed.
-pub fn subscribe(ctx: &Ctx, key: &StreamKey) {
+/// Subscriber shard: a subscriber joins the feed of a remote stream
+/// incarnation (counted before any event that follows its answer).
+pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
     let mut feeds = ctx.relays.feeds.borrow_mut();
-    let feed = feeds.entry(key.clone()).or_insert_with(|| {
-        Rc::new(Feed {
+    let feed = feeds.get(key).filter(|f| f.handle == handle && !f.gone.get()).cloned().unwrap_or_else(|| {
+        // A feed of an earlier incarnation keeps serving its own subscribers.
+        let feed = Rc::new(Feed {
+            handle,
             events: RefCell::default(),
             signal: Rc::new(Signal::default()),
             subscribers: Cell::new(0),
             gone: Cell::new(false),
-        })
+        });
+        feeds.insert(key.clone(), feed.clone());
+        feed
     });
     feed.subscribers.set(feed.subscribers.get() + 1);
+    feed
 }
 
-/// Subscriber shard: a subscriber of `key` (owned by `owner`) has ended.
-pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey) {
+/// Subscriber shard: a subscriber of `feed` (stream `key` on `owner`) has ended.
+pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>) {
+    feed.subscribers.set(feed.subscribers.get() - 1);
     let mut feeds = ctx.relays.feeds.borrow_mut();
-    if let Some(feed) = feeds.get(key) {
-        feed.subscribers.set(feed.subscribers.get() - 1);
-        if feed.subscribers.get() == 0 {
-            feeds.remove(key);
-        }
+    if feed.subscribers.get() == 0 && feeds.get(key).is_some_and(|f| Rc::ptr_eq(f, feed)) {
+        feeds.remove(key);
     }
     drop(feeds);
-    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone() });
+    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
 }
 
-/// Subscriber shard: an event (or the end) of a remote stream arrived.
-pub fn deliver(ctx: &Ctx, key: &StreamKey, event: Option<Event>) {
-    let Some(feed) = ctx.relays.feeds.borrow().get(key).cloned() else {
+/// Subscriber shard: an event (None: the end) of a remote stream arrived.
+pub fn deliver(ctx: &Ctx, key: &StreamKey, handle: u64, event: Option<Event>) {
+    let Some(feed) = ctx.relays.feeds.borrow().get(key).filter(|f| f.handle == handle).cloned() else {
         return;
     };
     match event {
@@ -220,12 +238,19 @@ pub fn deliver(ctx: &Ctx, key: &StreamKey, event: Option<Event>) {
 }
 
 /// Subscriber shard: serves one relayed SSE response on its connection.
-pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, owner: usize, key: StreamKey, start: Vec<u8>, from: u64) {
-    let feed = ctx.relays.feeds.borrow().get(&key).cloned();
-    if let Some(feed) = feed {
-        stream_events(ctx, sock, &feed, start, from).await;
-    }
-    unsubscribe(ctx, owner, &key);
+pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, sub: Subscription) {
+    stream_events(ctx, sock, &sub.feed, sub.start, sub.from).await;
+    unsubscribe(ctx, sub.owner, &sub.key, &sub.feed);
+}
+
+/// A relayed SSE read handed to its connection: the feed it counts on, the
+/// bytes to send first and the offset its events start at.
+pub struct Subscription {
+    pub owner: usize,
+    pub key: StreamKey,
+    pub feed: Rc<Feed>,
+    pub start: Vec<u8>,
+    pub from: u64,
 }
 
 async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {
