@@ -54,19 +54,8 @@ if [[ " $SERVERS " == *" node "* && ! -d "$ROOT/bench/peers/node_modules/@durabl
 fi
 
 WORK=$(mktemp -d /tmp/bench-compare.XXXXXX)
-SERVER_PID=""
-stop_server() {
-    if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 100); do
-            kill -0 "$SERVER_PID" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    SERVER_PID=""
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 

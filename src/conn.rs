@@ -46,9 +46,6 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // A peer that takes no bytes of a response for the idle timeout is gone
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
-    // Live SSE responses run in their own task queue with fewer shares, so
-    // appends are not queued behind a thousand subscribers.
-    let queue = ctx.sse_queue;
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
@@ -85,46 +82,50 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             }
         };
         let close = head.close;
-        let rendered = match owner {
-            Some(owner) => {
-                // Shutdown waits for this connection's forwarded request too.
-                ctx.in_flight.set(ctx.in_flight.get() + 1);
-                let delivered = forward::submit(&ctx, owner, head, target, route, body).await;
-                ctx.in_flight.set(ctx.in_flight.get() - 1);
-                match delivered {
-                    Delivered::Response(r) => r,
-                    Delivered::Live(sub) => {
-                        let task = async move {
-                            let _guard = guard;
-                            crate::relay::follow(&ctx, &mut sock, sub).await;
-                        };
-                        glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
-                        return;
-                    }
-                    Delivered::Move => {
-                        let mut bytes = replay.unwrap_or_default();
-                        bytes.extend_from_slice(&buf);
-                        handoff(&ctx, sock, bytes, owner).await;
-                        return;
+        let rendered =
+            match owner {
+                Some(owner) => {
+                    // Shutdown waits for this connection's forwarded request too.
+                    ctx.in_flight.set(ctx.in_flight.get() + 1);
+                    let delivered = forward::submit(&ctx, owner, head, target, route, body).await;
+                    ctx.in_flight.set(ctx.in_flight.get() - 1);
+                    match delivered {
+                        Delivered::Response(r) => r,
+                        Delivered::Live(sub) => {
+                            return live(ctx.sse_queue, guard, async move {
+                                crate::relay::follow(&ctx, &mut sock, sub).await
+                            })
+                        }
+                        Delivered::Move => {
+                            let mut bytes = replay.unwrap_or_default();
+                            bytes.extend_from_slice(&buf);
+                            handoff(&ctx, sock, bytes, owner).await;
+                            return;
+                        }
                     }
                 }
-            }
-            None => match respond(&ctx, &head, &target, route, body).await {
-                Reply::Full(resp) => Rendered::new(resp, close),
-                Reply::Sse(sse) => {
-                    let task = async move {
-                        let _guard = guard;
-                        crate::sse::run(&ctx, &mut sock, sse).await;
-                    };
-                    glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
-                    return;
-                }
-            },
-        };
+                None => match respond(&ctx, &head, &target, route, body).await {
+                    Reply::Full(resp) => Rendered::new(resp, close),
+                    Reply::Sse(sse) => {
+                        return live(ctx.sse_queue, guard, async move { crate::sse::run(&ctx, &mut sock, sse).await })
+                    }
+                },
+            };
         if !write(&mut sock, &rendered).await || close {
             return;
         }
     }
+}
+
+/// Runs a live SSE response, which keeps the connection (and its slot) to
+/// the end, in its own task queue with fewer shares, so appends are not
+/// queued behind a thousand subscribers.
+fn live(queue: glommio::TaskQueueHandle, guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'static) {
+    let task = async move {
+        let _guard = guard;
+        response.await;
+    };
+    glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
 }
 
 /// Serves a request on this (its owner) shard; the response is finished

@@ -27,13 +27,19 @@ fn four_shards() -> (TempDir, Server) {
     (dir, s)
 }
 
-#[test]
-fn pooled_connections_rotating_over_every_shard_keep_each_writers_order() {
-    let (_dir, s) = four_shards();
-    let streams = one_per_shard("pool");
+/// A four-shard server with one text stream per shard.
+fn four_shards_with_streams(tag: &str) -> (TempDir, Server, Vec<String>) {
+    let (dir, s) = four_shards();
+    let streams = one_per_shard(tag);
     for n in &streams {
         s.create(&format!("/v1/stream/{n}"), TEXT);
     }
+    (dir, s, streams)
+}
+
+#[test]
+fn pooled_connections_rotating_over_every_shard_keep_each_writers_order() {
+    let (_dir, s, streams) = four_shards_with_streams("pool");
     const WRITERS: usize = 8;
     const ROUNDS: usize = 40;
     let addr = s.addr;
@@ -115,11 +121,7 @@ fn forwarded_large_reads_head_and_continue_arrive_whole() {
 
 #[test]
 fn forwarded_long_polls_are_woken_by_appends_from_other_connections() {
-    let (_dir, s) = four_shards();
-    let streams = one_per_shard("lp");
-    for n in &streams {
-        s.create(&format!("/v1/stream/{n}"), TEXT);
-    }
+    let (_dir, s, streams) = four_shards_with_streams("lp");
     let addr = s.addr;
     let pollers: Vec<_> = streams
         .iter()
@@ -209,11 +211,7 @@ fn sse_subscribers_on_every_shard_receive_each_event_once_in_order() {
 
 #[test]
 fn sse_subscribers_joining_during_appends_see_a_gapless_suffix() {
-    let (_dir, s) = four_shards();
-    let streams = one_per_shard("join");
-    for n in &streams {
-        s.create(&format!("/v1/stream/{n}"), TEXT);
-    }
+    let (_dir, s, streams) = four_shards_with_streams("join");
     let addr = s.addr;
     let writers: Vec<_> = streams
         .iter()
