@@ -7,7 +7,7 @@
 #   ONLY="write healthz" bench/suite.sh
 #   ONLY=shards SWEEP="1 2 4 8" bench/suite.sh   # pooled vs per-stream writes per shard count
 #
-# Knobs: ROUNDS=3 PORT=4651 OUT=target/bench-suite DATA=/tmp (data dirs go
+# Knobs: ROUNDS=3 DURATION=10s (measured time per run) PORT=4651 OUT=target/bench-suite DATA=/tmp (data dirs go
 # under $DATA), ONLY="write pool batch healthz fanout shards catchup idle restart",
 # SWEEP="1 2 4 8" (shard counts for `shards`; more shards than cores are
 # oversubscribed: several pinned executors share a core).
@@ -19,6 +19,7 @@ PORT=${PORT:-4651}
 OUT=${OUT:-$ROOT/target/bench-suite}
 ONLY=${ONLY:-"write pool batch healthz fanout shards catchup idle restart"}
 SWEEP=${SWEEP:-"1 2 4 8"}
+DURATION=${DURATION:-10s}
 URL=http://127.0.0.1:$PORT
 WORK=$(mktemp -d "${DATA:-/tmp}/sluice-suite.XXXXXX")
 
@@ -66,29 +67,29 @@ mkdir -p "$OUT"
 
 for round in $(seq "$ROUNDS"); do
     if [[ " $ONLY " == *" write "* ]]; then
-        for n in 100 500 2000; do run "write-$n" "$round" --scenario write --streams "$n" --duration 10s; done
-        run "write-bucket-500" "$round" --scenario write --surface bucket --streams 500 --duration 10s
+        for n in 100 500 2000; do run "write-$n" "$round" --scenario write --streams "$n" --duration "$DURATION"; done
+        run "write-bucket-500" "$round" --scenario write --surface bucket --streams 500 --duration "$DURATION"
     fi
     if [[ " $ONLY " == *" pool "* ]]; then
-        run "pool-500" "$round" --scenario pool --connections 500 --streams 500 --duration 10s
+        run "pool-500" "$round" --scenario pool --connections 500 --streams 500 --duration "$DURATION"
     fi
     if [[ " $ONLY " == *" batch "* ]]; then
-        run "batch-100" "$round" --scenario batch --streams 100 --frames 512 --frame-bytes 16 --duration 10s
+        run "batch-100" "$round" --scenario batch --streams 100 --frames 512 --frame-bytes 16 --duration "$DURATION"
     fi
     if [[ " $ONLY " == *" shards "* ]]; then
         # The same 500 streams written one connection per stream and by 500
         # pooled connections rotating over all of them, per shard count.
         for SHARDS in $SWEEP; do
-            run "shards$SHARDS-write-500" "$round" --scenario write --streams 500 --duration 10s
-            run "shards$SHARDS-pool-500" "$round" --scenario pool --connections 500 --streams 500 --duration 10s
+            run "shards$SHARDS-write-500" "$round" --scenario write --streams 500 --duration "$DURATION"
+            run "shards$SHARDS-pool-500" "$round" --scenario pool --connections 500 --streams 500 --duration "$DURATION"
         done
         SHARDS=""
     fi
     if [[ " $ONLY " == *" healthz "* ]]; then
-        run "healthz-500" "$round" --scenario healthz --streams 500 --duration 10s
+        run "healthz-500" "$round" --scenario healthz --streams 500 --duration "$DURATION"
     fi
     if [[ " $ONLY " == *" fanout "* ]]; then
-        for n in 100 500 1000; do run "fanout-$n" "$round" --scenario fanout --subscribers "$n" --duration 10s; done
+        for n in 100 500 1000; do run "fanout-$n" "$round" --scenario fanout --subscribers "$n" --duration "$DURATION"; done
     fi
     if [[ " $ONLY " == *" idle "* ]]; then
         run "idle-100k" "$round" --scenario idle --streams 100000
