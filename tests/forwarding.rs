@@ -249,3 +249,42 @@ fn sse_subscribers_joining_during_appends_see_a_gapless_suffix() {
         assert_eq!(data, all[all.len() - data.len()..], "stream {n}: not a gapless suffix");
     }
 }
+
+#[test]
+fn a_subscriber_that_stops_reading_never_sees_a_gap() {
+    let (_dir, s, streams) = four_shards_with_streams("slow");
+    let path = format!("/v1/stream/{}", streams[0]);
+    // Subscribers that read nothing while far more than their socket buffers
+    // (and the relay's recent events) is appended.
+    let subs: Vec<_> = (0..8).map(|_| subscribe_at_tail(&s, &path)).collect();
+    let chunk: Vec<u8> = (0..64 * 1024).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut c = s.connect();
+    for _ in 0..200 {
+        c.request("POST", &path, &[("Content-Type", TEXT)], &chunk).expect(204);
+    }
+    c.request("POST", &path, &[("Stream-Closed", "true")], b"").expect(204);
+    let all = chunk.repeat(200);
+    for (mut conn, first) in subs {
+        let mut raw = first;
+        raw.extend(conn.read_to_eof().unwrap());
+        let events = common::sse_events(&raw);
+        let data: usize = events.iter().filter(|(n, _)| n == "data").map(|(_, d)| d.len()).sum();
+        // Whatever a subscriber got is the stream from its start, in order:
+        // all of it (then the final control event), or a prefix cut at an
+        // event boundary when it fell too far behind.
+        let mut at = 0;
+        for (name, d) in &events {
+            if name == "data" {
+                assert!(d.as_bytes() == &all[at..at + d.len()], "gap or reorder at {at}");
+                at += d.len();
+            }
+        }
+        let last = events.last().unwrap();
+        let total = all.len();
+        if data == total {
+            assert!(last.1.contains("\"streamClosed\":true"), "{last:?}");
+        } else {
+            assert!(data < total && !last.1.contains("streamClosed"), "{data} of {total}, {last:?}");
+        }
+    }
+}
