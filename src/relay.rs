@@ -20,9 +20,10 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Instant;
 
-/// Events a subscriber shard keeps per stream: a subscriber further behind
-/// than this ends its response (its client resumes from the last offset).
-const RECENT_EVENTS: usize = 64;
+/// Encoded bytes of recent events a subscriber shard keeps per stream (the
+/// newest event always stays): a subscriber further behind ends its response
+/// at an event boundary, and its client resumes from the last offset it got.
+const RECENT_BYTES: usize = 1 << 20;
 
 /// One encoded SSE event covering `[from, end)` of a stream.
 pub struct Event {
@@ -57,6 +58,8 @@ pub struct Feed {
     /// The stream incarnation followed.
     handle: u64,
     events: RefCell<VecDeque<Rc<Event>>>,
+    /// Encoded bytes held in `events`.
+    held: Cell<usize>,
     signal: Rc<Signal>,
     subscribers: Cell<usize>,
     /// The stream was deleted (or its owner stopped): subscribers end.
@@ -197,6 +200,7 @@ pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
         let feed = Rc::new(Feed {
             handle,
             events: RefCell::default(),
+            held: Cell::new(0),
             signal: Rc::new(Signal::default()),
             subscribers: Cell::new(0),
             gone: Cell::new(false),
@@ -227,10 +231,12 @@ pub fn deliver(ctx: &Ctx, key: &StreamKey, handle: u64, event: Option<Event>) {
     match event {
         Some(ev) => {
             let mut events = feed.events.borrow_mut();
-            if events.len() == RECENT_EVENTS {
-                events.pop_front();
-            }
+            let mut held = feed.held.get() + ev.bytes.len();
             events.push_back(Rc::new(ev));
+            while held > RECENT_BYTES && events.len() > 1 {
+                held -= events.pop_front().map_or(0, |e| e.bytes.len());
+            }
+            feed.held.set(held);
         }
         None => feed.gone.set(true),
     }
@@ -259,18 +265,39 @@ async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<
     }
     let _ = sock.set_read_timeout(None);
     let deadline = Instant::now() + ctx.cfg.sse_reconnect;
+    let mut out = Vec::new();
     loop {
         let seen = feed.signal.generation();
-        let next = feed.events.borrow().iter().find(|e| e.from == offset).cloned();
-        if let Some(ev) = next {
-            if sock.write_all(&ev.bytes).await.is_err() || ev.closed {
+        // Every kept event from `offset` on, in one write: a subscriber that
+        // fell behind catches up with one system call, not one per event.
+        let mut ready: Vec<Rc<Event>> = Vec::new();
+        {
+            let events = feed.events.borrow();
+            let mut at = offset;
+            for e in events.range(events.partition_point(|e| e.from < offset)..) {
+                if e.from != at {
+                    break;
+                }
+                at = e.end;
+                ready.push(e.clone());
+            }
+        }
+        if let Some(last) = ready.last().cloned() {
+            let bytes = if ready.len() == 1 {
+                &last.bytes
+            } else {
+                out.clear();
+                ready.iter().for_each(|e| out.extend_from_slice(&e.bytes));
+                &out
+            };
+            if sock.write_all(bytes).await.is_err() || last.closed {
                 return;
             }
-            offset = ev.end;
+            offset = last.end;
             continue;
         }
         // Gone, or fallen behind the kept events: end the response.
-        if feed.gone.get() || feed.events.borrow().iter().any(|e| e.end > offset) {
+        if feed.gone.get() || feed.events.borrow().back().is_some_and(|e| e.end > offset) {
             return;
         }
         let left = deadline.saturating_duration_since(Instant::now());
