@@ -1,186 +1,339 @@
-//! Command line and configuration: every limit sluice enforces is a flag here.
+//! Command line and configuration (clap): every flag, its `SLUICE_*`
+//! environment variable, its default and its accepted range are declared
+//! here once; `Config::check` adds the checks that span several flags.
 
+use clap::{Args, Parser, Subcommand};
+use sluice::units::{format_duration, format_size, parse_duration, parse_size};
 use sluice_shards::log::FsyncMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Everything a shard needs to know about how to serve.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub listen: SocketAddr,
-    pub data_dir: PathBuf,
-    pub shards: usize,
-    pub fsync: FsyncMode,
-    pub long_poll_timeout: Duration,
-    pub sse_reconnect: Duration,
-    pub max_head_bytes: usize,
-    pub max_headers: usize,
-    pub max_body_bytes: u64,
-    pub max_connections: usize,
-    pub max_waiters: usize,
-    pub max_batch_frames: usize,
-    pub idle_timeout: Duration,
-    pub request_timeout: Duration,
-    pub segment_bytes: u64,
-    pub io_memory: usize,
+/// sluice: a Durable Streams server on pinned io_uring shards with an
+/// fsync-durable log.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, propagate_version = true, arg_required_else_help = true)]
+#[command(after_help = "Every flag can also be set with its SLUICE_* environment variable; the flag wins.\n\
+    Durations take units up to days (500ms, 30s, 5m, 2h, 7d, 1h30m); sizes take units (4096, 64KiB, 64MiB, 1GiB).")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            listen: "127.0.0.1:4437".parse().expect("static address"),
-            data_dir: PathBuf::from("./data"),
-            shards: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            fsync: FsyncMode::Always,
-            long_poll_timeout: Duration::from_secs(20),
-            sse_reconnect: Duration::from_secs(60),
-            max_head_bytes: 16 * 1024,
-            max_headers: 64,
-            max_body_bytes: 64 * 1024 * 1024,
-            max_connections: 10_000,
-            max_waiters: 100_000,
-            max_batch_frames: 512,
-            idle_timeout: Duration::from_secs(60),
-            request_timeout: Duration::from_secs(30),
-            segment_bytes: 64 * 1024 * 1024,
-            io_memory: 2 * 1024 * 1024,
-        }
-    }
-}
-
-pub const USAGE: &str = "\
-sluice - a Durable Streams server
-
-USAGE:
-    sluice serve [OPTIONS]
-    sluice --help
-
-OPTIONS (defaults in brackets):
-    --listen ADDR:PORT          address to listen on [127.0.0.1:4437]
-    --data-dir DIR              data directory [./data]
-    --shards N                  shard (executor) count, fixed per data dir [cores]
-    --fsync always|never        always: acknowledge after fdatasync (default);
-                                never: acknowledge after write(2) only, which
-                                survives a process crash but NOT power loss
-    --long-poll-timeout DUR     long-poll wait before 204 [20s]
-    --sse-reconnect DUR         SSE connection lifetime before the client reconnects [60s]
-    --max-head-bytes N          request head limit, 431 beyond [16384]
-    --max-headers N             header count limit, 431 beyond [64]
-    --max-body-bytes N          request body limit, 413 beyond [67108864]
-    --max-connections N         open connections per shard; more are closed [10000]
-    --max-waiters N             parked long-poll/SSE readers per shard, 503 beyond [100000]
-    --max-batch-frames N        frames per append-batch request, 413 beyond [512]
-    --idle-timeout DUR          keep-alive idle limit [60s]
-    --request-timeout DUR       time to receive a whole request [30s]
-    --segment-bytes N           log segment size [67108864]
-    --io-memory N               io_uring registered buffer memory per shard [2097152]
-
-DUR is a number with a unit: 500ms, 2s, 1m.
-";
-
-/// Parses `2s`, `500ms`, `1m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration '{s}' (use e.g. 500ms, 2s, 1m)");
-    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(bad()),
-    }
-}
-
-/// What the command line asked for.
+#[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Serve the Durable Streams protocol until SIGTERM or SIGINT.
     Serve(Config),
-    Help,
 }
 
-/// Parses `args` (without the program name).
-pub fn parse_args(args: &[String]) -> Result<Command, String> {
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("serve") => {}
-        Some("--help") | Some("-h") | Some("help") | None => return Ok(Command::Help),
-        Some(other) => return Err(format!("unknown command '{other}' (try: sluice serve --help)")),
-    }
-    let mut c = Config::default();
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            return Ok(Command::Help);
+/// Everything a shard needs to know about how to serve.
+#[derive(Args, Clone, Debug)]
+pub struct Config {
+    /// Address to listen on (one SO_REUSEPORT socket per shard).
+    #[arg(long, env = "SLUICE_LISTEN", value_name = "ADDR:PORT", default_value = "127.0.0.1:4437")]
+    pub listen: SocketAddr,
+
+    /// Data directory (shard-N/ segment files, sluice.meta).
+    #[arg(long, env = "SLUICE_DATA_DIR", value_name = "DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// Shard (executor) count; shard i is pinned to the i-th CPU this process may use.
+    /// Fixed when the data dir is created [default: the number of usable CPUs].
+    #[arg(long, env = "SLUICE_SHARDS", value_name = "N", value_parser = count::<usize>(1, 256),
+          default_value_t = cores(), hide_default_value = true)]
+    pub shards: usize,
+
+    /// always: acknowledge writes after fdatasync; never: after write(2) only, which
+    /// survives a process crash but NOT power loss.
+    #[arg(long, env = "SLUICE_FSYNC", value_name = "always|never", value_parser = parse_fsync, default_value = "always")]
+    pub fsync: FsyncMode,
+
+    /// Long-poll wait before 204 (10ms..1h).
+    #[arg(long, env = "SLUICE_LONG_POLL_TIMEOUT", value_name = "DUR", default_value = "20s",
+          value_parser = duration(ms(10), hours(1)))]
+    pub long_poll_timeout: Duration,
+
+    /// SSE connection lifetime before the client reconnects (1s..1d).
+    #[arg(long, env = "SLUICE_SSE_RECONNECT", value_name = "DUR", default_value = "60s",
+          value_parser = duration(ms(1_000), hours(24)))]
+    pub sse_reconnect: Duration,
+
+    /// Request head limit, 431 beyond (1KiB..1MiB).
+    #[arg(long, env = "SLUICE_MAX_HEAD_BYTES", value_name = "SIZE", default_value = "16KiB",
+          value_parser = size::<usize>(1 << 10, 1 << 20))]
+    pub max_head_bytes: usize,
+
+    /// Header count limit, 431 beyond (8..1024).
+    #[arg(long, env = "SLUICE_MAX_HEADERS", value_name = "N", default_value = "64",
+          value_parser = count::<usize>(8, 1024))]
+    pub max_headers: usize,
+
+    /// Request body limit, 413 beyond (1KiB..1GiB; a body is held in memory).
+    #[arg(long, env = "SLUICE_MAX_BODY_BYTES", value_name = "SIZE", default_value = "64MiB",
+          value_parser = size::<u64>(1 << 10, 1 << 30))]
+    pub max_body_bytes: u64,
+
+    /// Open connections per shard; more get 503 and are closed (1..1000000).
+    #[arg(long, env = "SLUICE_MAX_CONNECTIONS", value_name = "N", default_value = "10000",
+          value_parser = count::<usize>(1, 1_000_000))]
+    pub max_connections: usize,
+
+    /// Parked long-poll/SSE readers per shard, 503 beyond (1..10000000).
+    #[arg(long, env = "SLUICE_MAX_WAITERS", value_name = "N", default_value = "100000",
+          value_parser = count::<usize>(1, 10_000_000))]
+    pub max_waiters: usize,
+
+    /// Frames per append-batch request, 413 beyond (1..65536).
+    #[arg(long, env = "SLUICE_MAX_BATCH_FRAMES", value_name = "N", default_value = "512",
+          value_parser = count::<usize>(1, 65_536))]
+    pub max_batch_frames: usize,
+
+    /// Keep-alive idle limit; also how long a peer may take no response bytes (1s..1d).
+    #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",
+          value_parser = duration(ms(1_000), hours(24)))]
+    pub idle_timeout: Duration,
+
+    /// Time to receive a whole request, 408 beyond (100ms..1h).
+    #[arg(long, env = "SLUICE_REQUEST_TIMEOUT", value_name = "DUR", default_value = "30s",
+          value_parser = duration(ms(100), hours(1)))]
+    pub request_timeout: Duration,
+
+    /// Log segment size, preallocated and zero-filled ahead of use (4KiB..64GiB).
+    #[arg(long, env = "SLUICE_SEGMENT_BYTES", value_name = "SIZE", default_value = "64MiB",
+          value_parser = size::<u64>(4 << 10, 64 << 30))]
+    pub segment_bytes: u64,
+
+    /// io_uring registered buffer memory per shard, locked in RAM (64KiB..4GiB).
+    #[arg(long, env = "SLUICE_IO_MEMORY", value_name = "SIZE", default_value = "2MiB",
+          value_parser = size::<usize>(64 << 10, 4 << 30))]
+    pub io_memory: usize,
+
+    /// Log verbosity when RUST_LOG is not set (RUST_LOG, if set, is a full filter and wins).
+    #[arg(long, env = "SLUICE_LOG_LEVEL", value_name = "LEVEL", default_value = "info",
+          value_parser = ["error", "warn", "info", "debug", "trace"])]
+    pub log_level: String,
+
+    /// Log one line per request (method, path, status, duration) at info level.
+    #[arg(long, env = "SLUICE_ACCESS_LOG")]
+    pub access_log: bool,
+}
+
+impl Config {
+    /// Checks that span several flags, or a flag and the host; run once
+    /// before start. Returns the warnings worth logging; a configuration
+    /// that cannot work is an error (one line).
+    pub fn check(&self, host: &HostLimits) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
+        let fds = (self.shards as u64).saturating_mul(self.max_connections as u64 + FDS_PER_SHARD);
+        if fds > host.open_files {
+            warnings.push(format!(
+                "the open-files limit {} is below what --shards {} x --max-connections {} needs ({fds}): \
+                 accepts beyond it fail (raise LimitNOFILE / ulimit -n)",
+                host.open_files, self.shards, self.max_connections
+            ));
         }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("{flag}: '{v}' is not a number"));
-        match flag.as_str() {
-            "--listen" => c.listen = value.parse().map_err(|_| format!("--listen: '{value}' is not ADDR:PORT"))?,
-            "--data-dir" => c.data_dir = PathBuf::from(value),
-            "--shards" => {
-                c.shards = num(value)? as usize;
-                if c.shards == 0 || c.shards > 256 {
-                    return Err("--shards must be between 1 and 256".into());
-                }
+        let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
+        if let Some(memlock) = host.locked_memory {
+            if memlock < MIN_LOCKED_MEMORY {
+                return Err(format!(
+                    "the locked-memory limit {} is below the {} each io_uring executor needs \
+                     (raise LimitMEMLOCK / ulimit -l, see tuning/README.md)",
+                    format_size(memlock),
+                    format_size(MIN_LOCKED_MEMORY)
+                ));
             }
-            "--fsync" => {
-                c.fsync = match value.as_str() {
-                    "always" => FsyncMode::Always,
-                    "never" => FsyncMode::Never,
-                    v => return Err(format!("--fsync: '{v}' is not always|never")),
-                }
+            if locked > memlock {
+                warnings.push(format!(
+                    "the locked-memory limit {} is below --shards {} x --io-memory {}: io_uring falls back to \
+                     unregistered buffers (raise LimitMEMLOCK / ulimit -l)",
+                    format_size(memlock),
+                    self.shards,
+                    format_size(self.io_memory as u64)
+                ));
             }
-            "--long-poll-timeout" => c.long_poll_timeout = parse_duration(value)?,
-            "--sse-reconnect" => c.sse_reconnect = parse_duration(value)?,
-            "--max-head-bytes" => c.max_head_bytes = num(value)? as usize,
-            "--max-headers" => c.max_headers = num(value)? as usize,
-            "--max-body-bytes" => c.max_body_bytes = num(value)?,
-            "--max-connections" => c.max_connections = num(value)? as usize,
-            "--max-waiters" => c.max_waiters = num(value)? as usize,
-            "--max-batch-frames" => c.max_batch_frames = num(value)? as usize,
-            "--idle-timeout" => c.idle_timeout = parse_duration(value)?,
-            "--request-timeout" => c.request_timeout = parse_duration(value)?,
-            "--segment-bytes" => c.segment_bytes = num(value)?.max(4096),
-            "--io-memory" => c.io_memory = num(value)? as usize,
-            other => return Err(format!("unknown option '{other}' (see sluice --help)")),
+        }
+        if self.shards > host.cores {
+            warnings.push(format!("--shards {} exceeds the {} cores: shards share cores", self.shards, host.cores));
+        }
+        Ok(warnings)
+    }
+}
+
+/// Locked memory glommio needs per executor for its rings; below it the
+/// executor fails to start.
+const MIN_LOCKED_MEMORY: u64 = 512 << 10;
+
+/// File descriptors a shard needs besides its connections (listener, log
+/// segments, io_uring rings, eventfds), used for the open-files check.
+const FDS_PER_SHARD: u64 = 32;
+
+/// What the host allows this process, read once at start.
+#[derive(Clone, Debug)]
+pub struct HostLimits {
+    pub open_files: u64,
+    /// `None` when unlimited.
+    pub locked_memory: Option<u64>,
+    pub cores: usize,
+}
+
+impl HostLimits {
+    /// Reads the limits, first raising the open-files soft limit to the hard one.
+    pub fn read() -> HostLimits {
+        let mut nofile = rlimit(libc::RLIMIT_NOFILE);
+        if nofile.rlim_cur < nofile.rlim_max {
+            nofile.rlim_cur = nofile.rlim_max;
+            // SAFETY: setrlimit(2) with a fully initialised struct.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &nofile) };
+            nofile = rlimit(libc::RLIMIT_NOFILE);
+        }
+        let memlock = rlimit(libc::RLIMIT_MEMLOCK).rlim_cur;
+        HostLimits {
+            open_files: nofile.rlim_cur,
+            locked_memory: (memlock != libc::RLIM_INFINITY).then_some(memlock),
+            cores: cores(),
         }
     }
-    Ok(Command::Serve(c))
+}
+
+fn rlimit(which: libc::__rlimit_resource_t) -> libc::rlimit {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit(2) writes into the struct we own.
+    unsafe { libc::getrlimit(which, &mut r) };
+    r
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn parse_fsync(s: &str) -> Result<FsyncMode, String> {
+    match s {
+        "always" => Ok(FsyncMode::Always),
+        "never" => Ok(FsyncMode::Never),
+        _ => Err("use always or never".into()),
+    }
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const fn hours(n: u64) -> Duration {
+    Duration::from_secs(n * 3600)
+}
+
+/// A duration parser accepting `min..=max`.
+fn duration(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let d = parse_duration(s)?;
+        if d < min || d > max {
+            return Err(format!("must be between {} and {}", format_duration(min), format_duration(max)));
+        }
+        Ok(d)
+    }
+}
+
+/// A size parser (units allowed) accepting `min..=max` bytes.
+fn size<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let n = parse_size(s)?;
+        if n < min || n > max {
+            return Err(format!("must be between {} and {}", format_size(min), format_size(max)));
+        }
+        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+    }
+}
+
+/// A plain count parser accepting `min..=max`.
+fn count<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let n: u64 = s.trim().parse().map_err(|_| format!("'{s}' is not a whole number"))?;
+        if n < min || n > max {
+            return Err(format!("must be between {min} and {max}"));
+        }
+        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn serve(args: &str) -> Result<Config, String> {
+        let argv = std::iter::once("sluice").chain(args.split_whitespace());
+        match Cli::try_parse_from(argv) {
+            Ok(Cli { command: Command::Serve(c) }) => Ok(c),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn roomy_host() -> HostLimits {
+        HostLimits { open_files: 1 << 20, locked_memory: None, cores: 256 }
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("2").is_err());
-        assert!(parse_duration("s").is_err());
-        assert!(parse_duration("2h").is_err());
-    }
-
-    #[test]
-    fn flags() {
-        let Ok(Command::Serve(c)) =
-            parse_args(&args("serve --listen 127.0.0.1:9 --shards 2 --fsync never --long-poll-timeout 2s"))
-        else {
-            panic!("should parse")
-        };
+    fn flags_with_units_and_equals() {
+        let c =
+            serve("serve --listen=127.0.0.1:9 --shards 2 --fsync=never --long-poll-timeout 1h --idle-timeout 1d --segment-bytes 64MiB")
+                .expect("parses");
         assert_eq!(c.listen.port(), 9);
         assert_eq!(c.shards, 2);
         assert_eq!(c.fsync, FsyncMode::Never);
-        assert_eq!(c.long_poll_timeout, Duration::from_secs(2));
-        assert!(parse_args(&args("serve --shards 0")).is_err());
-        assert!(parse_args(&args("serve --fsync sometimes")).is_err());
-        assert!(parse_args(&args("serve --bogus 1")).is_err());
-        assert!(parse_args(&args("serve --listen")).is_err());
-        assert!(matches!(parse_args(&args("--help")), Ok(Command::Help)));
+        assert_eq!(c.long_poll_timeout, Duration::from_secs(3600));
+        assert_eq!(c.idle_timeout, Duration::from_secs(86_400));
+        assert_eq!(c.segment_bytes, 64 << 20);
+        assert_eq!(c.max_body_bytes, 64 << 20, "default");
+        assert!(!c.access_log);
+    }
+
+    #[test]
+    fn nonsense_is_refused_with_the_flag_named() {
+        for (args, flag) in [
+            ("serve --shards 0", "--shards"),
+            ("serve --shards 257", "--shards"),
+            ("serve --max-connections 0", "--max-connections"),
+            ("serve --fsync sometimes", "--fsync"),
+            ("serve --segment-bytes 1KiB", "--segment-bytes"),
+            ("serve --long-poll-timeout 0s", "--long-poll-timeout"),
+            ("serve --long-poll-timeout 2", "--long-poll-timeout"),
+            ("serve --idle-timeout 2w", "--idle-timeout"),
+            ("serve --max-body-bytes 2GiB", "--max-body-bytes"),
+            ("serve --log-level loud", "--log-level"),
+            ("serve --bogus 1", "--bogus"),
+            ("serve --listen", "--listen"),
+        ] {
+            let e = serve(args).expect_err(args);
+            assert!(e.contains(flag), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_flag_has_its_environment_variable() {
+        let cmd = Cli::command();
+        let serve = cmd.find_subcommand("serve").expect("serve");
+        let mut n = 0;
+        for arg in serve.get_arguments().filter(|a| a.get_long().is_some_and(|l| l != "help")) {
+            let long = arg.get_long().expect("long");
+            let want = format!("SLUICE_{}", long.to_ascii_uppercase().replace('-', "_"));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(want.as_str()), "--{long}");
+            n += 1;
+        }
+        assert!(n >= 17, "{n} flags");
+    }
+
+    #[test]
+    fn cross_flag_checks() {
+        let c = serve("serve --shards 4 --max-connections 1000 --io-memory 4MiB").expect("parses");
+        assert!(c.check(&roomy_host()).expect("fine").is_empty());
+        let tight = HostLimits { open_files: 1024, locked_memory: Some(8 << 20), cores: 2 };
+        let w = c.check(&tight).expect("warnings only");
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w[0].contains("open-files limit 1024"), "{}", w[0]);
+        assert!(w[1].contains("locked-memory limit 8MiB"), "{}", w[1]);
+        assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
+        let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
+        let e = c.check(&starved).expect_err("below glommio's minimum");
+        assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");
     }
 }

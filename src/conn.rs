@@ -7,6 +7,7 @@
 use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
+use crate::metrics::answered;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
@@ -16,7 +17,7 @@ use sluice::http::url::{parse_target, Target};
 use sluice::http::{parse_head, Head, HeadError, Response};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Read sizes: small for request heads (most requests are a few hundred
 /// bytes), larger while a body is arriving. The buffer space is zeroed before
@@ -51,21 +52,28 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(resp) => {
+                answered(&ctx, None, "invalid", resp.status, Instant::now());
                 refuse_with(&mut sock, resp).await;
                 return;
             }
         };
+        let started = Instant::now();
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
+                answered(&ctx, Some(&head), "bad_request", 400, started);
                 refuse_with(&mut sock, Response::error(400, e.reason())).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
+        let label = route.label();
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: checks that refuse a request belong at this point.
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
+        if owner.is_some() {
+            ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
+        }
         let remote_sse = owner.is_some() && target.param("live") == Some("sse");
         if let (Some(owner), true) = (owner, remote_sse && head.body != BodyKind::None) {
             // An SSE read with a body cannot be replayed: move the connection.
@@ -77,40 +85,42 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(resp) => {
+                answered(&ctx, Some(&head), label, resp.status, started);
                 refuse_with(&mut sock, resp).await;
                 return;
             }
         };
         let close = head.close;
-        let rendered =
-            match owner {
-                Some(owner) => {
-                    // Shutdown waits for this connection's forwarded request too.
-                    ctx.in_flight.set(ctx.in_flight.get() + 1);
-                    let delivered = forward::submit(&ctx, owner, head, target, route, body).await;
-                    ctx.in_flight.set(ctx.in_flight.get() - 1);
-                    match delivered {
-                        Delivered::Response(r) => r,
-                        Delivered::Live(sub) => {
-                            return live(ctx.sse_queue, guard, async move {
-                                crate::relay::follow(&ctx, &mut sock, sub).await
-                            })
-                        }
-                        Delivered::Move => {
-                            let mut bytes = replay.unwrap_or_default();
-                            bytes.extend_from_slice(&buf);
-                            handoff(&ctx, sock, bytes, owner).await;
-                            return;
-                        }
+        let rendered = match owner {
+            Some(owner) => {
+                // Shutdown waits for this connection's forwarded request too.
+                ctx.in_flight.set(ctx.in_flight.get() + 1);
+                let delivered = forward::submit(&ctx, owner, head, target, route, body, started).await;
+                ctx.in_flight.set(ctx.in_flight.get() - 1);
+                match delivered {
+                    Delivered::Response(r) => r,
+                    Delivered::Live(sub) => {
+                        return live(guard, async move { crate::relay::follow(&ctx, &mut sock, sub).await })
+                    }
+                    Delivered::Move => {
+                        let mut bytes = replay.unwrap_or_default();
+                        bytes.extend_from_slice(&buf);
+                        handoff(&ctx, sock, bytes, owner).await;
+                        return;
                     }
                 }
-                None => match respond(&ctx, &head, &target, route, body).await {
-                    Reply::Full(resp) => Rendered::new(resp, close),
-                    Reply::Sse(sse) => {
-                        return live(ctx.sse_queue, guard, async move { crate::sse::run(&ctx, &mut sock, sse).await })
-                    }
-                },
-            };
+            }
+            None => match respond(&ctx, &head, &target, route, body).await {
+                Reply::Full(resp) => {
+                    answered(&ctx, Some(&head), label, resp.status, started);
+                    Rendered::new(resp, close)
+                }
+                Reply::Sse(sse) => {
+                    answered(&ctx, Some(&head), label, 200, started);
+                    return live(guard, async move { crate::sse::run(&ctx, &mut sock, sse).await });
+                }
+            },
+        };
         if !write(&mut sock, &rendered).await || close {
             return;
         }
@@ -120,10 +130,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
 /// Runs a live SSE response, which keeps the connection (and its slot) to
 /// the end, in its own task queue with fewer shares, so appends are not
 /// queued behind a thousand subscribers.
-fn live(queue: glommio::TaskQueueHandle, guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'static) {
+fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'static) {
+    let queue = guard.0.sse_queue;
     let task = async move {
-        let _guard = guard;
+        let open = &guard.0.metrics.sse;
+        open.set(open.get() + 1);
         response.await;
+        open.set(open.get() - 1);
     };
     glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
 }
@@ -148,14 +161,29 @@ async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body
     }
 }
 
-/// Serves a request forwarded by shard `from`, which holds its connection.
-pub async fn answer(ctx: &Rc<Ctx>, from: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Answered {
+/// Serves a request forwarded by shard `from`, which holds its connection
+/// and received it at `started` (it is counted and logged here).
+pub async fn answer(
+    ctx: &Rc<Ctx>,
+    from: usize,
+    head: Head,
+    target: Target,
+    route: Route,
+    body: Vec<u8>,
+    started: Instant,
+) -> Answered {
+    let label = route.label();
     match respond(ctx, &head, &target, route, body).await {
-        Reply::Full(resp) => Answered::Response(Rendered::new(resp, head.close)),
+        Reply::Full(resp) => {
+            answered(ctx, Some(&head), label, resp.status, started);
+            Answered::Response(Rendered::new(resp, head.close))
+        }
         Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
             crate::relay::Start::Live { key, handle, bytes, from } => {
+                answered(ctx, Some(&head), label, 200, started);
                 Answered::Live { owner: ctx.id, key, handle, bytes, from }
             }
+            // The replayed request is counted where it is served.
             crate::relay::Start::Move => Answered::Move,
         },
     }

@@ -17,6 +17,7 @@ use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// A request travelling to the owner shard of its stream.
 pub struct Forward {
@@ -27,6 +28,8 @@ pub struct Forward {
     pub target: Target,
     pub route: Route,
     pub body: Vec<u8>,
+    /// When the accepting shard had the whole head (request latency starts there).
+    pub started: Instant,
 }
 
 /// The owner's answer travelling back to the accepting shard.
@@ -179,12 +182,20 @@ fn unavailable(why: &str) -> Delivered {
 }
 
 /// Sends a request to its owner shard and waits for the rendered response.
-pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Head, target: Target, route: Route, body: Vec<u8>) -> Delivered {
+pub async fn submit(
+    ctx: &Rc<Ctx>,
+    owner: usize,
+    head: Head,
+    target: Target,
+    route: Route,
+    body: Vec<u8>,
+    started: Instant,
+) -> Delivered {
     let id = ctx.waiting.next_id.get() + 1;
     ctx.waiting.next_id.set(id);
     let (tx, rx) = local_channel::new_bounded(1);
     ctx.waiting.slots.borrow_mut().insert(id, tx);
-    push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body })));
+    push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body, started })));
     rx.recv().await.unwrap_or_else(|| unavailable("owner shard did not answer"))
 }
 
@@ -209,8 +220,8 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
-                    let Forward { from, id, head, target, route, body } = *f;
-                    let answered = crate::conn::answer(&ctx, from, head, target, route, body).await;
+                    let Forward { from, id, head, target, route, body, started } = *f;
+                    let answered = crate::conn::answer(&ctx, from, head, target, route, body, started).await;
                     push(&ctx, from, Envelope::Answer(Answer { id, answered }));
                 })
                 .detach();

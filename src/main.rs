@@ -4,28 +4,45 @@ mod config;
 mod conn;
 mod forward;
 mod handlers;
+mod logging;
 mod mesh;
+mod metrics;
 mod relay;
+mod reload;
 mod server;
 mod shard;
 mod sse;
 mod watchdog;
 
-use config::{parse_args, Command, USAGE};
+use clap::error::ErrorKind;
+use clap::Parser;
+use config::{Cli, Command};
+use std::io::Write;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse_args(&args) {
-        Ok(Command::Help) => print!("{USAGE}"),
-        Ok(Command::Serve(cfg)) => {
-            if let Err(e) = server::run(cfg) {
-                eprintln!("sluice: {e}");
-                std::process::exit(1);
-            }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            std::process::exit(2);
         }
         Err(e) => {
-            eprintln!("sluice: {e}");
+            // One line: clap's first line without its "error: " prefix.
+            let text = e.to_string();
+            let line = text.lines().next().unwrap_or("invalid command line");
+            // Not eprintln!: it panics on a closed stderr.
+            let _ =
+                writeln!(std::io::stderr(), "sluice: {} (see sluice serve --help)", line.trim_start_matches("error: "));
             std::process::exit(2);
+        }
+    };
+    match cli.command {
+        Command::Serve(cfg) => {
+            logging::init(&cfg.log_level);
+            if let Err(code) = server::run(cfg) {
+                std::process::exit(code);
+            }
         }
     }
 }

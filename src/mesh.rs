@@ -41,6 +41,8 @@ pub enum BucketReq {
     ForkRelease { handle: u64 },
     /// At start: a recovered fork still references stream `handle`.
     ForkRef { handle: u64 },
+    /// To every shard: a snapshot of its metrics for /v1/metrics.
+    Metrics,
 }
 
 #[derive(Debug)]
@@ -49,6 +51,7 @@ pub enum BucketRep {
     Count(u64),
     Listing(Vec<Listed>),
     Fork(Result<sluice_shards::store::ForkGrant, (u16, &'static str)>),
+    Metrics(Box<crate::metrics::ShardSnapshot>),
 }
 
 pub enum Message {

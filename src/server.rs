@@ -1,39 +1,103 @@
 //! Process start-up and shutdown: data directory checks, listener sockets,
-//! one pinned glommio executor per shard, and SIGTERM/SIGINT handling.
+//! one pinned glommio executor per shard, signals (SIGTERM/SIGINT stop,
+//! SIGHUP reloads), and the start/stop/refused log events.
 
-use crate::config::Config;
+use crate::config::{Config, HostLimits};
 use crate::mesh::Message;
+use crate::reload::Reloads;
 use crate::shard;
 use crate::watchdog;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
+use sluice_shards::log::FsyncMode;
 use std::io::Write;
 use std::os::fd::IntoRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// File in the data directory that pins the shard count.
 const META_FILE: &str = "sluice.meta";
 
-/// Runs the server until SIGTERM/SIGINT. Start-up problems come back as one line.
-pub fn run(cfg: Config) -> Result<(), String> {
+/// Runs the server until SIGTERM/SIGINT, logging start, refusal and stop.
+/// Start-up problems are logged as one `refused to start` line; the error
+/// is the process's exit status.
+pub fn run(cfg: Config) -> Result<(), i32> {
+    let host = HostLimits::read();
+    let warnings = cfg.check(&host).map_err(refused)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let started = Instant::now();
+    let running = start(&cfg).map_err(refused)?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        listen = %cfg.listen,
+        shards = cfg.shards,
+        data_dir = %cfg.data_dir.display(),
+        fsync = if cfg.fsync == FsyncMode::Always { "always" } else { "never" },
+        recovery_ms = running.recovered.replay.as_millis() as u64,
+        ready_ms = started.elapsed().as_millis() as u64,
+        torn_bytes_repaired = running.recovered.torn_bytes,
+        "started"
+    );
+    let signal = wait_for_stop(&running.signals, &running.reloads);
+    tracing::info!(signal, "stopping: finishing in-flight requests");
+    let stopping = Instant::now();
+    running.shutdown.store(true, Ordering::SeqCst);
+    let (done_tx, done_rx) = mpsc::channel();
+    let handles = running.handles;
+    std::thread::spawn(move || {
+        for h in handles {
+            let _ = h.join();
+        }
+        let _ = done_tx.send(());
+    });
+    if done_rx.recv_timeout(STOP_LIMIT).is_err() {
+        tracing::error!(limit_s = STOP_LIMIT.as_secs(), "shards did not stop in time; exiting anyway");
+        return Err(1);
+    }
+    tracing::info!(took_ms = stopping.elapsed().as_millis() as u64, "stopped");
+    Ok(())
+}
+
+/// How long the shards may take to drain and sync after SIGTERM.
+const STOP_LIMIT: Duration = Duration::from_secs(30);
+
+fn refused(reason: String) -> i32 {
+    tracing::error!(%reason, "refused to start");
+    1
+}
+
+/// A started server: its executors and what stops them.
+struct Running {
+    handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    shutdown: Arc<AtomicBool>,
+    signals: libc::sigset_t,
+    reloads: Arc<Reloads>,
+    /// The slowest shard's replay time and the torn bytes of all shards.
+    recovered: shard::Recovered,
+}
+
+/// Prepares the data dir, binds, starts every shard and waits for their recovery.
+fn start(cfg: &Config) -> Result<Running, String> {
     prepare_data_dir(&cfg.data_dir, cfg.shards)?;
     // SO_REUSEPORT would let this process share a port with another sluice:
     // bind once without it first, so a port in use is refused.
-    drop(bind(&cfg, false)?);
+    drop(bind(cfg, false)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {
-        listeners.push(bind(&cfg, true)?);
+        listeners.push(bind(cfg, true)?);
     }
     let signals = block_signals();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = allowed_cpus();
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let reloads = Arc::new(Reloads::default());
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
@@ -41,10 +105,15 @@ pub fn run(cfg: Config) -> Result<(), String> {
         let mesh = mesh.clone();
         let pulse = Arc::new(watchdog::Pulse::default());
         pulses.push(pulse.clone());
-        let start =
-            shard::Startup { ready: ready_tx.clone(), synced: synced.clone(), shutdown: shutdown.clone(), pulse };
+        let start = shard::Startup {
+            ready: ready_tx.clone(),
+            synced: synced.clone(),
+            shutdown: shutdown.clone(),
+            pulse,
+            reloads: reloads.clone(),
+        };
         let fd = listener.into_raw_fd();
-        let h = LocalExecutorBuilder::new(Placement::Fixed(i % cores))
+        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()]))
             .name(&format!("shard-{i}"))
             .io_memory(cfg.io_memory)
             .spawn(move || shard::run(i, cfg, fd, mesh, start))
@@ -53,38 +122,37 @@ pub fn run(cfg: Config) -> Result<(), String> {
     }
     drop(ready_tx);
     watchdog::start(pulses);
+    let mut recovered = shard::Recovered { replay: Duration::ZERO, torn_bytes: 0 };
     for _ in 0..cfg.shards {
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
+            Ok(Ok(r)) => {
+                recovered.replay = recovered.replay.max(r.replay);
+                recovered.torn_bytes += r.torn_bytes;
+            }
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
         }
     }
-    // Not println!/eprintln!: they panic when the output is a closed pipe or a
-    // full disk, and the shards are already serving.
-    let _ = writeln!(
-        std::io::stdout(),
-        "sluice listening on http://{} with {} shards, data in {} (fsync {:?})",
-        cfg.listen,
-        cfg.shards,
-        cfg.data_dir.display(),
-        cfg.fsync
-    );
-    let _ = std::io::stdout().flush();
-    wait_for_signal(&signals);
-    let _ = writeln!(std::io::stderr(), "sluice: shutting down (finishing in-flight requests)");
-    shutdown.store(true, Ordering::SeqCst);
-    let (done_tx, done_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for h in handles {
-            let _ = h.join();
+    Ok(Running { handles, shutdown, signals, reloads, recovered })
+}
+
+/// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
+/// container's cpuset), ascending: shard i is pinned to the i-th of them.
+/// CPU 0 alone if the mask cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity(2) fills the zeroed set we own; CPU_ISSET reads it.
+    let cpus: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
         }
-        let _ = done_tx.send(());
-    });
-    if done_rx.recv_timeout(Duration::from_secs(30)).is_err() {
-        return Err("shards did not stop within 30s".into());
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    };
+    if cpus.is_empty() {
+        vec![0]
+    } else {
+        cpus
     }
-    Ok(())
 }
 
 fn prepare_data_dir(dir: &Path, shards: usize) -> Result<(), String> {
@@ -140,21 +208,37 @@ fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {
     Ok(s)
 }
 
-/// Blocks SIGTERM/SIGINT in this thread and every thread spawned after it.
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread
+/// spawned after it, so only `wait_for_stop` sees them.
 fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain signal-mask calls on a set we own.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
 }
 
-fn wait_for_signal(set: &libc::sigset_t) {
-    let mut sig = 0;
-    unsafe {
-        libc::sigwait(set, &mut sig);
+/// Waits for SIGTERM or SIGINT and names it. SIGHUP does not stop the
+/// server: it is logged and counted as a reload request.
+fn wait_for_stop(set: &libc::sigset_t, reloads: &Reloads) -> &'static str {
+    loop {
+        let mut sig = 0;
+        // SAFETY: sigwait(3) on a set that is blocked in every thread.
+        unsafe {
+            libc::sigwait(set, &mut sig);
+        }
+        match sig {
+            libc::SIGTERM => return "SIGTERM",
+            libc::SIGINT => return "SIGINT",
+            _ => {
+                tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running");
+                reloads.request();
+            }
+        }
     }
 }

@@ -41,6 +41,11 @@ pub struct Ctx {
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
+    /// Counters and histograms for /v1/metrics.
+    pub metrics: crate::metrics::ShardMetrics,
+    /// Notified once per SIGHUP (see `reload`): wait with
+    /// `ctx.reload.changed(seen)` to re-read reloadable settings.
+    pub reload: sluice_shards::signal::Signal,
     rng: Cell<u64>,
 }
 
@@ -70,6 +75,7 @@ impl Ctx {
         if to == self.id {
             return crate::handlers::bucket::serve_request(self, req).await;
         }
+        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
         let id = self.pending.open();
         if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Status(503);
@@ -93,13 +99,24 @@ fn seed(id: usize) -> u64 {
     (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
 }
 
+/// What a shard's recovery did, for the start event.
+pub struct Recovered {
+    /// Log replay time.
+    pub replay: Duration,
+    /// Torn-tail bytes zeroed.
+    pub torn_bytes: u64,
+}
+
 /// Start-up coordination with the main thread.
 pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
-    pub ready: mpsc::Sender<Result<(), String>>,
+    /// Recovery's outcome, or why the shard cannot start.
+    pub ready: mpsc::Sender<Result<Recovered, String>>,
     pub synced: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
+    /// SIGHUPs received, turned into `Ctx::reload` notifications.
+    pub reloads: Arc<crate::reload::Reloads>,
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
@@ -122,6 +139,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     };
     let log_cfg =
         LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    let recovering = std::time::Instant::now();
     let shard = match Shard::open(id, log_cfg).await {
         Ok(s) => s,
         Err(e) => {
@@ -148,8 +166,16 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         waiting: crate::forward::Waiting::default(),
         relays: crate::relay::Relays::default(),
         waiters: Cell::new(0),
+        metrics: crate::metrics::ShardMetrics::default(),
+        reload: sluice_shards::signal::Signal::default(),
         rng: Cell::new(seed(id)),
     });
+    ctx.metrics.recovery.set(recovering.elapsed());
+    let torn = ctx.shard.log.stats.torn_bytes.get();
+    if torn > 0 {
+        tracing::warn!(shard = id, torn_bytes = torn, "recovery zeroed a torn tail (a write never acknowledged)");
+    }
+    glommio::spawn_local(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
     let tq = ctx.mesh_queue;
     let mut receivers = receivers;
     for (_, rx) in receivers.streams() {
@@ -189,11 +215,11 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     ctx.shard.purge_tombstones().await;
     if let Err(e) = ctx.shard.reclaim_space().await {
-        eprintln!("sluice: shard {id}: space reclamation failed: {e:?}");
+        tracing::warn!(shard = id, error = ?e, "space reclamation failed");
     }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(reclaimer(ctx.clone())).detach();
-    let _ = start.ready.send(Ok(()));
+    let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;
@@ -211,7 +237,7 @@ async fn reclaimer(ctx: Rc<Ctx>) {
         }
         if ctx.shard.store.borrow().reclaim_due {
             if let Err(e) = ctx.shard.reclaim_space().await {
-                eprintln!("sluice: shard {}: space reclamation failed: {e:?}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = ?e, "space reclamation failed");
             }
         }
     }
@@ -276,7 +302,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();
             }
             Some(Err(e)) => {
-                eprintln!("sluice: shard {}: accept failed: {e}", ctx.id);
+                tracing::warn!(shard = ctx.id, error = %e, "accept failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }

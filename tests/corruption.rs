@@ -160,6 +160,9 @@ fn torn_tail(name: &str, damage: impl FnOnce(&Path, usize)) {
     damage(&seg, at);
 
     let mut s = start(dir, SMALL);
+    let log = s.output();
+    assert!(log.contains("recovery zeroed a torn tail"), "the repair is logged: {log}");
+    assert!(!log.contains("torn_bytes_repaired=0"), "the start line counts the repair: {log}");
     let kept = &recs[..recs.len() - 1];
     let (data, tail) = read(&s, path);
     assert_eq!(tail, kept.last().unwrap().1, "the torn record is gone");

@@ -284,6 +284,11 @@ impl Store {
     /// The oldest segment any live stream or bucket still needs: every record
     /// of a stream comes after its create record, so a stream pins segments
     /// from the one holding its create record onward.
+    /// The oldest segment a live stream still needs (at most `active`).
+    fn oldest_needed(&self, active: u32) -> u32 {
+        self.streams.values().map(|e| e.state.first_segment).min().unwrap_or(active).min(active)
+    }
+
     pub fn lowest_pinned(&self) -> Option<u32> {
         let streams = self.streams.values().map(|e| e.state.first_segment);
         streams.chain(self.bucket_segments.values().copied()).min()
@@ -319,6 +324,7 @@ impl Shard {
     pub async fn open(id: usize, cfg: crate::log::LogConfig) -> Result<Shard, String> {
         let mut store = Store { shard: id as u32, ..Store::default() };
         let tail = recovery::scan(&cfg.dir, |r, at| store.replay(r, at))?;
+        let torn_bytes = tail.torn_bytes;
         let mut segments = Vec::new();
         for &no in &tail.segments {
             segments.push(
@@ -356,6 +362,7 @@ impl Shard {
         }
         let dir = cfg.dir.clone();
         let log = Log::start(cfg, active, write_pos, segments, next);
+        log.stats.torn_bytes.set(torn_bytes);
         Ok(Shard { id, store: RefCell::new(store), log, dir, foreign: RefCell::new(HashMap::new()) })
     }
 
@@ -766,7 +773,7 @@ impl Shard {
         let (below, stale) = {
             let mut st = self.store.borrow_mut();
             st.reclaim_due = false;
-            let below = st.streams.values().map(|e| e.state.first_segment).min().unwrap_or(active).min(active);
+            let below = st.oldest_needed(active);
             let stale: Vec<(String, u64)> = st
                 .bucket_segments
                 .iter()
@@ -790,6 +797,13 @@ impl Shard {
         self.log.durable(lsn).await?;
         let pinned = self.store.borrow().lowest_pinned().unwrap_or(below);
         self.log.reclaim_below(below.min(pinned)).await.map_err(|e| StoreError::Log(LogError::Failed(e.to_string())))
+    }
+
+    /// Disk space by use: segments the next [`Shard::reclaim_space`] would
+    /// delete count as reclaimable.
+    pub fn disk_usage(&self) -> crate::stats::DiskUsage {
+        // Bucket records below this are copied forward by the reclamation.
+        self.log.disk_usage(self.store.borrow().oldest_needed(self.log.active_segment()))
     }
 
     /// Counts a fork recovered on some shard against stream `handle`.

@@ -190,6 +190,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             ctx.shard.add_fork_ref(handle);
             BucketRep::Status(200)
         }
+        BucketReq::Metrics => BucketRep::Metrics(Box::new(crate::metrics::snapshot(ctx))),
         BucketReq::List { bucket, prefix, after, limit } => {
             let st = ctx.shard.store.borrow();
             let out = st

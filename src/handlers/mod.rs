@@ -21,8 +21,11 @@ use std::rc::Rc;
 /// What a request addresses.
 #[derive(Debug)]
 pub enum Route {
-    /// `GET /v1/healthz`: no-op, the HTTP ceiling for benchmarks.
+    /// `GET /v1/healthz`: liveness and readiness (any answer comes after
+    /// recovery); also the HTTP ceiling for benchmarks.
     Health,
+    /// `GET /v1/metrics`: Prometheus text format.
+    Metrics,
     Bucket(String),
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
@@ -39,6 +42,27 @@ impl Route {
             _ => None,
         }
     }
+
+    /// The `route` label of the request metrics (a small fixed set).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Route::Health => "healthz",
+            Route::Metrics => "metrics",
+            Route::Bucket(_) => "bucket",
+            Route::BucketList(_) => "bucket_streams",
+            Route::Stream(_, sub) => match sub.first().map(String::as_str) {
+                None => "stream",
+                Some("attrs") => "attrs",
+                Some("snapshot") => "snapshot",
+                Some("retention") => "retention",
+                Some("bootstrap") => "bootstrap",
+                Some("append-batch") => "append_batch",
+                Some(_) => "stream_other",
+            },
+            Route::Bad(_) => "bad_request",
+            Route::NotFound => "not_found",
+        }
+    }
 }
 
 /// How a request is answered.
@@ -53,6 +77,7 @@ pub fn route(_head: &Head, t: &Target) -> Route {
         None => Route::NotFound,
         Some("v1") => match seg.get(1).map(String::as_str) {
             Some("healthz") if seg.len() == 2 => Route::Health,
+            Some("metrics") if seg.len() == 2 => Route::Metrics,
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
@@ -93,6 +118,19 @@ pub fn finish(mut r: Response) -> Response {
     r
 }
 
+/// Gathers every shard's snapshot and renders them.
+async fn metrics(ctx: &Rc<Ctx>) -> Response {
+    let mut shards = Vec::with_capacity(ctx.shards);
+    for rep in ctx.ask_all(|| crate::mesh::BucketReq::Metrics).await {
+        match rep {
+            crate::mesh::BucketRep::Metrics(s) => shards.push(*s),
+            _ => return Response::error(503, "a shard did not answer"),
+        }
+    }
+    let body = crate::metrics::render(&shards);
+    Response::new(200).header("content-type", crate::metrics::CONTENT_TYPE).with_body(body.into_bytes())
+}
+
 fn preflight() -> Response {
     Response::new(204)
         .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
@@ -110,10 +148,16 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         return Reply::Full(preflight());
     }
     let resp = match route {
+        // The accept loops start only after every shard has recovered, so
+        // any answer here means the server is ready.
         Route::Health => match head.method {
             Method::Get | Method::Head => {
                 Response::new(200).header("content-type", "text/plain").with_body(b"ok\n".to_vec())
             }
+            _ => Response::error(405, "method not allowed"),
+        },
+        Route::Metrics => match head.method {
+            Method::Get | Method::Head => metrics(ctx).await,
             _ => Response::error(405, "method not allowed"),
         },
         Route::Bad(why) => Response::error(400, why),

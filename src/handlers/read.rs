@@ -187,7 +187,7 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Optio
     match ctx.shard.read_messages(&parts).await {
         Ok(data) => batch.data = data,
         Err(e) => {
-            eprintln!("sluice: shard {}: read failed: {e}", ctx.id);
+            tracing::error!(shard = ctx.id, error = %e, "read failed");
             return None;
         }
     }
@@ -430,7 +430,10 @@ async fn long_poll(
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
             return Response::error(503, "too many parked readers (--max-waiters)").header("retry-after", "1");
         }
+        let parked = &ctx.metrics.long_polls;
+        parked.set(parked.get() + 1);
         park(ctx, &signal, seen, left).await;
+        parked.set(parked.get() - 1);
     }
 }
 

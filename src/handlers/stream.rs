@@ -282,7 +282,8 @@ pub fn store_error(ctx: &Ctx, key: &StreamKey, e: StoreError) -> Response {
         },
         StoreError::Log(LogError::NoSpace) => Response::error(507, "no space left for the log; retry later"),
         StoreError::Log(LogError::Failed(why)) => {
-            eprintln!("sluice: shard {}: {why}", ctx.id);
+            // The log itself reported the fail-stop once; this is per request.
+            tracing::debug!(shard = ctx.id, reason = %why, "write refused after fail-stop");
             Response::error(503, "log unavailable after a write failure; restart required")
         }
     }

@@ -73,6 +73,8 @@ pub struct Launch {
     pub start_timeout: Duration,
     /// Read timeout of the connections `Server::connect` and `Server::req` open.
     pub io_timeout: Duration,
+    /// Extra environment variables (e.g. `SLUICE_*` settings).
+    pub env: Vec<(String, String)>,
 }
 
 impl Launch {
@@ -87,6 +89,7 @@ impl Launch {
             log: None,
             start_timeout: START_TIMEOUT,
             io_timeout: IO_TIMEOUT,
+            env: Vec::new(),
         }
     }
 
@@ -101,6 +104,7 @@ impl Launch {
             log: Some(log.to_path_buf()),
             start_timeout: Duration::from_secs(15),
             io_timeout: Duration::from_secs(15),
+            env: Vec::new(),
         }
     }
 }
@@ -209,6 +213,15 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Sends `sig` (e.g. `libc::SIGHUP`) to the running process.
+    pub fn signal(&self, sig: libc::c_int) {
+        let c = self.child.as_ref().expect("server is running");
+        let pid = libc::pid_t::try_from(c.id()).expect("pid fits");
+        // SAFETY: plain kill(2) on our own child, which has not been reaped.
+        let sent = unsafe { libc::kill(pid, sig) };
+        assert_eq!(sent, 0, "kill -{sig} {pid}: {}", std::io::Error::last_os_error());
     }
 
     /// Kills the process (SIGKILL) and starts a new one on the same data
@@ -343,7 +356,7 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
     if launch.quick_defaults && !extra.iter().any(|a| a == "--segment-bytes") {
         cmd.arg("--segment-bytes").arg(TEST_SEGMENT_BYTES);
     }
-    cmd.args(extra).stdin(Stdio::null());
+    cmd.args(extra).envs(launch.env.iter().cloned()).stdin(Stdio::null());
     match &launch.log {
         Some(log) => {
             let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));

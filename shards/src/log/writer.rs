@@ -10,6 +10,7 @@
 use super::record::{Encoded, Record};
 use super::segment::{create_segment, Segment};
 use crate::signal::Signal;
+use crate::stats::{DiskUsage, LogStats};
 use glommio::io::{BufferedFile, ReadResult};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -87,6 +88,8 @@ pub struct Log {
     done: Rc<Signal>,
     /// Notified when a preallocated segment is ready.
     ready: Rc<Signal>,
+    /// Appends, commit sizes and sync latency, for the metrics endpoint.
+    pub stats: Rc<LogStats>,
 }
 
 impl Log {
@@ -116,6 +119,7 @@ impl Log {
             work: Rc::new(Signal::default()),
             done: Rc::new(Signal::default()),
             ready: Rc::new(Signal::default()),
+            stats: Rc::new(LogStats::default()),
         };
         glommio::spawn_local(log.clone().flusher()).detach();
         log.prepare_next();
@@ -203,6 +207,10 @@ impl Log {
         s.assigned += 1;
         let out = Appended { lsn: s.assigned, segment: s.active.no, data_pos: pos + data_at as u64 };
         drop(s);
+        if let Record::Append(a) = record {
+            self.stats.appends.set(self.stats.appends.get() + 1);
+            self.stats.append_bytes.set(self.stats.append_bytes.get() + a.data.len() as u64);
+        }
         self.work.notify();
         out
     }
@@ -236,6 +244,24 @@ impl Log {
         }
         super::segment::sync_dir(&dir).await?;
         Ok(old.len())
+    }
+
+    /// Segment space by use; segments numbered below `keep_from` count as
+    /// reclaimable. Sizes of sealed segments come from the file system.
+    pub fn disk_usage(&self, keep_from: u32) -> DiskUsage {
+        let s = self.inner.borrow();
+        let mut u = DiskUsage::default();
+        for &no in s.segments.keys().filter(|&&no| no < s.active.no) {
+            let size = std::fs::metadata(super::segment::segment_path(&s.cfg.dir, no)).map_or(0, |m| m.len());
+            if no < keep_from {
+                u.reclaimable += size;
+            } else {
+                u.live += size;
+            }
+        }
+        u.live += s.write_pos;
+        u.preallocated = s.active.size - s.write_pos + s.next.as_ref().map_or(0, |n| n.size);
+        u
     }
 
     /// Waits until commit `lsn` is durable (per the fsync mode).
@@ -309,16 +335,27 @@ impl Log {
                 }
                 (chunks, s.assigned, s.cfg.fsync)
             };
+            let records = lsn - self.inner.borrow().durable;
             if chunks.is_empty() {
                 self.work.changed(seen).await;
                 continue;
             }
-            if let Err(e) = write_and_sync(chunks, mode).await {
-                self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
-                self.done.notify();
-                self.ready.notify();
-                return;
+            match write_and_sync(chunks, mode).await {
+                Ok(synced) => {
+                    if let Some(took) = synced {
+                        self.stats.fsync_seconds.observe(took.as_secs_f64());
+                    }
+                }
+                Err(e) => {
+                    let dir = self.inner.borrow().cfg.dir.clone();
+                    tracing::error!(log = %dir.display(), error = %e, "fail-stop: the log takes no more writes until restart");
+                    self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
+                    self.done.notify();
+                    self.ready.notify();
+                    return;
+                }
             }
+            self.stats.group_commit_records.observe(records as f64);
             self.inner.borrow_mut().durable = lsn;
             self.done.notify();
         }
@@ -341,7 +378,8 @@ impl Inner {
 /// Writes each chunk (moving its buffer to the kernel, no copy) and syncs
 /// each file once. A short write into preallocated space is treated as an
 /// I/O failure: the log fails stop and recovery trims the torn tail.
-async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<()> {
+/// Returns how long the syncs took (`None` when the mode does not sync).
+async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<Option<std::time::Duration>> {
     let mut files: Vec<Rc<BufferedFile>> = Vec::with_capacity(2);
     for c in chunks {
         let len = c.bytes.len();
@@ -353,12 +391,14 @@ async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<
             files.push(c.file);
         }
     }
-    if mode == FsyncMode::Always {
-        for f in files {
-            f.fdatasync().await.map_err(std::io::Error::from)?;
-        }
+    if mode == FsyncMode::Never {
+        return Ok(None);
     }
-    Ok(())
+    let started = std::time::Instant::now();
+    for f in files {
+        f.fdatasync().await.map_err(std::io::Error::from)?;
+    }
+    Ok(Some(started.elapsed()))
 }
 
 fn is_no_space(e: &std::io::Error) -> bool {

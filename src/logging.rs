@@ -1,0 +1,23 @@
+//! The log: the `tracing` facade writing one line per event to stderr.
+//! `RUST_LOG` (a full filter, e.g. `sluice=debug,glommio=warn`) wins over
+//! `--log-level`; glommio's own `log` records are forwarded into it.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the subscriber; call once, before anything logs.
+pub fn init(level: &str) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::new(spec),
+        _ => EnvFilter::new(level),
+    };
+    // A second init (tests) or a broken stderr must never stop the server.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(true)
+        // Its own error report is an eprintln!, which panics on a full or
+        // closed stderr: a lost log line must not take the server down.
+        .log_internal_errors(false)
+        .try_init();
+}

@@ -1,0 +1,251 @@
+//! `GET /v1/metrics`: Prometheus text format (0.0.4). Each shard counts in
+//! its own `Cell`s (no locks, no atomics); a scrape asks every shard for a
+//! snapshot over the cross-shard mesh, then merges and renders here.
+
+use crate::shard::Ctx;
+use sluice::http::Head;
+use sluice_shards::stats::{DiskUsage, Histogram, HistogramSnapshot, SECONDS};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What one shard counts at the HTTP edge.
+#[derive(Default)]
+pub struct ShardMetrics {
+    requests: RefCell<BTreeMap<(&'static str, u16), u64>>,
+    request_seconds: RefCell<BTreeMap<&'static str, Histogram>>,
+    /// Requests this shard passed to another shard (connection handoffs and
+    /// bucket-level messages).
+    pub cross_shard: Cell<u64>,
+    /// Long-polls parked here now.
+    pub long_polls: Cell<u64>,
+    /// SSE connections open here now.
+    pub sse: Cell<u64>,
+    /// How long this shard's recovery took at start.
+    pub recovery: Cell<Duration>,
+}
+
+impl ShardMetrics {
+    /// Counts one answered request on `route` (a fixed label).
+    pub fn request(&self, route: &'static str, status: u16, took: Duration) {
+        *self.requests.borrow_mut().entry((route, status)).or_default() += 1;
+        self.request_seconds
+            .borrow_mut()
+            .entry(route)
+            .or_insert_with(|| Histogram::new(SECONDS))
+            .observe(took.as_secs_f64());
+    }
+}
+
+/// Counts an answered request and, with `--access-log`, logs one line for it.
+/// `head` is `None` when the request head itself was refused.
+pub fn answered(ctx: &Ctx, head: Option<&Head>, route: &'static str, status: u16, started: Instant) {
+    let took = started.elapsed();
+    ctx.metrics.request(route, status, took);
+    if ctx.cfg.access_log {
+        let (method, target) = head.map_or(("-".to_string(), "-"), |h| (format!("{:?}", h.method), h.target.as_str()));
+        tracing::info!(
+            target: "sluice::access",
+            shard = ctx.id,
+            method = %method.to_ascii_uppercase(),
+            target,
+            status,
+            micros = took.as_micros() as u64
+        );
+    }
+}
+
+/// One shard's values at scrape time; sent between shards.
+#[derive(Debug)]
+pub struct ShardSnapshot {
+    shard: usize,
+    requests: Vec<((&'static str, u16), u64)>,
+    request_seconds: Vec<(&'static str, HistogramSnapshot)>,
+    appends: u64,
+    append_bytes: u64,
+    fsync_seconds: HistogramSnapshot,
+    group_commit_records: HistogramSnapshot,
+    connections: u64,
+    long_polls: u64,
+    sse: u64,
+    streams: u64,
+    buckets: u64,
+    disk: DiskUsage,
+    cross_shard: u64,
+    recovery_seconds: f64,
+    torn_bytes: u64,
+    reloads: u64,
+}
+
+/// Takes this shard's snapshot.
+pub fn snapshot(ctx: &Ctx) -> ShardSnapshot {
+    let m = &ctx.metrics;
+    let log = &ctx.shard.log.stats;
+    let store = ctx.shard.store.borrow();
+    ShardSnapshot {
+        shard: ctx.id,
+        requests: m.requests.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
+        request_seconds: m.request_seconds.borrow().iter().map(|(k, h)| (*k, h.snapshot())).collect(),
+        appends: log.appends.get(),
+        append_bytes: log.append_bytes.get(),
+        fsync_seconds: log.fsync_seconds.snapshot(),
+        group_commit_records: log.group_commit_records.snapshot(),
+        connections: ctx.connections.get() as u64,
+        long_polls: m.long_polls.get(),
+        sse: m.sse.get(),
+        streams: store.streams.len() as u64,
+        buckets: store.buckets.len() as u64,
+        disk: ctx.shard.disk_usage(),
+        cross_shard: m.cross_shard.get(),
+        recovery_seconds: m.recovery.get().as_secs_f64(),
+        torn_bytes: log.torn_bytes.get(),
+        reloads: ctx.reload.generation(),
+    }
+}
+
+/// Renders every shard's snapshot (in shard order) as one exposition.
+pub fn render(shards: &[ShardSnapshot]) -> String {
+    let mut out = String::with_capacity(8 << 10);
+    let mut requests: BTreeMap<(&str, u16), u64> = BTreeMap::new();
+    let mut seconds: BTreeMap<&str, HistogramSnapshot> = BTreeMap::new();
+    for s in shards {
+        for (k, v) in &s.requests {
+            *requests.entry(*k).or_default() += v;
+        }
+        for (route, h) in &s.request_seconds {
+            match seconds.get_mut(route) {
+                Some(sum) => sum.merge(h),
+                None => drop(seconds.insert(route, h.clone())),
+            }
+        }
+    }
+    family(&mut out, "sluice_http_requests_total", "counter", "HTTP requests answered, by route and status.");
+    for ((route, status), v) in &requests {
+        let _ = writeln!(out, "sluice_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {v}");
+    }
+    family(&mut out, "sluice_http_request_seconds", "histogram", "Time from a request's head to its answer.");
+    for (route, h) in &seconds {
+        histogram(&mut out, "sluice_http_request_seconds", &format!("route=\"{route}\""), h);
+    }
+    let per_shard = |out: &mut String, name: &str, kind: &str, help: &str, value: &dyn Fn(&ShardSnapshot) -> f64| {
+        family(out, name, kind, help);
+        for s in shards {
+            let _ = writeln!(out, "{name}{{shard=\"{}\"}} {}", s.shard, value(s));
+        }
+    };
+    per_shard(&mut out, "sluice_appends_total", "counter", "Append records made durable or pending.", &|s| {
+        s.appends as f64
+    });
+    per_shard(&mut out, "sluice_append_bytes_total", "counter", "Payload bytes appended.", &|s| s.append_bytes as f64);
+    let merged = |pick: &dyn Fn(&ShardSnapshot) -> &HistogramSnapshot| {
+        let mut all = shards.first().map(|s| pick(s).clone());
+        for s in shards.iter().skip(1) {
+            all.as_mut().expect("first shard").merge(pick(s));
+        }
+        all
+    };
+    family(&mut out, "sluice_fsync_seconds", "histogram", "fdatasync time of each group commit.");
+    if let Some(h) = merged(&|s| &s.fsync_seconds) {
+        histogram(&mut out, "sluice_fsync_seconds", "", &h);
+    }
+    family(&mut out, "sluice_group_commit_records", "histogram", "Log records made durable by each group commit.");
+    if let Some(h) = merged(&|s| &s.group_commit_records) {
+        histogram(&mut out, "sluice_group_commit_records", "", &h);
+    }
+    per_shard(&mut out, "sluice_connections", "gauge", "Open client connections.", &|s| s.connections as f64);
+    family(&mut out, "sluice_live_readers", "gauge", "Parked long-poll requests and open SSE connections.");
+    for s in shards {
+        let _ = writeln!(out, "sluice_live_readers{{shard=\"{}\",kind=\"long_poll\"}} {}", s.shard, s.long_polls);
+        let _ = writeln!(out, "sluice_live_readers{{shard=\"{}\",kind=\"sse\"}} {}", s.shard, s.sse);
+    }
+    per_shard(&mut out, "sluice_streams", "gauge", "Streams held (including tombstones kept for forks).", &|s| {
+        s.streams as f64
+    });
+    family(&mut out, "sluice_buckets", "gauge", "Buckets (every shard knows every bucket).");
+    let _ = writeln!(out, "sluice_buckets {}", shards.first().map_or(0, |s| s.buckets));
+    family(&mut out, "sluice_disk_bytes", "gauge", "Log segment bytes by use: live, reclaimable, preallocated.");
+    for s in shards {
+        for (kind, v) in
+            [("live", s.disk.live), ("reclaimable", s.disk.reclaimable), ("preallocated", s.disk.preallocated)]
+        {
+            let _ = writeln!(out, "sluice_disk_bytes{{shard=\"{}\",kind=\"{kind}\"}} {v}", s.shard);
+        }
+    }
+    per_shard(&mut out, "sluice_cross_shard_requests_total", "counter", "Requests passed to another shard.", &|s| {
+        s.cross_shard as f64
+    });
+    per_shard(&mut out, "sluice_recovery_seconds", "gauge", "Log replay time at the last start.", &|s| {
+        s.recovery_seconds
+    });
+    per_shard(&mut out, "sluice_recovery_torn_bytes", "gauge", "Torn-tail bytes zeroed by the last recovery.", &|s| {
+        s.torn_bytes as f64
+    });
+    per_shard(&mut out, "sluice_reloads_total", "counter", "SIGHUP reload requests this shard has seen.", &|s| {
+        s.reloads as f64
+    });
+    process(&mut out);
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Writes `_bucket` (cumulative), `_sum` and `_count` lines; `labels` may be empty.
+fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+    let sep = if labels.is_empty() { "" } else { "," };
+    let mut cumulative = 0;
+    for (i, count) in h.counts.iter().enumerate() {
+        cumulative += count;
+        let le = h.bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}");
+    }
+    let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+    let _ = writeln!(out, "{name}_sum{braces} {}\n{name}_count{braces} {cumulative}", h.sum);
+}
+
+/// Process memory from /proc/self/statm (pages) and open file descriptors.
+fn process(out: &mut String) {
+    // SAFETY: sysconf(3) has no preconditions.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let mut fields = statm.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
+    let (virt, resident) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+    family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    let _ = writeln!(out, "process_resident_memory_bytes {}", resident * page);
+    family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    let _ = writeln!(out, "process_virtual_memory_bytes {}", virt * page);
+    let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    family(out, "process_open_fds", "gauge", "Open file descriptors.");
+    let _ = writeln!(out, "process_open_fds {fds}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_lines_are_cumulative_with_inf_sum_and_count() {
+        let h = Histogram::new(&[0.5, 2.0]);
+        for v in [0.1, 1.0, 1.5, 9.0] {
+            h.observe(v);
+        }
+        let mut out = String::new();
+        histogram(&mut out, "x_seconds", "route=\"stream\"", &h.snapshot());
+        assert_eq!(
+            out,
+            "x_seconds_bucket{route=\"stream\",le=\"0.5\"} 1\n\
+             x_seconds_bucket{route=\"stream\",le=\"2\"} 3\n\
+             x_seconds_bucket{route=\"stream\",le=\"+Inf\"} 4\n\
+             x_seconds_sum{route=\"stream\"} 11.6\n\
+             x_seconds_count{route=\"stream\"} 4\n"
+        );
+        let mut bare = String::new();
+        histogram(&mut bare, "y", "", &Histogram::new(&[1.0]).snapshot());
+        assert_eq!(bare, "y_bucket{le=\"1\"} 0\ny_bucket{le=\"+Inf\"} 0\ny_sum 0\ny_count 0\n");
+    }
+}
