@@ -102,8 +102,10 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
             cuts: RefCell::default(),
         });
         ctx.relays.pumps.borrow_mut().insert(req.key.clone(), pump.clone());
+        // In the mesh queue, not behind this shard's own subscribers: other
+        // shards start writing an event while this one still does.
         let task = run_pump(ctx.clone(), req.key.clone(), pump.clone());
-        glommio::spawn_local_into(task, ctx.sse_queue).expect("sse task queue exists").detach();
+        glommio::spawn_local_into(task, ctx.mesh_queue).expect("mesh task queue exists").detach();
         pump
     });
     pump.subscribers.borrow_mut()[from] += 1;
