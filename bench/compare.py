@@ -115,7 +115,7 @@ def chart(runs, servers, path):
     panels = [("throughput (ops/s)", 1), ("p99 latency (ms)", 2)]
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w + 40}" height="{h + 80}" font-family="sans-serif" font-size="12">',
            f'<rect width="100%" height="100%" fill="white"/>',
-           f'<text x="{w + 20}" y="18" text-anchor="middle" font-size="14">Pooled durable writes (256 B): connections rotating over 500 streams, medians</text>']
+           f'<text x="{w + 20}" y="18" text-anchor="middle" font-size="14">Pooled durable writes (256 B): each connection rotating over every stream, medians</text>']
     for i, (title, k) in enumerate(panels):
         ox, oy = 20 + i * (w + 20), 40
         top = max((p[k] for pts in series.values() for p in pts if p[k] is not None), default=1) * 1.1 or 1
