@@ -11,10 +11,11 @@ use crate::metrics::answered;
 use crate::shard::Ctx;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
-use sluice::http::body::{ChunkError, ChunkedDecoder};
+use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::{parse_target, Target};
 use sluice::http::{parse_head, Head, HeadError, Response};
+use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ impl Drop for ConnGuard {
 
 /// Answers a connection over the limit with 503 and closes it.
 pub async fn refuse(mut sock: TcpStream) {
-    refuse_with(&mut sock, Response::error(503, "too many connections")).await;
+    refuse_with(&mut sock, Error::Unavailable("too many connections").into()).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -51,7 +52,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
-            Err(resp) => {
+            Err(e) => {
+                let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
                 refuse_with(&mut sock, resp).await;
                 return;
@@ -61,8 +63,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                answered(&ctx, Some(&head), "bad_request", 400, started);
-                refuse_with(&mut sock, Response::error(400, e.reason())).await;
+                let resp: Response = e.into();
+                answered(&ctx, Some(&head), "bad_request", resp.status, started);
+                refuse_with(&mut sock, resp).await;
                 return;
             }
         };
@@ -84,7 +87,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let replay = remote_sse.then(|| buf[..head.len].to_vec());
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
-            Err(resp) => {
+            Err(e) => {
+                let resp: Response = e.into();
                 answered(&ctx, Some(&head), label, resp.status, started);
                 refuse_with(&mut sock, resp).await;
                 return;
@@ -200,7 +204,7 @@ async fn refuse_with(sock: &mut TcpStream, resp: Response) {
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Response> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Error> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut started = std::time::Instant::now();
@@ -209,9 +213,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             match parse_head(buf, ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
                 Ok(h) => return Ok(Some(h)),
                 Err(HeadError::Partial) => {}
-                Err(HeadError::TooLarge(why)) => return Err(Response::error(431, why)),
-                Err(HeadError::Bad(why)) => return Err(Response::error(400, why)),
-                Err(HeadError::Unsupported(why)) => return Err(Response::error(501, why)),
+                Err(HeadError::Refused(e)) => return Err(e),
             }
         }
         // An idle keep-alive connection waits up to the idle timeout; a
@@ -227,7 +229,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
             ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
-            ReadOutcome::TimedOut => return Err(Response::error(408, "request head not received in time")),
+            ReadOutcome::TimedOut => return Err(Error::Timeout("request head not received in time")),
         }
     }
 }
@@ -267,11 +269,12 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, wan
 }
 
 /// Reads the request body (if any), consuming head and body from `buf`.
-async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Response> {
+async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Error> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
-    let too_slow = || Response::error(408, "request body not received in time");
+    const TOO_SLOW: Error = Error::Timeout("request body not received in time");
+    const CUT_SHORT: Error = Error::Invalid("connection closed mid-body");
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
@@ -279,7 +282,7 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
         }
         BodyKind::Length(n) => {
             if n > limit {
-                return Err(Response::error(413, "request body exceeds --max-body-bytes"));
+                return Err(BODY_TOO_LARGE);
             }
             let need = head.len + n as usize;
             if head.expect_continue && buf.len() < need {
@@ -289,8 +292,8 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
                 let want = (need - buf.len()).min(BODY_READ);
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), want).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
-                    ReadOutcome::TimedOut => return Err(too_slow()),
+                    ReadOutcome::Closed => return Err(CUT_SHORT),
+                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
             let body = buf[head.len..need].to_vec();
@@ -305,18 +308,15 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
             let mut body = Vec::new();
             buf.drain(..head.len);
             loop {
-                let used = dec.feed(buf, &mut body).map_err(|e| match e {
-                    ChunkError::TooLarge => Response::error(413, "request body exceeds --max-body-bytes"),
-                    ChunkError::Malformed(why) => Response::error(400, why),
-                })?;
+                let used = dec.feed(buf, &mut body)?;
                 buf.drain(..used);
                 if dec.is_done() {
                     return Ok(body);
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
                     ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(Response::error(400, "connection closed mid-body")),
-                    ReadOutcome::TimedOut => return Err(too_slow()),
+                    ReadOutcome::Closed => return Err(CUT_SHORT),
+                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
         }

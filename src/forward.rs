@@ -13,6 +13,7 @@ use crate::shard::Ctx;
 use glommio::channels::local_channel::{self, LocalSender};
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
+use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -177,8 +178,8 @@ impl Waiting {
 }
 
 /// A 503 that ends the connection, for a request its owner cannot answer.
-fn unavailable(why: &str) -> Delivered {
-    Delivered::Response(Rendered::new(crate::handlers::finish(Response::error(503, why)), true))
+fn unavailable(why: &'static str) -> Delivered {
+    Delivered::Response(Rendered::new(crate::handlers::finish(Error::Unavailable(why).into()), true))
 }
 
 /// Sends a request to its owner shard and waits for the rendered response.

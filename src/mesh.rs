@@ -47,10 +47,11 @@ pub enum BucketReq {
 
 #[derive(Debug)]
 pub enum BucketRep {
-    Status(u16),
+    /// The request's outcome.
+    Done(Result<(), sluice_shards::core::Error>),
     Count(u64),
     Listing(Vec<Listed>),
-    Fork(Result<sluice_shards::store::ForkGrant, (u16, &'static str)>),
+    Fork(Result<sluice_shards::store::ForkGrant, sluice_shards::core::Error>),
     Metrics(Box<crate::metrics::ShardSnapshot>),
 }
 

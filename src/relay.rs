@@ -84,7 +84,7 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
         let s = &e.state;
         (s.visible.tail == req.from && !s.visible.closed && !s.deleted).then_some(s.handle)
     });
-    let Some(handle) = live.filter(|_| req.view == View::Offsets && !req.limit.exact && cursor == interval) else {
+    let Some(handle) = live.filter(|_| req.view == View::Bytes && !req.limit.exact && cursor == interval) else {
         return Start::Move;
     };
     let Some((mut bytes, _, _)) = sse::start(ctx, &req) else {
@@ -155,9 +155,19 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
         let event = if tail > pos {
             let cut = pump.cuts.borrow().range(pos + 1..).next().copied().unwrap_or(tail).min(tail);
             let limit = Limit { bytes: (cut - pos).min(Limit::DEFAULT.bytes), ..Limit::DEFAULT };
-            let Some(mut b) = read_batch(&ctx, &key, pos, limit).await else { continue };
+            let Ok(mut b) = read_batch(&ctx, &key, pos, limit).await else {
+                // A failed read (logged by read_batch): the relayed responses
+                // end, and their clients resume from their last offsets.
+                if current(&ctx) {
+                    ctx.relays.pumps.borrow_mut().remove(&key);
+                }
+                for s in shards {
+                    forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                }
+                return;
+            };
             let mut bytes = Vec::with_capacity(b.data.len() + 128);
-            sse::encode_data(&mut b, View::Offsets, sluice::sse_wire::is_binary(&content_type), &mut bytes);
+            sse::encode_data(&mut b, View::Bytes, sluice::sse_wire::is_binary(&content_type), &mut bytes);
             let cursor = (!b.closed).then(|| next_cursor(ctx.now_ms(), None, 0));
             encode_control(
                 Control { next: b.end, cursor, up_to_date: b.up_to_date, closed: b.closed, records: None },

@@ -24,7 +24,11 @@ const META_FILE: &str = "sluice.meta";
 /// Runs the server until SIGTERM/SIGINT, logging start, refusal and stop.
 /// Start-up problems are logged as one `refused to start` line; the error
 /// is the process's exit status.
-pub fn run(cfg: Config) -> Result<(), i32> {
+pub fn run(mut cfg: Config) -> Result<(), i32> {
+    // glommio opens directories through io_uring, where a relative path does
+    // not resolve: every path the shards use starts from an absolute one.
+    cfg.data_dir = std::path::absolute(&cfg.data_dir)
+        .map_err(|e| refused(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display())))?;
     let host = HostLimits::read();
     let warnings = cfg.check(&host).map_err(refused)?;
     for w in warnings {

@@ -49,6 +49,10 @@ pub struct Ctx {
     rng: Cell<u64>,
 }
 
+/// The answer when a peer shard cannot take a request (it is stopping).
+pub const PEER_GONE: sluice_shards::core::Error =
+    sluice_shards::core::Error::Unavailable("peer shard unavailable; retry");
+
 impl Ctx {
     /// Whether shutdown has begun.
     pub fn stopping(&self) -> bool {
@@ -70,7 +74,8 @@ impl Ctx {
         x
     }
 
-    /// Sends `req` to shard `to` (or handles it here) and waits for the reply.
+    /// Sends `req` to shard `to` (or handles it here) and waits for the reply
+    /// (`PEER_GONE` when that shard is shutting down).
     pub async fn ask(self: &Rc<Self>, to: usize, req: BucketReq) -> BucketRep {
         if to == self.id {
             return crate::handlers::bucket::serve_request(self, req).await;
@@ -78,7 +83,7 @@ impl Ctx {
         self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
         let id = self.pending.open();
         if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
-            return BucketRep::Status(503);
+            return BucketRep::Done(Err(PEER_GONE));
         }
         self.pending.wait(id).await
     }

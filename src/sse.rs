@@ -2,11 +2,12 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
-use crate::handlers::read::{envelope, messages, park, read_batch, render_body, Batch, Limit, View};
+use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
 use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use sluice::http::headers as h;
 use sluice::http::Response;
 use sluice::sse_wire::{encode_control, encode_data_event, is_binary, Control};
 use sluice_shards::core::cursor::next_cursor;
@@ -27,7 +28,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let Some((mut out, binary, json)) = start(ctx, &req) else {
         return;
     };
-    let record_aware = json && req.view != View::Offsets;
+    let record_aware = json && req.view.record_aware();
     if sock.write_all(&out).await.is_err() {
         return;
     }
@@ -48,11 +49,11 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             let s = &e.state;
             (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, e.shared_event.clone())
         };
-        // Readers of the plain view at the tail share one encoded event
+        // Readers of the stored bytes at the tail share one encoded event
         // (read and encoded once), as long as their cursor is the interval's.
         let interval = next_cursor(ctx.now_ms(), None, 0);
         let cursor_now = cursor();
-        let shareable = req.view == View::Offsets && !req.limit.exact && cursor_now == interval;
+        let shareable = req.view == View::Bytes && !req.limit.exact && cursor_now == interval;
         if let Some(ev) = shared.filter(|ev| {
             shareable && ev.from == offset && ev.end == tail && ev.closed == closed && ev.cursor == interval
         }) {
@@ -64,7 +65,10 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             continue;
         }
         if tail > offset {
-            let Some(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
+            // A failed read (logged by read_batch) or a vanished stream ends
+            // the event stream after its last complete event; the client
+            // reconnects from the last control event's offset.
+            let Ok(mut b) = read_batch(ctx, &req.key, offset, req.limit).await else { return };
             encode_data(&mut b, req.view, binary, &mut out);
             let control = Control {
                 next: b.end,
@@ -121,21 +125,19 @@ pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
     let (content_type, json) =
         ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))?;
     let binary = is_binary(&content_type);
+    let data_type = match req.view {
+        View::Envelope => "application/vnd.durable-stream-record+json".to_string(),
+        view => read::content_type(&content_type, json, view),
+    };
     let mut head = Response::new(200)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .header("stream-data-content-type", content_type);
-    if req.view == View::Envelope {
-        head.headers.retain(|(n, _)| *n != "stream-data-content-type");
-    }
+        .header(h::CONTENT_TYPE, "text/event-stream")
+        .header(h::CACHE_CONTROL, "no-cache")
+        .header(h::STREAM_DATA_CONTENT_TYPE, data_type);
     if binary {
-        head.set("stream-sse-data-encoding", "base64");
-    }
-    if req.view == View::Envelope {
-        head.set("stream-data-content-type", "application/vnd.durable-stream-record+json");
+        head.set(h::STREAM_SSE_DATA_ENCODING, "base64");
     }
     if json {
-        head.set("stream-extensions", crate::handlers::stream::JSON_RECORDS);
+        head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
     render_stream_head(crate::handlers::finish(head), &mut out);
@@ -153,7 +155,7 @@ pub fn encode_data(b: &mut Batch, view: View, binary: bool, out: &mut Vec<u8>) {
             }
         }
         view => {
-            let body = render_body(b, if view == View::Records { View::Offsets } else { view });
+            let body = render_body(b, view);
             if binary {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
                 encode_data_event(b64.as_bytes(), out);

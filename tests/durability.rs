@@ -10,6 +10,7 @@ use std::net::TcpListener;
 const TEXT: &str = "text/plain";
 const OCTET: &str = "application/octet-stream";
 const JSON: &str = "application/json";
+const NDJSON: &str = "application/x-ndjson";
 
 /// A producer append on `path`.
 fn produce(s: &Server, path: &str, epoch: &str, seq: &str, body: &[u8]) -> common::Resp {
@@ -78,10 +79,15 @@ fn acknowledged_writes_survive_sigkill_and_restart() {
     }
     assert_eq!(owners.len(), 2);
     // JSON streams.
-    for path in ["/v1/stream/doc", "/durable/doc"] {
+    // The base surface reads them as a JSON array, the bucketed surface as
+    // the stored NDJSON (whose length is the tail offset).
+    for (path, read_as, bytes) in [
+        ("/v1/stream/doc", JSON, &br#"[{"n":1},2,"three",{"four":[4]}]"#[..]),
+        ("/durable/doc", NDJSON, b"{\"n\":1}\n2\n\"three\"\n{\"four\":[4]}\n"),
+    ] {
         s.put(path, JSON, br#"[{"n":1}]"#).expect(201);
         s.post(path, JSON, br#"[2, "three", {"four": [4]}]"#).expect(204);
-        exp.streams.push((path.to_string(), JSON, br#"[{"n":1},2,"three",{"four":[4]}]"#.to_vec()));
+        exp.streams.push((path.to_string(), read_as, bytes.to_vec()));
     }
     // A closed stream.
     s.put("/durable/closed", TEXT, b"").expect(201);
@@ -176,6 +182,23 @@ fn sigterm_shuts_down_cleanly_and_keeps_data() {
     assert!(status.success(), "exit status after SIGTERM: {status}");
     s.start_again();
     assert_eq!(s.get("/v1/stream/term").expect(200).body, b"kept");
+}
+
+#[test]
+fn a_relative_data_dir_works() {
+    // The same directory, named relative to the test's working directory.
+    let dir = TempDir::new("relative");
+    let cwd = std::env::current_dir().expect("cwd");
+    let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+    let relative = up.join(dir.path().strip_prefix("/").expect("temp dirs are absolute"));
+    assert!(relative.is_relative(), "{}", relative.display());
+    let mut s = Server::start_in(&relative, 2, &[]);
+    s.put("/v1/stream/rel", TEXT, b"kept").expect(201);
+    s.post("/v1/stream/rel", TEXT, b" here").expect(204);
+    assert!(s.terminate().success());
+    assert!(dir.path().join("shard-0").is_dir() && dir.path().join("shard-1").is_dir());
+    s.start_again();
+    assert_eq!(s.get("/v1/stream/rel").expect(200).body, b"kept here");
 }
 
 #[test]

@@ -200,15 +200,21 @@ fn snapshot_publish_is_idempotent_and_validated() {
     let r = s.get(&format!("{p}/snapshot/{}", encoded(5))).expect(200);
     assert_eq!(r.body, b"S5");
 
-    // DELETE: another offset is 404, the latest (no retention) 204.
+    // DELETE (section 2.6): a superseded or unknown offset is 404; the latest
+    // visible snapshot backs /bootstrap, so deleting it is 409 and it stays.
     s.delete(&snap3).expect(404);
+    s.delete(&format!("{p}/snapshot/{}", offset(4))).expect(404);
     s.delete(&format!("{p}/snapshot/garbage")).expect(400);
-    s.delete(&format!("{p}/snapshot/{}", encoded(5))).expect(204);
-    s.get(&format!("{p}/snapshot")).expect(404);
-    s.get(&snap5).expect(404);
-    s.delete(&snap5).expect(404);
+    let r = s.delete(&format!("{p}/snapshot/{}", encoded(5))).expect(409);
+    assert!(r.text().contains("bootstrap"), "{}", r.text());
+    s.delete(&snap5).expect(409);
+    assert_eq!(s.get(&snap5).expect(200).body, b"S5");
+    assert_eq!(s.get(&format!("{p}/snapshot")).expect(307).h("location"), snap5);
     let r = s.head(p).expect(200);
-    assert!(!r.has("stream-snapshot-offset") && !r.has("stream-snapshot-digest"), "{r:?}");
+    assert_eq!(r.h("stream-snapshot-offset"), offset(5));
+    assert_eq!(r.h("stream-snapshot-digest"), d2);
+    let parts = multipart(&s.get(&format!("{p}/bootstrap")).expect(200));
+    assert_eq!(parts[0], part("application/x-state", b"S5"));
 }
 
 #[test]
@@ -415,9 +421,10 @@ fn bootstrap_of_a_json_stream_has_one_part_per_record() {
     assert_eq!(r.h("stream-record-first"), "0");
     assert_eq!(r.h("stream-record-next"), "5");
     let parts = multipart(&r);
-    let want = [part(OCTET, b""), part(JSON, b"1"), part(JSON, br#"{"a":[2,3]}"#), part(JSON, br#""x""#)];
+    // Each part is one stored record: the canonical NDJSON line.
+    let want = [part(OCTET, b""), part(JSON, b"1\n"), part(JSON, b"{\"a\":[2,3]}\n"), part(JSON, b"\"x\"\n")];
     assert_eq!(parts[..4], want);
-    assert_eq!(parts[4..], [part(JSON, b"true"), part(JSON, b"null")]);
+    assert_eq!(parts[4..], [part(JSON, b"true\n"), part(JSON, b"null\n")]);
 
     // Snapshot + retention at record 2: parts for records 2.. only.
     let r = s.req("PUT", &format!("{p}/snapshot?record=2"), &[("Content-Type", JSON)], br#"{"sum":"1,a"}"#).expect(204);
@@ -430,7 +437,7 @@ fn bootstrap_of_a_json_stream_has_one_part_per_record() {
     let parts = multipart(&r);
     assert_eq!(
         parts,
-        vec![part(JSON, br#"{"sum":"1,a"}"#), part(JSON, br#""x""#), part(JSON, b"true"), part(JSON, b"null")]
+        vec![part(JSON, br#"{"sum":"1,a"}"#), part(JSON, b"\"x\"\n"), part(JSON, b"true\n"), part(JSON, b"null\n")]
     );
 }
 
@@ -553,7 +560,7 @@ fn append_batch_on_a_json_stream_reports_record_ranges() {
     let r = s.post(&format!("{p}/append-batch"), JSON, &frames(&[b"[2, 3]", b"{bad", b"[]", b"4"])).expect(200);
     let acks = r.json();
     assert_eq!(acks.as_array().map(Vec::len), Some(4), "{acks}");
-    // "1," "2," "3," "4," are two bytes each.
+    // "1\n" "2\n" "3\n" "4\n" are two bytes each.
     assert_eq!(
         acks[0],
         json!({"status": 204, "stream_next_offset": offset(6), "stream_record_start": 1, "stream_record_next": 3})
@@ -573,7 +580,7 @@ fn append_batch_on_a_json_stream_reports_record_ranges() {
     assert_eq!(r.h("stream-record-next"), "4");
     let r = s.get(&format!("{p}?record=0")).expect(200);
     assert_eq!(r.text(), "1\n2\n3\n4\n");
-    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).json(), json!([1, 2, 3, 4]));
+    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).text(), "1\n2\n3\n4\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -766,7 +773,7 @@ fn json_records_producer_retry_returns_the_original_range() {
     assert_eq!(retry.next_offset(), first.next_offset());
     assert_eq!(retry.h("producer-seq"), "0");
     assert_eq!(s.head(p).expect(200).h("stream-record-next"), "4");
-    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).json(), json!([1, 2, 3, 4]));
+    assert_eq!(ndjson(&s.get(&format!("{p}?offset=-1")).expect(200)), [json!(1), json!(2), json!(3), json!(4)]);
 }
 
 #[test]
@@ -776,11 +783,12 @@ fn json_record_reads() {
     s.put(p, JSON, br#"["a", {"b": 1}]"#).expect(201);
     let tail = s.post(p, JSON, br#"["c", ["d"]]"#).expect(204).next_offset();
 
-    // Ordinary offset reads are unchanged: a JSON array.
+    // Ordinary offset reads return the canonical NDJSON bytes.
     let r = s.get(&format!("{p}?offset=-1")).expect(200);
-    assert_eq!(r.h("content-type"), JSON);
+    assert_eq!(r.h("content-type"), "application/x-ndjson");
     assert_eq!(r.h("stream-extensions"), RECORDS_TOKEN);
-    assert_eq!(r.json(), json!(["a", {"b": 1}, "c", ["d"]]));
+    assert_eq!(r.text(), "\"a\"\n{\"b\":1}\n\"c\"\n[\"d\"]\n");
+    assert!(!r.has("stream-record-start"), "offset reads carry no record range: {r:?}");
 
     let r = s.get(&format!("{p}?record=1&max_records=2")).expect(200);
     assert_eq!(r.h("content-type"), "application/x-ndjson");
@@ -791,7 +799,7 @@ fn json_record_reads() {
     assert_eq!(r.text(), "{\"b\":1}\n\"c\"\n");
     // Its Stream-Next-Offset is the boundary of record 3.
     let resume = r.next_offset();
-    assert_eq!(s.get(&format!("{p}?offset={resume}")).expect(200).json(), json!([["d"]]));
+    assert_eq!(s.get(&format!("{p}?offset={resume}")).expect(200).text(), "[\"d\"]\n");
     assert!(!r.has("stream-up-to-date"));
 
     // Whole stream from record 0.
@@ -849,7 +857,7 @@ fn json_records_after_snapshot_and_retention() {
     s.put(p, JSON, br#"["a", "b"]"#).expect(201);
     s.post(p, JSON, br#"["c", "d"]"#).expect(204);
 
-    // Intra-record offsets are not boundaries: "a", is 4 bytes.
+    // Intra-record offsets are not boundaries: "a"\n is 4 bytes.
     s.req("PUT", &format!("{p}/snapshot/{}", offset(2)), &[("Content-Type", JSON)], b"{}").expect(400);
     // Out of range ordinals.
     s.req("PUT", &format!("{p}/snapshot?record=9"), &[("Content-Type", JSON)], b"{}").expect(409);
@@ -875,7 +883,7 @@ fn json_records_after_snapshot_and_retention() {
     // tail_records never goes below F.
     assert_eq!(s.get(&format!("{p}?tail_records=10")).expect(200).h("stream-record-start"), "2");
     // Offset reads agree, and surviving ordinals are unchanged by new appends.
-    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).json(), json!(["c", "d"]));
+    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).text(), "\"c\"\n\"d\"\n");
     let r = s.post(p, JSON, b"\"e\"").expect(204);
     assert_eq!(r.h("stream-record-start"), "4");
     let r = s.get(&format!("{p}?record=3&record_view=envelope")).expect(200);
@@ -937,7 +945,7 @@ fn json_records_long_poll_and_concurrent_appends() {
     let r = s.get(&format!("{p}?record=0")).expect(200);
     assert_eq!(ndjson(&r), all);
     assert_eq!(r.h("stream-record-next"), expected_start.to_string());
-    assert_eq!(s.get(&format!("{p}?offset=-1")).expect(200).json(), Value::Array(all));
+    assert_eq!(ndjson(&s.get(&format!("{p}?offset=-1")).expect(200)), all);
 }
 
 // ---------------------------------------------------------------------------
@@ -953,11 +961,10 @@ fn sse_record_reads_report_record_coordinates() {
     let (mut c, head) = open_sse(&s, &format!("{p}?record=1&live=sse"));
     assert!(head.contains("content-type: text/event-stream"), "{head}");
     assert!(head.contains(&format!("stream-extensions: {RECORDS_TOKEN}")), "{head}");
-    assert!(head.contains("stream-data-content-type: application/json"), "{head}");
+    assert!(head.contains("stream-data-content-type: application/x-ndjson"), "{head}");
     let events = events_through_control(&mut c);
     assert_eq!(events.len(), 2, "{events:?}");
-    assert_eq!(events[0].0, "data");
-    assert_eq!(serde_json::from_str::<Value>(&events[0].1).unwrap(), json!([2, 3]));
+    assert_eq!(events[0], ("data".to_string(), "2\n3\n".to_string()));
     assert_eq!(events[1].0, "control");
     let ctl: Value = serde_json::from_str(&events[1].1).unwrap();
     assert_eq!(ctl["streamFirstRecord"], 0, "{ctl}");
@@ -969,7 +976,7 @@ fn sse_record_reads_report_record_coordinates() {
     s.post(p, JSON, b"[4, 5]").expect(204);
     let events = events_through_control(&mut c);
     assert_eq!(events.len(), 2, "{events:?}");
-    assert_eq!(serde_json::from_str::<Value>(&events[0].1).unwrap(), json!([4, 5]));
+    assert_eq!(events[0].1, "4\n5\n");
     let ctl: Value = serde_json::from_str(&events[1].1).unwrap();
     assert_eq!(ctl["streamFirstRecord"], 0, "{ctl}");
     assert_eq!(ctl["streamNextRecord"], 5, "{ctl}");

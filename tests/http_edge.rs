@@ -98,6 +98,16 @@ fn body_framing_errors() {
         c.send(raw).unwrap();
         c.read_response(false).expect(status);
     }
+    // Content-Length follows the one integer grammar: digits only.
+    for length in ["+5", "-5", " 5 5", "5.0", "0x5", "18446744073709551616"] {
+        let raw = format!(
+            "POST /v1/stream/framing HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: {length}\r\n\r\nhello"
+        );
+        let mut c = s.connect();
+        c.send(raw.as_bytes()).unwrap();
+        let r = c.read_response(false).expect(400);
+        assert_eq!(r.text(), "invalid Content-Length\n", "{length:?}");
+    }
     assert!(s.get("/v1/stream/framing").expect(200).body.is_empty());
 }
 
@@ -421,4 +431,53 @@ fn connections_over_the_limit_are_refused_with_503() {
         assert!(Instant::now() < deadline, "the limit never freed up");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn every_integer_header_and_query_value_takes_digits_only() {
+    let s = Server::start();
+    s.req("PUT", "/ints", &[], b"").expect(201);
+    let j = "/ints/j";
+    s.put(j, "application/json", b"[1, 2, 3]").expect(201);
+    let tail = s.head(j).expect(200).next_offset();
+    let json = ("Content-Type", "application/json");
+    // Header values lose surrounding whitespace (HTTP's OWS); query values
+    // are percent-decoded first (`+` is a space there, `%2B` a plus).
+    for (bad, in_query) in [
+        ("+1", "%2B1"),
+        ("-1", "-1"),
+        ("1 1", "%201"),
+        ("1.0", "1%20"),
+        ("1e0", "+1"),
+        ("0x1", "0x1"),
+        ("99999999999999999999", "99999999999999999999"),
+    ] {
+        let refused = [
+            s.req("POST", j, &[json, ("Stream-Record-Match", bad)], b"4"),
+            s.req("POST", j, &[json, ("Producer-Id", "p"), ("Producer-Epoch", bad), ("Producer-Seq", "0")], b"4"),
+            s.req("POST", j, &[json, ("Producer-Id", "p"), ("Producer-Epoch", "0"), ("Producer-Seq", bad)], b"4"),
+            s.req("PUT", "/ints/ttl", &[("Content-Type", TEXT), ("Stream-TTL", bad)], b""),
+            s.req(
+                "PUT",
+                "/ints/fork",
+                &[("Stream-Forked-From", j), ("Stream-Fork-Offset", &offset(2)), ("Stream-Fork-Sub-Offset", bad)],
+                b"",
+            ),
+            s.get(&format!("{j}?offset=-1&max_bytes={in_query}")),
+            s.get(&format!("{j}?record={in_query}")),
+            s.get(&format!("{j}?tail_records={in_query}")),
+            s.get(&format!("{j}?record=0&max_records={in_query}")),
+            s.get(&format!("/ints/streams?limit={in_query}")),
+            s.req("PUT", &format!("{j}/snapshot?record={in_query}"), &[json], b"{}"),
+            s.req("PUT", &format!("{j}/retention?record={in_query}"), &[], b""),
+        ];
+        for (i, r) in refused.iter().enumerate() {
+            assert_eq!(r.status, 400, "case {i} with {bad:?}: {}", r.text());
+        }
+    }
+    // Nothing was written or created by the refusals.
+    assert_eq!(s.head(j).expect(200).next_offset(), tail);
+    s.head("/ints/ttl").expect(404);
+    s.head("/ints/fork").expect(404);
+    assert!(!s.head(j).expect(200).has("stream-snapshot-offset"));
 }

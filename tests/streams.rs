@@ -340,30 +340,58 @@ fn idempotent_producer_statuses() {
     });
 }
 
+/// The messages of a JSON stream's offset read: a JSON array on the base
+/// surface, the canonical NDJSON records on the bucketed one.
+#[track_caller]
+fn json_messages(r: &common::Resp, base: bool) -> Vec<serde_json::Value> {
+    if base {
+        assert_eq!(r.h("content-type"), JSON);
+        let serde_json::Value::Array(items) = r.json() else { panic!("not an array: {}", r.text()) };
+        items
+    } else {
+        assert_eq!(r.h("content-type"), "application/x-ndjson");
+        let text = r.text();
+        assert!(text.is_empty() || text.ends_with('\n'), "whole records end in a newline: {text:?}");
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect()
+    }
+}
+
 #[test]
 fn json_mode_flattens_and_reads_back_arrays() {
+    use serde_json::json;
     on_both_surfaces(|s, p| {
+        let base = p.starts_with("/v1/");
         let path = format!("{p}json");
         s.put(&path, JSON, b"").expect(201);
-        // An empty JSON stream reads back as [].
+        // An empty JSON stream reads back as [] (base) or nothing (bucketed).
         let r = s.get(&format!("{path}?offset=-1")).expect(200);
-        assert_eq!(r.json(), serde_json::json!([]));
+        assert_eq!(json_messages(&r, base), Vec::<serde_json::Value>::new());
+        assert_eq!(r.body, if base { &b"[]"[..] } else { b"" });
 
         let r = s.post(&path, JSON, br#"[1, {"a": [2, 3]}]"#).expect(204);
         assert_eq!(r.h("stream-record-start"), "0");
         assert_eq!(r.h("stream-record-next"), "2");
         let boundary = r.next_offset();
+        // Offsets count the canonical NDJSON bytes: "1\n" + "{"a":[2,3]}\n".
+        assert_eq!(boundary, offset(2 + 12));
         s.post(&path, JSON, br#" "x y" "#).expect(204);
         s.post(&path, "application/json; charset=utf-8", br#"[[4, 5]]"#).expect(204);
 
+        let all = vec![json!(1), json!({"a": [2, 3]}), json!("x y"), json!([4, 5])];
         let r = s.get(&format!("{path}?offset=-1")).expect(200);
-        assert_eq!(r.h("content-type"), JSON);
-        assert_eq!(r.json(), serde_json::json!([1, {"a": [2, 3]}, "x y", [4, 5]]));
+        assert_eq!(json_messages(&r, base), all);
+        assert_eq!(r.next_offset(), offset(2 + 12 + 6 + 6));
         // From a message boundary: only later messages.
         let r = s.get(&format!("{path}?offset={boundary}")).expect(200);
-        assert_eq!(r.json(), serde_json::json!(["x y", [4, 5]]));
-        // Not a message boundary.
-        s.get(&format!("{path}?offset={}", offset(1))).expect(400);
+        assert_eq!(json_messages(&r, base), all[2..]);
+        // Inside a message: refused on the base surface; on the bucketed one
+        // offsets are byte positions of the NDJSON, so the read starts there.
+        let r = s.get(&format!("{path}?offset={}", offset(3)));
+        if base {
+            r.expect(400);
+        } else {
+            assert_eq!(r.expect(200).text(), "\"a\":[2,3]}\n\"x y\"\n[4,5]\n");
+        }
 
         // Refusals write nothing.
         s.post(&path, JSON, b"[]").expect(400);
@@ -372,15 +400,38 @@ fn json_mode_flattens_and_reads_back_arrays() {
         s.post(&path, JSON, b"\xff").expect(400);
         s.post(&path, TEXT, b"1").expect(409);
         let r = s.get(&format!("{path}?offset=-1")).expect(200);
-        assert_eq!(r.json(), serde_json::json!([1, {"a": [2, 3]}, "x y", [4, 5]]));
+        assert_eq!(json_messages(&r, base), all);
 
         // Initial body on create is flattened too; invalid JSON is refused.
         let init = format!("{p}json-init");
         s.put(&init, JSON, br#"[{"k":1},{"k":2}]"#).expect(201);
         let r = s.get(&init).expect(200);
-        assert_eq!(r.json(), serde_json::json!([{"k": 1}, {"k": 2}]));
+        assert_eq!(json_messages(&r, base), [json!({"k": 1}), json!({"k": 2})]);
         s.put(&format!("{p}json-bad"), JSON, b"{nope").expect(400);
         s.get(&format!("{p}json-bad")).expect(404);
+    });
+}
+
+#[test]
+fn json_max_bytes_reads_whole_messages_on_the_base_surface_and_bytes_on_the_bucketed_one() {
+    on_both_surfaces(|s, p| {
+        let base = p.starts_with("/v1/");
+        let path = format!("{p}json-cut");
+        s.put(&path, JSON, br#"[{"id":0},{"id":1},{"id":2}]"#).expect(201);
+        let r = s.get(&format!("{path}?offset=-1&max_bytes=12")).expect(200);
+        if base {
+            // At least one whole message, never a partial one.
+            assert_eq!(r.json(), serde_json::json!([{"id": 0}]));
+            assert_eq!(r.next_offset(), offset(9));
+        } else {
+            // The base protocol's partial-byte read: it may end inside a record,
+            // and the next read continues from exactly there.
+            assert_eq!(r.text(), "{\"id\":0}\n{\"i");
+            assert_eq!(r.next_offset(), offset(12));
+            let rest = s.get(&format!("{path}?offset={}", offset(12))).expect(200);
+            assert_eq!(rest.text(), "d\":1}\n{\"id\":2}\n");
+            assert_eq!(rest.next_offset(), offset(27));
+        }
     });
 }
 
@@ -606,8 +657,95 @@ fn options_preflight_and_cors_headers() {
         // Ordinary responses carry CORS headers too.
         let r = s.put(&path, TEXT, b"").expect(201);
         assert_eq!(r.h("access-control-allow-origin"), "*");
-        assert!(r.h("access-control-expose-headers").contains("Stream-Next-Offset"));
+        assert!(r.h("access-control-expose-headers").contains("stream-next-offset"));
     });
+}
+
+/// Headers a browser may read without being listed in
+/// `access-control-expose-headers` (CORS-safelisted), or that describe the
+/// HTTP exchange itself.
+const NOT_EXPOSED: [&str; 9] = [
+    "content-type",
+    "content-length",
+    "cache-control",
+    "connection",
+    "date",
+    "x-content-type-options",
+    "cross-origin-resource-policy",
+    "access-control-allow-origin",
+    "access-control-expose-headers",
+];
+
+#[test]
+fn every_response_header_is_exposed_to_browsers_and_every_response_has_a_date() {
+    let s = Server::start();
+    s.req("PUT", "/corsb", &[], b"").expect(201);
+    let p = "/corsb/s";
+    let mut seen = Vec::new();
+    seen.push(s.put(p, TEXT, b"abc").expect(201));
+    seen.push(
+        s.req(
+            "POST",
+            p,
+            &[("Content-Type", TEXT), ("Producer-Id", "w"), ("Producer-Epoch", "0"), ("Producer-Seq", "0")],
+            b"d",
+        )
+        .expect(200),
+    );
+    let snap = format!("{p}/snapshot/{}", offset(3));
+    seen.push(s.req("PUT", &snap, &[("Content-Type", TEXT)], b"S").expect(204));
+    seen.push(s.req("PUT", &format!("{p}/retention/{}", offset(3)), &[], b"").expect(204));
+    seen.push(s.head(p).expect(200));
+    seen.push(s.get(&snap).expect(200));
+    seen.push(s.get(&format!("{p}/snapshot")).expect(307));
+    seen.push(s.get(&format!("{p}?offset=-1")).expect(200));
+    seen.push(s.get(&format!("{p}?offset=now&live=long-poll")).expect(204));
+    seen.push(s.get(&format!("{p}?offset={}", offset(0))).expect(410));
+    seen.push(
+        s.req(
+            "POST",
+            p,
+            &[("Content-Type", TEXT), ("Producer-Id", "w"), ("Producer-Epoch", "0"), ("Producer-Seq", "5")],
+            b"x",
+        )
+        .expect(409),
+    );
+    seen.push(s.put("/corsb/j", "application/json", b"[1]").expect(201));
+    seen.push(s.get("/corsb/nope").expect(404));
+    seen.push(s.get("/").expect(404));
+    seen.push(s.req("PATCH", p, &[], b"").expect(405));
+    let mut c = s.connect();
+    c.send(b"GARBAGE\r\n\r\n").unwrap();
+    seen.push(c.read_response(false).expect(400));
+    // An SSE response head.
+    let mut c = s.connect();
+    c.send(&common::build("GET", "/corsb/j?offset=-1&live=sse", &[], b"")).unwrap();
+    let head = String::from_utf8(c.read_until(b"\r\n\r\n").unwrap()).unwrap();
+    let sse_headers: Vec<(String, String)> = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    seen.push(common::Resp { status: 200, reason: String::new(), headers: sse_headers, body: Vec::new() });
+
+    for r in &seen {
+        let date = r.h("date");
+        assert!(date.ends_with(" GMT") && date.len() == 29 && date.as_bytes()[3] == b',', "IMF-fixdate: {date:?}");
+        let exposed: Vec<&str> = r.h("access-control-expose-headers").split(", ").collect();
+        for (name, _) in &r.headers {
+            assert!(
+                NOT_EXPOSED.contains(&name.as_str()) || exposed.contains(&name.as_str()),
+                "{name} is sent but hidden from browsers (status {})",
+                r.status
+            );
+        }
+    }
+    let names: Vec<&str> = seen.iter().flat_map(|r| r.headers.iter().map(|(n, _)| n.as_str())).collect();
+    for h in ["stream-snapshot-offset", "stream-snapshot-digest", "stream-retained-offset", "stream-data-content-type"]
+    {
+        assert!(names.contains(&h), "the test should have seen {h}");
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! JSON normalization never panics; what it accepts renders as a well-formed
-//! JSON array with one element per message, its message lengths add up, and
+//! JSON array with one element per message, its message lengths add up, each
+//! stored record is one NDJSON line, and
 //! normalizing a stored message again changes nothing.
 //!
 //! (Well-formed, not "parses into serde_json::Value": JSON allows numbers
@@ -8,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::value::RawValue;
-use sluice_shards::core::json::{normalize, render_array};
+use sluice_shards::core::json::{normalize, record_value, render_array, RECORD_END};
 
 fuzz_target!(|data: &[u8]| {
     for allow_empty in [false, true] {
@@ -22,10 +23,11 @@ fuzz_target!(|data: &[u8]| {
         let mut at = 0;
         for &len in &n.lengths {
             let msg = &n.bytes[at..at + len as usize - 1];
-            assert_eq!(n.bytes[at + len as usize - 1], b',');
+            assert_eq!(n.bytes[at + len as usize - 1], RECORD_END);
+            assert!(!msg.contains(&RECORD_END), "a record holds no raw newline");
             if !msg.starts_with(b"[") {
                 let again = normalize(msg, false).expect("a stored message normalizes");
-                assert_eq!(again.bytes.strip_suffix(b",").unwrap(), msg);
+                assert_eq!(record_value(&again.bytes), msg);
             }
             at += len as usize;
         }

@@ -4,6 +4,8 @@
 //! FNV-1a hash of that pair modulo the shard count, so placement never changes
 //! across restarts as long as the shard count does not.
 
+use crate::core::Error;
+
 /// The bucket that holds the base-protocol surface `/v1/stream/{stream_id}`.
 pub const BUILTIN_BUCKET: &str = "v1-stream";
 /// Longest stream id, and longest `{bucket_id}/{stream_id}` key.
@@ -17,45 +19,31 @@ pub fn valid_bucket_id(id: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
-/// Why a stream id was refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum StreamIdError {
-    Empty,
-    TooLong,
-    BadCharacter,
-    Reserved,
-}
-
-impl StreamIdError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            StreamIdError::Empty => "stream id is empty",
-            StreamIdError::TooLong => "stream id is longer than 122 bytes",
-            StreamIdError::BadCharacter => "stream id contains NUL, '..', or a '/' where none is allowed",
-            StreamIdError::Reserved => "stream id 'streams' is reserved",
-        }
-    }
-}
+/// Why a stream id is refused.
+pub const ID_EMPTY: Error = Error::Invalid("stream id is empty");
+pub const ID_TOO_LONG: Error = Error::Invalid("stream id is longer than 122 bytes");
+pub const ID_BAD_CHARACTER: Error = Error::Invalid("stream id contains NUL, '..', or a '/' where none is allowed");
+pub const ID_RESERVED: Error = Error::Invalid("stream id 'streams' is reserved");
 
 /// Validates a stream id within its bucket.
-pub fn validate_stream_id(bucket: &str, id: &str) -> Result<(), StreamIdError> {
+pub fn validate_stream_id(bucket: &str, id: &str) -> Result<(), Error> {
     if id.is_empty() {
-        return Err(StreamIdError::Empty);
+        return Err(ID_EMPTY);
     }
     if id.contains('\0') || id.contains("..") {
-        return Err(StreamIdError::BadCharacter);
+        return Err(ID_BAD_CHARACTER);
     }
     // The base-protocol surface takes paths ("chat/42"); buckets take single ids.
     let slash_ok = bucket == BUILTIN_BUCKET && !id.starts_with('/') && !id.ends_with('/') && !id.contains("//");
     if id.contains('/') && !slash_ok {
-        return Err(StreamIdError::BadCharacter);
+        return Err(ID_BAD_CHARACTER);
     }
     let key_len = if bucket == BUILTIN_BUCKET { id.len() } else { bucket.len() + 1 + id.len() };
     if id.len() > MAX_STREAM_KEY || key_len > MAX_STREAM_KEY {
-        return Err(StreamIdError::TooLong);
+        return Err(ID_TOO_LONG);
     }
     if id == RESERVED_STREAM_ID && bucket != BUILTIN_BUCKET {
-        return Err(StreamIdError::Reserved);
+        return Err(ID_RESERVED);
     }
     Ok(())
 }
@@ -99,17 +87,17 @@ mod tests {
     #[test]
     fn stream_ids() {
         assert_eq!(validate_stream_id("agents", "chat-1"), Ok(()));
-        assert_eq!(validate_stream_id("agents", "a/b"), Err(StreamIdError::BadCharacter));
-        assert_eq!(validate_stream_id("agents", "a..b"), Err(StreamIdError::BadCharacter));
-        assert_eq!(validate_stream_id("agents", ""), Err(StreamIdError::Empty));
-        assert_eq!(validate_stream_id("agents", "streams"), Err(StreamIdError::Reserved));
+        assert_eq!(validate_stream_id("agents", "a/b"), Err(ID_BAD_CHARACTER));
+        assert_eq!(validate_stream_id("agents", "a..b"), Err(ID_BAD_CHARACTER));
+        assert_eq!(validate_stream_id("agents", ""), Err(ID_EMPTY));
+        assert_eq!(validate_stream_id("agents", "streams"), Err(ID_RESERVED));
         // 6 + 1 + 115 = 122 fits, one more does not.
         assert_eq!(validate_stream_id("agents", &"x".repeat(115)), Ok(()));
-        assert_eq!(validate_stream_id("agents", &"x".repeat(116)), Err(StreamIdError::TooLong));
+        assert_eq!(validate_stream_id("agents", &"x".repeat(116)), Err(ID_TOO_LONG));
         assert_eq!(validate_stream_id(BUILTIN_BUCKET, &"x".repeat(122)), Ok(()));
         assert_eq!(validate_stream_id(BUILTIN_BUCKET, "chat/42"), Ok(()));
-        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "chat//42"), Err(StreamIdError::BadCharacter));
-        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "a/../b"), Err(StreamIdError::BadCharacter));
+        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "chat//42"), Err(ID_BAD_CHARACTER));
+        assert_eq!(validate_stream_id(BUILTIN_BUCKET, "a/../b"), Err(ID_BAD_CHARACTER));
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
-use crate::core::append::{self, AppendDecision, AppendError, AppendInput};
-use crate::core::create::{self, CreateDecision, CreateError, CreateInput};
+use crate::core::append::{self, AppendDecision, AppendInput};
+use crate::core::create::{self, CreateDecision, CreateInput};
+use crate::core::records::TRIMMED;
 use crate::core::snapshot;
+use crate::core::snapshot::BEYOND_TAIL;
 use crate::core::stream::Snapshot;
 use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
@@ -111,30 +113,8 @@ pub struct ForkPlan {
     pub prefix_messages: Vec<u32>,
 }
 
-/// Why a fork could not be granted (status code to return).
-pub type ForkRefusal = (u16, &'static str);
-
-/// Why a store operation failed.
-#[derive(Debug, PartialEq, Eq)]
-pub enum StoreError {
-    NoBucket,
-    NoStream,
-    /// Soft-deleted: forks still read it (410).
-    Gone,
-    /// An extension rule refused the request: status and reason.
-    Refused(u16, &'static str),
-    /// The bucket is being deleted.
-    BucketBusy,
-    Create(CreateError),
-    Append(AppendError),
-    Log(LogError),
-}
-
-impl From<LogError> for StoreError {
-    fn from(e: LogError) -> Self {
-        StoreError::Log(e)
-    }
-}
+/// The store's failures are the protocol's errors.
+pub use crate::core::Error as StoreError;
 
 /// What an append did, for the response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,14 +368,14 @@ impl Shard {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             if st.is_tombstone(key) {
-                return Err(StoreError::Create(CreateError::Conflict));
+                return Err(create::CONFLICT);
             }
             if let (Some(e), Some(plan)) = (st.streams.get(key), &fork) {
                 let same = e.state.fork.as_ref().is_some_and(|f| {
                     f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
                 });
                 if !same {
-                    return Err(StoreError::Create(CreateError::Conflict));
+                    return Err(create::CONFLICT);
                 }
             }
             if !st.bucket_exists(&key.0) {
@@ -405,7 +385,7 @@ impl Shard {
                 return Err(StoreError::BucketBusy);
             }
             let existing = st.streams.get(key).map(|e| &e.state);
-            let decision = create::decide(existing, input, body).map_err(StoreError::Create)?;
+            let decision = create::decide(existing, input, body)?;
             match decision {
                 CreateDecision::Exists => {
                     // Answer with the state as decided now (the creator's
@@ -483,7 +463,7 @@ impl Shard {
         e: &mut Entry,
         input: &AppendInput<'_>,
         now_ms: u64,
-    ) -> Result<(u64, AppendOutcome), AppendError> {
+    ) -> Result<(u64, AppendOutcome), StoreError> {
         e.state.lifetime.touch(now_ms);
         let decision = append::decide(&e.state, input)?;
         let records_before = e.state.messages.len() as u64;
@@ -535,7 +515,7 @@ impl Shard {
             let mut st = self.store.borrow_mut();
             self.expire(&mut st, key, now_ms);
             let e = st.entry(key)?;
-            let (lsn, out) = self.append_one(e, input, now_ms).map_err(StoreError::Append)?;
+            let (lsn, out) = self.append_one(e, input, now_ms)?;
             (lsn, e.state.handle, out)
         };
         self.log.durable(lsn).await?;
@@ -550,7 +530,7 @@ impl Shard {
         content_type: &str,
         frames: &[&[u8]],
         now_ms: u64,
-    ) -> Result<Vec<Result<AppendOutcome, AppendError>>, StoreError> {
+    ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
         let total: usize = frames.iter().map(|f| f.len() + 64).sum();
         self.reserve(total).await?;
         let (lsn, handle, results) = {
@@ -593,12 +573,8 @@ impl Shard {
     fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
         match at {
             SnapshotAt::Offset(o) => Ok(o),
-            SnapshotAt::Record(r) if (r as usize) < s.first_message => {
-                Err(StoreError::Refused(410, "record is older than the first retained record"))
-            }
-            SnapshotAt::Record(r) => {
-                s.record_offset(r as usize).ok_or(StoreError::Refused(409, "record is beyond the record tail"))
-            }
+            SnapshotAt::Record(r) if (r as usize) < s.first_message => Err(TRIMMED),
+            SnapshotAt::Record(r) => s.record_offset(r as usize).ok_or(BEYOND_TAIL),
         }
     }
 
@@ -618,10 +594,9 @@ impl Shard {
             self.expire(&mut st, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
-                Err((status, why)) => return Err(StoreError::Refused(status, why)),
-                Ok(snapshot::Publish::Same(d)) => (self.log.assigned(), offset, d),
-                Ok(snapshot::Publish::Write(d)) => {
+            match snapshot::decide_publish(&e.state, offset, content_type, body, expected)? {
+                snapshot::Publish::Same(d) => (self.log.assigned(), offset, d),
+                snapshot::Publish::Write(d) => {
                     let rec = crate::log::SnapshotRecord {
                         handle: e.state.handle,
                         offset,
@@ -654,10 +629,9 @@ impl Shard {
             self.expire(&mut st, key, now_ms);
             let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
             let offset = Self::position(&e.state, at)?;
-            match snapshot::decide_retention(&e.state, offset) {
-                Err((status, why)) => return Err(StoreError::Refused(status, why)),
-                Ok(false) => (self.log.assigned(), offset),
-                Ok(true) => {
+            match snapshot::decide_retention(&e.state, offset)? {
+                false => (self.log.assigned(), offset),
+                true => {
                     let lsn = self.log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
                     e.state.retain_from(offset);
                     (lsn, offset)
@@ -666,21 +640,6 @@ impl Shard {
         };
         self.log.durable(lsn).await?;
         Ok(offset)
-    }
-
-    /// DELETE {stream}/snapshot/{offset}.
-    pub async fn delete_snapshot(&self, key: &StreamKey, offset: u64, now_ms: u64) -> Result<(), StoreError> {
-        self.reserve(32).await?;
-        let lsn = {
-            let mut st = self.store.borrow_mut();
-            self.expire(&mut st, key, now_ms);
-            let e = st.live(key, now_ms).ok_or(StoreError::NoStream)?;
-            snapshot::decide_delete(&e.state, offset).map_err(|(status, why)| StoreError::Refused(status, why))?;
-            e.state.snapshot = None;
-            self.log.append(&Record::SnapshotDelete { handle: e.state.handle, offset }).lsn
-        };
-        self.log.durable(lsn).await?;
-        Ok(())
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
@@ -712,19 +671,19 @@ impl Shard {
         offset: Option<u64>,
         sub: u64,
         now_ms: u64,
-    ) -> Result<ForkGrant, ForkRefusal> {
+    ) -> Result<ForkGrant, StoreError> {
         let mut st = self.store.borrow_mut();
         if st.is_tombstone(key) {
-            return Err((409, "the fork source was deleted"));
+            return Err(StoreError::Conflict("the fork source was deleted"));
         }
-        let e = st.live(key, now_ms).ok_or((404, "fork source not found"))?;
+        let e = st.live(key, now_ms).ok_or(StoreError::NotFound("fork source not found"))?;
         let s = &mut e.state;
         let at = offset.unwrap_or(s.visible.tail);
         if at > s.visible.tail {
-            return Err((400, "Stream-Fork-Offset is beyond the source tail"));
+            return Err(StoreError::Invalid("Stream-Fork-Offset is beyond the source tail"));
         }
         if s.json && !s.is_boundary(at) {
-            return Err((400, "Stream-Fork-Offset is not a message boundary of this JSON stream"));
+            return Err(StoreError::Invalid("Stream-Fork-Offset is not a message boundary of this JSON stream"));
         }
         let mut inherited = Vec::new();
         let mut prefix = Vec::new();
@@ -750,7 +709,7 @@ impl Shard {
             }
         }
         if left > 0 {
-            return Err((400, "Stream-Fork-Sub-Offset is past the end of the source"));
+            return Err(StoreError::Invalid("Stream-Fork-Sub-Offset is past the end of the source"));
         }
         s.forks += 1;
         Ok(ForkGrant {

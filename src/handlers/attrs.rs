@@ -1,8 +1,11 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
-use super::stream::{missing, store_error};
+use super::refuse::refuse;
+use super::stream::bucket_exists;
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
@@ -10,63 +13,52 @@ use std::rc::Rc;
 const MAX_ATTRS: usize = 16 * 1024;
 
 pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -> Response {
-    match head.method {
-        Method::Get => {
-            let now = ctx.now_ms();
-            let mut st = ctx.shard.store.borrow_mut();
-            if !st.bucket_exists(&key.0) {
-                return Response::error(404, "bucket not found");
-            }
-            match st.live(key, now) {
-                Some(e) => {
-                    let body = if e.state.attrs.is_empty() { b"{}".to_vec() } else { e.state.attrs.clone() };
-                    Response::new(200).header("content-type", "application/json").with_body(body)
-                }
-                None => {
-                    drop(st);
-                    missing(ctx, key)
-                }
-            }
-        }
-        Method::Put => {
-            let json = head.header("content-type").is_some_and(sluice_shards::core::is_json);
-            if !json {
-                return Response::error(400, "attributes need Content-Type: application/json");
-            }
-            let attrs = match canonical_attrs(&body) {
-                Ok(a) => a,
-                Err(why) => return Response::error(400, why),
-            };
-            if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-                return Response::error(404, "bucket not found");
-            }
-            match ctx.shard.set_attrs(key, attrs, ctx.now_ms()).await {
-                Ok(()) => Response::new(204),
-                Err(e) => store_error(ctx, key, e),
-            }
-        }
-        _ => Response::error(405, "method not allowed"),
+    let done = match head.method {
+        Method::Get => read(ctx, key),
+        Method::Put => replace(ctx, head, key, body).await,
+        _ => Err(Error::MethodNotAllowed),
+    };
+    done.unwrap_or_else(|e| refuse(ctx, key, e))
+}
+
+fn read(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
+    bucket_exists(ctx, key)?;
+    let now = ctx.now_ms();
+    let mut st = ctx.shard.store.borrow_mut();
+    let e = st.live(key, now).ok_or(Error::NoStream)?;
+    let body = if e.state.attrs.is_empty() { b"{}".to_vec() } else { e.state.attrs.clone() };
+    Ok(Response::new(200).header(h::CONTENT_TYPE, "application/json").with_body(body))
+}
+
+async fn replace(ctx: &Ctx, head: &Head, key: &StreamKey, body: Vec<u8>) -> Result<Response, Error> {
+    if !head.header(h::CONTENT_TYPE).is_some_and(sluice_shards::core::is_json) {
+        return Err(Error::Invalid("attributes need Content-Type: application/json"));
     }
+    let attrs = canonical_attrs(&body)?;
+    bucket_exists(ctx, key)?;
+    ctx.shard.set_attrs(key, attrs, ctx.now_ms()).await?;
+    Ok(Response::new(204))
 }
 
 /// Validates an attribute object and keeps only `title` and `metadata`.
 /// `{}` (or no fields) is stored as no attributes.
-pub fn canonical_attrs(raw: &[u8]) -> Result<Vec<u8>, &'static str> {
+pub fn canonical_attrs(raw: &[u8]) -> Result<Vec<u8>, Error> {
+    let bad = Error::Invalid;
     if raw.len() > MAX_ATTRS {
-        return Err("attribute object exceeds 16 KiB");
+        return Err(bad("attribute object exceeds 16 KiB"));
     }
-    let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| "attributes are not valid JSON")?;
-    let obj = v.as_object().ok_or("attributes must be a JSON object")?;
+    let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| bad("attributes are not valid JSON"))?;
+    let obj = v.as_object().ok_or(bad("attributes must be a JSON object"))?;
     let mut out = serde_json::Map::new();
     if let Some(title) = obj.get("title") {
         if !title.is_string() {
-            return Err("attribute 'title' must be a string");
+            return Err(bad("attribute 'title' must be a string"));
         }
         out.insert("title".into(), title.clone());
     }
     if let Some(meta) = obj.get("metadata") {
         if !meta.is_object() {
-            return Err("attribute 'metadata' must be an object");
+            return Err(bad("attribute 'metadata' must be an object"));
         }
         out.insert("metadata".into(), meta.clone());
     }

@@ -1,52 +1,40 @@
 //! Append-batch (extension section 4): many small appends in one request,
 //! each acknowledged on its own, all made durable by one group commit.
 
-use super::stream::{json_stream, store_error};
+use super::refuse::refuse;
+use super::stream::json_stream;
 use crate::shard::Ctx;
 use serde_json::{json, Value};
+use sluice::http::error::status;
+use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
-use sluice_shards::core::append::AppendError;
-use sluice_shards::core::batch::{decode_frames, BatchError};
+use sluice_shards::core::batch::decode_frames;
+use sluice_shards::core::Error;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
 /// Per-append controls the batch endpoint cannot carry.
 const UNSUPPORTED: [&str; 6] =
-    ["stream-closed", "producer-id", "producer-epoch", "producer-seq", "stream-record-match", "stream-seq"];
-
-/// A frame-level failure as the acknowledgement array reports it.
-fn frame_error(e: &AppendError) -> (u16, &'static str, &'static str) {
-    match e {
-        AppendError::Bad(why) => (400, "bad_request", why),
-        AppendError::Closed => (409, "stream_closed", "stream is closed"),
-        AppendError::ContentType => (409, "content_type_mismatch", "Content-Type does not match the stream"),
-        AppendError::SeqRegression => (409, "seq_regression", "Stream-Seq must increase"),
-        AppendError::StaleEpoch(_) => (403, "stale_epoch", "stale producer epoch"),
-        AppendError::Gap { .. } => (409, "sequence_gap", "producer sequence gap"),
-        AppendError::RecordMismatch => (412, "record_mismatch", "record tail differs"),
-    }
-}
+    [h::STREAM_CLOSED, h::PRODUCER_ID, h::PRODUCER_EPOCH, h::PRODUCER_SEQ, h::STREAM_RECORD_MATCH, h::STREAM_SEQ];
 
 pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Response {
+    acknowledge(ctx, head, key, body).await.unwrap_or_else(|e| refuse(ctx, key, e))
+}
+
+async fn acknowledge(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Result<Response, Error> {
     if head.method != Method::Post {
-        return Response::error(405, "method not allowed");
+        return Err(Error::MethodNotAllowed);
     }
-    let Some(content_type) = head.header("content-type").filter(|c| !c.is_empty()) else {
-        return Response::error(400, "append-batch needs a Content-Type");
-    };
+    let content_type = head
+        .header(h::CONTENT_TYPE)
+        .filter(|c| !c.is_empty())
+        .ok_or(Error::Invalid("append-batch needs a Content-Type"))?;
     if let Some(h) = UNSUPPORTED.iter().find(|h| head.header(h).is_some()) {
-        return Response::error(400, &format!("append-batch does not support the {h} header"));
+        return Err(Error::UnsupportedHeader(h));
     }
-    let frames = match decode_frames(body, ctx.cfg.max_batch_frames) {
-        Ok(f) => f,
-        Err(BatchError::Malformed(why)) => return Response::error(400, why),
-        Err(BatchError::TooManyFrames) => return Response::error(413, "more frames than --max-batch-frames"),
-    };
-    let results = match ctx.shard.append_batch(key, content_type, &frames, ctx.now_ms()).await {
-        Ok(r) => r,
-        Err(e) => return store_error(ctx, key, e),
-    };
+    let frames = decode_frames(body, ctx.cfg.max_batch_frames)?;
+    let results = ctx.shard.append_batch(key, content_type, &frames, ctx.now_ms()).await?;
     let json_records = json_stream(ctx, key);
     let tail = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.tail);
     let acks: Vec<Value> = results
@@ -61,19 +49,18 @@ pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u
                 ack
             }
             Err(e) => {
-                let (status, code, why) = frame_error(e);
-                let mut ack = json!({ "status": status, "error_code": code, "error": why });
+                let mut ack = json!({ "status": status(e), "error_code": e.code(), "error": e.reason() });
                 if let Some(t) = tail {
                     ack["stream_next_offset"] = json!(Offset(t).to_string());
                 }
-                if matches!(e, AppendError::Closed) {
+                if *e == Error::Closed {
                     ack["stream_closed"] = json!(true);
                 }
                 ack
             }
         })
         .collect();
-    Response::new(200)
-        .header("content-type", "application/json")
-        .with_body(serde_json::to_vec(&acks).expect("serializable"))
+    Ok(Response::new(200)
+        .header(h::CONTENT_TYPE, "application/json")
+        .with_body(serde_json::to_vec(&acks).expect("serializable")))
 }

@@ -1,10 +1,14 @@
 //! Bootstrap (extension section 3): the latest snapshot plus every retained
-//! message after it, one MIME part per message, as `multipart/mixed`.
+//! message after it, one MIME part per message (its stored bytes), as
+//! `multipart/mixed`.
 
-use super::stream::{missing, JSON_RECORDS};
+use super::refuse::{read_failed, refuse};
+use super::stream::set_record_bounds;
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::Error;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
@@ -25,19 +29,20 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Response {
+    assemble(ctx, head, t, key).await.unwrap_or_else(|e| refuse(ctx, key, e))
+}
+
+async fn assemble(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Response, Error> {
     if head.method != Method::Get {
-        return Response::error(405, "method not allowed");
+        return Err(Error::MethodNotAllowed);
     }
     if !t.query.is_empty() {
-        return Response::error(400, "/bootstrap takes no query parameters (tail with ordinary reads afterwards)");
+        return Err(Error::Invalid("/bootstrap takes no query parameters (tail with ordinary reads afterwards)"));
     }
     let now = ctx.now_ms();
     let (snapshot, parts, lens, tail, json, content_type, records) = {
         let mut st = ctx.shard.store.borrow_mut();
-        let Some(e) = st.live(key, now) else {
-            drop(st);
-            return missing(ctx, key);
-        };
+        let e = st.live(key, now).ok_or(Error::NoStream)?;
         e.state.lifetime.touch(now);
         let s = &e.state;
         let from = s.snapshot.as_ref().map_or(s.retained, |snap| snap.offset);
@@ -52,9 +57,8 @@ pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) 
         Some(s) => ctx.shard.read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)]).await,
         None => Ok(Vec::new()),
     };
-    let (Ok(blob), Ok(data)) = (blob, ctx.shard.read_messages(&parts).await) else {
-        return Response::error(503, "cannot read the stream");
-    };
+    let blob = blob.map_err(|e| read_failed(ctx, key, e))?;
+    let data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
     // A boundary must not occur inside any part.
     let mut boundary = format!("sluice-bootstrap-{:016x}", ctx.random());
     while contains(&blob, boundary.as_bytes()) || contains(&data, boundary.as_bytes()) {
@@ -65,26 +69,24 @@ pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) 
     push_part(&mut body, &boundary, snapshot_type, &blob);
     let mut at = 0usize;
     for len in lens {
-        let msg = &data[at..at + len as usize];
+        // One stored message per part, as ordinary reads return it (a JSON
+        // record with its newline).
+        push_part(&mut body, &boundary, &content_type, &data[at..at + len as usize]);
         at += len as usize;
-        let msg = if json { msg.strip_suffix(b",").unwrap_or(msg) } else { msg };
-        push_part(&mut body, &boundary, &content_type, msg);
     }
     body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
     let snapshot_offset = snapshot.as_ref().map_or("-1".to_string(), |s| Offset(s.offset).to_string());
     let mut r = Response::new(200)
-        .header("content-type", format!("multipart/mixed; boundary={boundary}"))
-        .header("stream-snapshot-offset", snapshot_offset)
-        .header("stream-next-offset", Offset(tail).to_string())
-        .header("stream-up-to-date", "true")
-        .header("cache-control", "no-store")
+        .header(h::CONTENT_TYPE, format!("multipart/mixed; boundary={boundary}"))
+        .header(h::STREAM_SNAPSHOT_OFFSET, snapshot_offset)
+        .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+        .header(h::STREAM_UP_TO_DATE, "true")
+        .header(h::CACHE_CONTROL, "no-store")
         .with_body(body);
     if json {
-        r.set("stream-extensions", JSON_RECORDS);
-        r.set("stream-record-first", records.0.to_string());
-        r.set("stream-record-next", records.1.to_string());
+        set_record_bounds(&mut r, records.0, records.1);
     }
-    r
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -3,8 +3,11 @@
 
 use crate::mesh::{BucketRep, BucketReq, Listed};
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Method, Response};
+use sluice_shards::core::int::parse_uint;
+use sluice_shards::core::Error;
 use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
 use sluice_shards::log::Record;
 use sluice_shards::store::BucketInfo;
@@ -13,24 +16,22 @@ use std::rc::Rc;
 const MAX_LIST: usize = 1000;
 
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
+    answer(ctx, method, bucket).await.unwrap_or_else(Response::from)
+}
+
+async fn answer(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Result<Response, Error> {
     let home = bucket_shard(bucket, ctx.shards);
     match method {
-        Method::Put => match ctx.ask(home, BucketReq::Create { bucket: bucket.into() }).await {
-            BucketRep::Status(201) => Response::new(201).header("location", format!("/{bucket}")),
-            BucketRep::Status(409) => Response::error(409, "bucket already exists"),
-            _ => Response::error(503, "bucket create failed; retry"),
-        },
-        Method::Delete => match ctx.ask(home, BucketReq::Delete { bucket: bucket.into() }).await {
-            BucketRep::Status(204) => Response::new(204),
-            BucketRep::Status(404) => Response::error(404, "bucket not found"),
-            BucketRep::Status(409) => Response::error(409, "bucket is not empty"),
-            BucketRep::Status(405) => Response::error(409, "the built-in bucket cannot be deleted"),
-            _ => Response::error(503, "bucket delete failed; retry"),
-        },
+        Method::Put => {
+            done(ctx.ask(home, BucketReq::Create { bucket: bucket.into() }).await)?;
+            Ok(Response::new(201).header(h::LOCATION, format!("/{bucket}")))
+        }
+        Method::Delete => {
+            done(ctx.ask(home, BucketReq::Delete { bucket: bucket.into() }).await)?;
+            Ok(Response::new(204))
+        }
         Method::Get => {
-            let Some(info) = known(ctx, bucket) else {
-                return Response::error(404, "bucket not found");
-            };
+            let info = known(ctx, bucket).ok_or(Error::NoBucket)?;
             let mut streams = 0;
             for rep in ctx.ask_all(|| BucketReq::Count { bucket: bucket.into() }).await {
                 if let BucketRep::Count(n) = rep {
@@ -38,13 +39,18 @@ pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
                 }
             }
             let body = serde_json::json!({ "bucket_id": bucket, "streams": streams, "created_at_ms": info.created_ms });
-            json(200, &body)
+            Ok(json(200, &body))
         }
-        Method::Head => match known(ctx, bucket) {
-            Some(_) => Response::new(200),
-            None => Response::error(404, "bucket not found"),
-        },
-        _ => Response::error(405, "method not allowed"),
+        Method::Head => known(ctx, bucket).map(|_| Response::new(200)).ok_or(Error::NoBucket),
+        _ => Err(Error::MethodNotAllowed),
+    }
+}
+
+/// The outcome of a bucket request served by its home shard.
+fn done(rep: BucketRep) -> Result<(), Error> {
+    match rep {
+        BucketRep::Done(outcome) => outcome,
+        _ => Err(Error::Unavailable("unexpected reply from the bucket's home shard")),
     }
 }
 
@@ -57,18 +63,22 @@ fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
 
 fn json(status: u16, v: &serde_json::Value) -> Response {
     Response::new(status)
-        .header("content-type", "application/json")
+        .header(h::CONTENT_TYPE, "application/json")
         .with_body(serde_json::to_vec(v).expect("serializable"))
 }
 
 pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
-    let limit = match t.param("limit").map(str::parse::<usize>) {
+    listing(ctx, bucket, t).await.unwrap_or_else(Response::from)
+}
+
+async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<Response, Error> {
+    let limit = match t.param("limit").map(parse_uint) {
         None => MAX_LIST,
-        Some(Ok(n)) if (1..=MAX_LIST).contains(&n) => n,
-        Some(_) => return Response::error(400, "limit must be an integer in 1..=1000"),
+        Some(Some(n)) if (1..=MAX_LIST as u64).contains(&n) => n as usize,
+        Some(_) => return Err(Error::Invalid("limit must be an integer in 1..=1000")),
     };
     if known(ctx, bucket).is_none() {
-        return Response::error(404, "bucket not found");
+        return Err(Error::NoBucket);
     }
     let prefix = t.param("prefix").unwrap_or("").to_string();
     let after = t.param("after").unwrap_or("").to_string();
@@ -112,7 +122,7 @@ pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
     if !prefix.is_empty() {
         body["prefix"] = serde_json::Value::String(prefix);
     }
-    json(200, &body)
+    Ok(json(200, &body))
 }
 
 /// Serves a bucket request on this shard (from a peer or from itself).
@@ -121,23 +131,23 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     match req {
         BucketReq::Create { bucket } => {
             if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
-                return BucketRep::Status(409);
+                return BucketRep::Done(Err(Error::Conflict("bucket already exists")));
             }
             // Reserve the name before the log write so a concurrent create sees it.
             ctx.shard.store.borrow_mut().home_buckets.insert(bucket.clone(), now);
-            if ctx.shard.log_bucket(Record::BucketCreate { bucket: bucket.clone(), at_ms: now }).await.is_err() {
+            if let Err(e) = ctx.shard.log_bucket(Record::BucketCreate { bucket: bucket.clone(), at_ms: now }).await {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
-                return BucketRep::Status(503);
+                return BucketRep::Done(Err(e));
             }
             Box::pin(ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms: now })).await;
-            BucketRep::Status(201)
+            BucketRep::Done(Ok(()))
         }
         BucketReq::Delete { bucket } => {
             if bucket == BUILTIN_BUCKET {
-                return BucketRep::Status(405);
+                return BucketRep::Done(Err(Error::Conflict("the built-in bucket cannot be deleted")));
             }
             if !ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
-                return BucketRep::Status(404);
+                return BucketRep::Done(Err(Error::NoBucket));
             }
             let mut streams = 0;
             for rep in Box::pin(ctx.ask_all(|| BucketReq::PrepareDelete { bucket: bucket.clone() })).await {
@@ -146,23 +156,21 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                     _ => 1,
                 };
             }
-            let commit =
-                streams == 0 && ctx.shard.log_bucket(Record::BucketDelete { bucket: bucket.clone() }).await.is_ok();
+            let outcome = if streams > 0 {
+                Err(Error::Conflict("bucket is not empty"))
+            } else {
+                ctx.shard.log_bucket(Record::BucketDelete { bucket: bucket.clone() }).await
+            };
+            let commit = outcome.is_ok();
             if commit {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
             }
             Box::pin(ctx.ask_all(|| BucketReq::FinishDelete { bucket: bucket.clone(), commit })).await;
-            BucketRep::Status(if commit {
-                204
-            } else if streams > 0 {
-                409
-            } else {
-                503
-            })
+            BucketRep::Done(outcome)
         }
         BucketReq::Added { bucket, created_ms } => {
             ctx.shard.store.borrow_mut().buckets.insert(bucket, BucketInfo { created_ms, deleting: false });
-            BucketRep::Status(200)
+            BucketRep::Done(Ok(()))
         }
         BucketReq::PrepareDelete { bucket } => {
             let mut st = ctx.shard.store.borrow_mut();
@@ -178,17 +186,17 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             } else if let Some(b) = st.buckets.get_mut(&bucket) {
                 b.deleting = false;
             }
-            BucketRep::Status(200)
+            BucketRep::Done(Ok(()))
         }
         BucketReq::Count { bucket } => BucketRep::Count(ctx.shard.store.borrow().count_in_bucket(&bucket, now)),
         BucketReq::ForkGrant { key, offset, sub } => BucketRep::Fork(ctx.shard.grant_fork(&key, offset, sub, now)),
         BucketReq::ForkRelease { handle } => {
             ctx.shard.release_fork(handle).await;
-            BucketRep::Status(200)
+            BucketRep::Done(Ok(()))
         }
         BucketReq::ForkRef { handle } => {
             ctx.shard.add_fork_ref(handle);
-            BucketRep::Status(200)
+            BucketRep::Done(Ok(()))
         }
         BucketReq::Metrics => BucketRep::Metrics(Box::new(crate::metrics::snapshot(ctx))),
         BucketReq::List { bucket, prefix, after, limit } => {

@@ -1,13 +1,16 @@
 //! Fork creation (`Stream-Forked-From`): a reference on the source stream,
 //! its inherited message index and the materialized sub-offset prefix.
 
+use super::refuse::read_failed;
 use super::Route;
 use crate::mesh::{BucketRep, BucketReq};
-use crate::shard::Ctx;
+use crate::shard::{Ctx, PEER_GONE};
+use sluice::http::headers as h;
 use sluice::http::url::parse_target;
-use sluice::http::{Head, Response};
+use sluice::http::Head;
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::core::media_type;
+use sluice_shards::core::int::parse_canonical_uint;
+use sluice_shards::core::{media_type, Error};
 use sluice_shards::ids::stream_shard;
 use sluice_shards::log::ForkRecord;
 use sluice_shards::offset::Offset;
@@ -21,46 +24,47 @@ pub async fn fork_plan(
     head: &Head,
     input: &mut CreateInput,
     explicit_type: bool,
-) -> Result<Option<ForkPlan>, Response> {
-    let from = head.header("stream-forked-from");
-    let sub = match head.header("stream-fork-sub-offset") {
+) -> Result<Option<ForkPlan>, Error> {
+    let bad = |why| Err(Error::Invalid(why));
+    let from = head.header(h::STREAM_FORKED_FROM);
+    let sub = match head.header(h::STREAM_FORK_SUB_OFFSET) {
         None => None,
-        Some(v) if v == "0" || (!v.starts_with('0') && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())) => {
-            Some(v.parse::<u64>().map_err(|_| Response::error(400, "Stream-Fork-Sub-Offset is too large"))?)
-        }
-        Some(_) => return Err(Response::error(400, "Stream-Fork-Sub-Offset must be a non-negative integer")),
+        Some(v) => match parse_canonical_uint(v) {
+            Some(n) => Some(n),
+            None => return bad("Stream-Fork-Sub-Offset must be a non-negative integer"),
+        },
     };
     let Some(from) = from else {
         return match sub {
-            Some(_) => Err(Response::error(400, "Stream-Fork-Sub-Offset needs Stream-Forked-From")),
+            Some(_) => bad("Stream-Fork-Sub-Offset needs Stream-Forked-From"),
             None => Ok(None),
         };
     };
-    let offset = match head.header("stream-fork-offset") {
+    let offset = match head.header(h::STREAM_FORK_OFFSET) {
         None => None,
-        Some(v) => Some(Offset::parse(v).ok_or_else(|| Response::error(400, "malformed Stream-Fork-Offset"))?.0),
+        Some(v) => Some(Offset::parse(v).ok_or(Error::Invalid("malformed Stream-Fork-Offset"))?.0),
     };
     let sub = sub.unwrap_or(0);
     if sub > 0 && offset.is_none() {
-        return Err(Response::error(400, "Stream-Fork-Sub-Offset needs Stream-Fork-Offset"));
+        return bad("Stream-Fork-Sub-Offset needs Stream-Fork-Offset");
     }
-    let target = parse_target(from).map_err(|e| Response::error(400, e.reason()))?;
+    let target = parse_target(from)?;
     let Route::Stream(source, sub_path) = super::route(head, &target) else {
-        return Err(Response::error(400, "Stream-Forked-From must be a stream path"));
+        return bad("Stream-Forked-From must be a stream path");
     };
     if !sub_path.is_empty() {
-        return Err(Response::error(400, "Stream-Forked-From must be a stream path"));
+        return bad("Stream-Forked-From must be a stream path");
     }
     let owner = stream_shard(&source.0, &source.1, ctx.shards);
-    let grant = match ctx.ask(owner, BucketReq::ForkGrant { key: source, offset, sub }).await {
-        BucketRep::Fork(Ok(g)) => g,
-        BucketRep::Fork(Err((status, why))) => return Err(Response::error(status, why)),
-        _ => return Err(Response::error(503, "fork source shard unavailable")),
+    let grant = match ctx.ask(owner, BucketReq::ForkGrant { key: source.clone(), offset, sub }).await {
+        BucketRep::Fork(grant) => grant?,
+        // The source's shard is stopping.
+        _ => return Err(PEER_GONE),
     };
     let release = || ctx.ask(owner, BucketReq::ForkRelease { handle: grant.parent_handle });
     if explicit_type && media_type(&input.content_type) != media_type(&grant.content_type) {
         release().await;
-        return Err(Response::error(409, "fork Content-Type differs from the source"));
+        return Err(Error::Conflict("fork Content-Type differs from the source"));
     }
     input.content_type = grant.content_type.clone();
     if input.ttl_secs.is_none() && input.expires_at_ms.is_none() {
@@ -69,9 +73,9 @@ pub async fn fork_plan(
     }
     let prefix = match ctx.shard.read_messages(&grant.prefix).await {
         Ok(p) => p,
-        Err(_) => {
+        Err(e) => {
             release().await;
-            return Err(Response::error(503, "cannot read the fork source"));
+            return Err(read_failed(ctx, &source, e));
         }
     };
     Ok(Some(ForkPlan {

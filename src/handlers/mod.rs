@@ -7,13 +7,16 @@ pub mod bootstrap;
 pub mod bucket;
 pub mod fork;
 pub mod read;
+pub mod refuse;
 pub mod snapshot;
 pub mod stream;
 
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::url::Target;
+use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::Error;
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
@@ -30,7 +33,7 @@ pub enum Route {
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
     Stream(StreamKey, Vec<String>),
-    Bad(&'static str),
+    Bad(Error),
     NotFound,
 }
 
@@ -65,6 +68,25 @@ impl Route {
     }
 }
 
+/// The URL surface a request came through; it decides how JSON streams read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// `/v1/stream/{stream_id}`: the base protocol, JSON reads are JSON arrays.
+    Base,
+    /// `/{bucket_id}/{stream_id}`: the extensions, JSON reads are canonical NDJSON.
+    Bucketed,
+}
+
+impl Surface {
+    pub fn of(t: &Target) -> Surface {
+        if t.segments.first().is_some_and(|s| s == "v1") {
+            Surface::Base
+        } else {
+            Surface::Bucketed
+        }
+    }
+}
+
 /// How a request is answered.
 pub enum Reply {
     Full(Response),
@@ -82,21 +104,21 @@ pub fn route(_head: &Head, t: &Target) -> Route {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
                     Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), Vec::new()),
-                    Err(e) => Route::Bad(e.reason()),
+                    Err(e) => Route::Bad(e),
                 }
             }
             _ => Route::NotFound,
         },
         Some(bucket) => {
             if !valid_bucket_id(bucket) {
-                return Route::Bad("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)");
+                return Route::Bad(Error::Invalid("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)"));
             }
             match seg.len() {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
                 2..=4 => match validate_stream_id(bucket, &seg[1]) {
                     Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg[2..].to_vec()),
-                    Err(e) => Route::Bad(e.reason()),
+                    Err(e) => Route::Bad(e),
                 },
                 _ => Route::NotFound,
             }
@@ -104,17 +126,13 @@ pub fn route(_head: &Head, t: &Target) -> Route {
     }
 }
 
-/// Headers every response carries: browser hardening and CORS.
+/// Headers every response carries: `Date`, browser hardening and CORS.
 pub fn finish(mut r: Response) -> Response {
-    r.set("x-content-type-options", "nosniff");
-    r.set("cross-origin-resource-policy", "cross-origin");
-    r.set("access-control-allow-origin", "*");
-    r.set(
-        "access-control-expose-headers",
-        "Stream-Next-Offset, Stream-Cursor, Stream-Up-To-Date, Stream-Closed, Stream-TTL, Stream-Expires-At, \
-         Stream-SSE-Data-Encoding, Stream-Extensions, Stream-Record-First, Stream-Record-Start, Stream-Record-Next, \
-         Producer-Epoch, Producer-Seq, Producer-Expected-Seq, Producer-Received-Seq, ETag, Location, Content-Type",
-    );
+    r.set(h::DATE, date::now());
+    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
+    r.set(h::ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    r.set(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
     r
 }
 
@@ -124,23 +142,18 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
     for rep in ctx.ask_all(|| crate::mesh::BucketReq::Metrics).await {
         match rep {
             crate::mesh::BucketRep::Metrics(s) => shards.push(*s),
-            _ => return Response::error(503, "a shard did not answer"),
+            _ => return Error::Unavailable("a shard did not answer").into(),
         }
     }
     let body = crate::metrics::render(&shards);
-    Response::new(200).header("content-type", crate::metrics::CONTENT_TYPE).with_body(body.into_bytes())
+    Response::new(200).header(h::CONTENT_TYPE, crate::metrics::CONTENT_TYPE).with_body(body.into_bytes())
 }
 
 fn preflight() -> Response {
     Response::new(204)
-        .header("access-control-allow-methods", "GET, POST, PUT, DELETE, HEAD, OPTIONS")
-        .header(
-            "access-control-allow-headers",
-            "content-type, authorization, if-none-match, stream-seq, stream-ttl, stream-expires-at, stream-closed, \
-             stream-attrs, stream-record-match, stream-forked-from, stream-fork-offset, stream-fork-sub-offset, \
-             producer-id, producer-epoch, producer-seq",
-        )
-        .header("access-control-max-age", "86400")
+        .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
+        .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
+        .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
 }
 
 pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
@@ -152,40 +165,69 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         // any answer here means the server is ready.
         Route::Health => match head.method {
             Method::Get | Method::Head => {
-                Response::new(200).header("content-type", "text/plain").with_body(b"ok\n".to_vec())
+                Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
             }
-            _ => Response::error(405, "method not allowed"),
+            _ => Error::MethodNotAllowed.into(),
         },
         Route::Metrics => match head.method {
             Method::Get | Method::Head => metrics(ctx).await,
-            _ => Response::error(405, "method not allowed"),
+            _ => Error::MethodNotAllowed.into(),
         },
-        Route::Bad(why) => Response::error(400, why),
-        Route::NotFound => Response::error(404, "no such resource"),
+        Route::Bad(e) => e.into(),
+        Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
         Route::BucketList(b) => match head.method {
             Method::Get => bucket::list(ctx, &b, t).await,
-            _ => Response::error(405, "method not allowed"),
+            _ => Error::MethodNotAllowed.into(),
         },
-        Route::Stream(key, sub) if sub.is_empty() => return stream::stream(ctx, head, t, &key, body).await,
         Route::Stream(key, sub) => {
-            if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-                return Reply::Full(Response::error(404, "bucket not found"));
-            }
-            let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
-            match sub.as_slice() {
-                ["attrs"] => attrs::attrs(ctx, head, &key, body).await,
-                ["snapshot", rest @ ..] if rest.len() <= 1 => {
-                    snapshot::snapshot(ctx, head, t, &key, rest.first().copied(), body).await
-                }
-                ["retention", rest @ ..] if rest.len() <= 1 => {
-                    snapshot::retention(ctx, head, t, &key, rest.first().copied()).await
-                }
-                ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, &key).await,
-                ["append-batch"] => batch::append_batch(ctx, head, &key, &body).await,
-                _ => Response::error(404, "no such stream sub-resource"),
-            }
+            let json_before = stream::json_stream(ctx, &key);
+            let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
+            return advertise_records(reply, json_before || stream::json_stream(ctx, &key));
         }
     };
     Reply::Full(resp)
+}
+
+/// A request to a stream or one of its sub-resources.
+async fn stream_operation(
+    ctx: &Rc<Ctx>,
+    head: &Head,
+    t: &Target,
+    key: &StreamKey,
+    sub: &[String],
+    body: Vec<u8>,
+) -> Reply {
+    if sub.is_empty() {
+        return stream::stream(ctx, head, t, key, body).await;
+    }
+    if !ctx.shard.store.borrow().bucket_exists(&key.0) {
+        return Reply::Full(Error::NoBucket.into());
+    }
+    let sub: Vec<&str> = sub.iter().map(String::as_str).collect();
+    let resp = match sub.as_slice() {
+        ["attrs"] => attrs::attrs(ctx, head, key, body).await,
+        ["snapshot", rest @ ..] if rest.len() <= 1 => {
+            snapshot::snapshot(ctx, head, t, key, rest.first().copied(), body).await
+        }
+        ["retention", rest @ ..] if rest.len() <= 1 => {
+            snapshot::retention(ctx, head, t, key, rest.first().copied()).await
+        }
+        ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, key).await,
+        ["append-batch"] => batch::append_batch(ctx, head, key, &body).await,
+        _ => Error::NotFound("no such stream sub-resource").into(),
+    };
+    Reply::Full(resp)
+}
+
+/// Every response about a JSON stream, refusals included, names the JSON
+/// record coordinates extension (`Stream-Extensions`); no other does.
+fn advertise_records(reply: Reply, json: bool) -> Reply {
+    match reply {
+        Reply::Full(mut r) if json && !r.headers.iter().any(|(n, _)| *n == h::STREAM_EXTENSIONS) => {
+            r.set(h::STREAM_EXTENSIONS, stream::JSON_RECORDS);
+            Reply::Full(r)
+        }
+        other => other,
+    }
 }

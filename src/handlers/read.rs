@@ -1,16 +1,22 @@
 //! Reads: catch-up GET, long-poll, and the shared batch reader that SSE uses.
-//! Offset reads return bytes (JSON streams: a JSON array); record-aware reads
-//! (JSON record coordinates) return whole records as NDJSON or envelopes.
+//! Offset reads return the stored bytes: for JSON streams the canonical NDJSON
+//! on the bucketed surface, a JSON array of whole messages on the base surface.
+//! Record-aware reads (JSON record coordinates) return whole records as NDJSON
+//! or envelopes.
 
-use super::stream::{missing, JSON_RECORDS};
-use super::Reply;
+use super::refuse::{read_failed, refuse};
+use super::stream::{bucket_exists, json_stream};
+use super::{Reply, Surface};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};
 use sluice_shards::core::cursor::next_cursor;
-use sluice_shards::core::json::render_array;
-use sluice_shards::core::records::{self, RecordQuery, RecordRefusal};
+use sluice_shards::core::int::parse_uint;
+use sluice_shards::core::json::{record_value, render_array, NDJSON};
+use sluice_shards::core::records::{self, RecordQuery};
+use sluice_shards::core::Error;
 use sluice_shards::offset::{Offset, OffsetQuery};
 use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
@@ -25,21 +31,26 @@ pub const READ_CHUNK: u64 = 8 << 20;
 #[derive(Clone, Copy, Debug)]
 pub struct Limit {
     pub bytes: u64,
-    /// `max_bytes` was given: cut exactly (at a UTF-8 boundary for text).
+    /// `max_bytes` was given: cut exactly (at a UTF-8 boundary for text and
+    /// JSON), inside a JSON record too unless `whole_json`.
     pub exact: bool,
+    /// JSON streams are read in whole messages (the base surface's arrays).
+    pub whole_json: bool,
     pub records: Option<u64>,
 }
 
 impl Limit {
-    pub const DEFAULT: Limit = Limit { bytes: READ_CHUNK, exact: false, records: None };
+    pub const DEFAULT: Limit = Limit { bytes: READ_CHUNK, exact: false, whole_json: false, records: None };
 }
 
 /// How a batch is rendered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum View {
-    /// Bytes as stored; JSON streams as a JSON array.
-    Offsets,
-    /// One record per line (`application/x-ndjson`).
+    /// Bytes as stored (for JSON streams the canonical NDJSON).
+    Bytes,
+    /// Whole JSON messages as one JSON array (the base surface).
+    Array,
+    /// Whole records from a record-aware read, one per line (`application/x-ndjson`).
     Records,
     /// `{"record":N,"value":...}` per line.
     Envelope,
@@ -47,7 +58,7 @@ pub enum View {
 
 /// Stream bytes read for one response.
 pub struct Batch {
-    /// Stored bytes (for JSON streams: messages each followed by `,`).
+    /// Stored bytes (for JSON streams: NDJSON records, each ending in `\n`).
     pub data: Vec<u8>,
     /// Length of each message in `data` (the first and last may be partial).
     pub lengths: Vec<u32>,
@@ -62,55 +73,42 @@ pub struct Batch {
     pub records: (usize, usize, usize),
 }
 
-/// Where a read starts.
-pub enum Start {
-    At(u64),
-    Refused(Response),
-}
-
-fn text(content_type: &str) -> bool {
-    sluice_shards::core::media_type(content_type).starts_with("text/")
+/// Whether a read cut by `max_bytes` must end on a UTF-8 character boundary.
+fn utf8(content_type: &str) -> bool {
+    sluice_shards::core::media_type(content_type).starts_with("text/") || sluice_shards::core::is_json(content_type)
 }
 
 /// Resolves where a read starts for a live stream and renews its TTL.
-pub fn resolve(ctx: &Ctx, key: &StreamKey, q: OffsetQuery, rq: Option<&RecordQuery>, now: u64) -> Start {
+pub fn resolve(
+    ctx: &Ctx,
+    key: &StreamKey,
+    surface: Surface,
+    q: OffsetQuery,
+    rq: Option<&RecordQuery>,
+    now: u64,
+) -> Result<u64, Error> {
     let mut st = ctx.shard.store.borrow_mut();
-    let Some(e) = st.live(key, now) else {
-        drop(st);
-        return Start::Refused(missing(ctx, key));
-    };
+    let e = st.live(key, now).ok_or(Error::NoStream)?;
     e.state.lifetime.touch(now);
     let s = &e.state;
-    let bad = |why| Start::Refused(Response::error(400, why));
-    let gone = |s: &sluice_shards::core::StreamState| {
-        Start::Refused(
-            Response::error(410, "data before the earliest retained offset is gone; use /bootstrap")
-                .header("stream-record-first", s.first_message.to_string())
-                .header("stream-record-next", s.visible.messages.to_string()),
-        )
-    };
     if let Some(rq) = rq {
         if !s.json {
-            return bad("record coordinates need an application/json stream");
+            return Err(Error::Invalid("record coordinates need an application/json stream"));
         }
-        return match records::resolve(s, rq.start) {
-            Ok(r) => Start::At(s.record_offset(r).expect("resolved within [F, N]")),
-            Err(RecordRefusal::Gone) => gone(s),
-            Err(RecordRefusal::Beyond) => Start::Refused(
-                Response::error(400, "record is beyond the record tail")
-                    .header("stream-record-next", s.visible.messages.to_string()),
-            ),
-        };
+        let r = records::resolve(s, rq.start)?;
+        return Ok(s.record_offset(r).expect("resolved within [F, N]"));
     }
     match q {
-        OffsetQuery::Start => Start::At(s.retained),
-        OffsetQuery::Now => Start::At(s.visible.tail),
-        OffsetQuery::At(Offset(o)) if o > s.visible.tail => bad("offset is beyond the stream tail"),
-        OffsetQuery::At(Offset(o)) if o < s.retained => gone(s),
-        OffsetQuery::At(Offset(o)) if s.json && !s.is_boundary(o) => {
-            bad("offset is not a message boundary of this JSON stream")
+        OffsetQuery::Start => Ok(s.retained),
+        OffsetQuery::Now => Ok(s.visible.tail),
+        OffsetQuery::At(Offset(o)) if o > s.visible.tail => Err(Error::Invalid("offset is beyond the stream tail")),
+        OffsetQuery::At(Offset(o)) if o < s.retained => {
+            Err(Error::Trimmed("data before the earliest retained offset is gone; use /bootstrap"))
         }
-        OffsetQuery::At(Offset(o)) => Start::At(o),
+        OffsetQuery::At(Offset(o)) if s.json && surface == Surface::Base && !s.is_boundary(o) => {
+            Err(Error::Invalid("offset is not a message boundary of this JSON stream"))
+        }
+        OffsetQuery::At(Offset(o)) => Ok(o),
     }
 }
 
@@ -118,22 +116,22 @@ pub fn resolve(ctx: &Ctx, key: &StreamKey, q: OffsetQuery, rq: Option<&RecordQue
 /// text stream the cut never splits a UTF-8 character: a trailing partial
 /// character is left for the next read, and a limit smaller than the first
 /// character returns that whole character.
-pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
+pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
     let mut b = read_span(ctx, key, from, limit).await?;
-    if limit.exact && text(&b.content_type) {
+    if limit.exact && utf8(&b.content_type) {
         if let Some(width) = trim_to_char_boundary(&mut b) {
             b = read_span(ctx, key, from, Limit { bytes: width, ..limit }).await?;
         }
     }
-    Some(b)
+    Ok(b)
 }
 
-async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Option<Batch> {
+async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
     let (parts, mut batch) = {
         let st = ctx.shard.store.borrow();
-        let e = st.streams.get(key)?;
+        let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
         let s = &e.state;
-        let whole_messages = s.json;
+        let whole_messages = s.json && limit.whole_json;
         let mut parts = Vec::new();
         let mut lengths = Vec::new();
         let mut end = from;
@@ -184,14 +182,8 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Optio
         };
         (parts, batch)
     };
-    match ctx.shard.read_messages(&parts).await {
-        Ok(data) => batch.data = data,
-        Err(e) => {
-            tracing::error!(shard = ctx.id, error = %e, "read failed");
-            return None;
-        }
-    }
-    Some(batch)
+    batch.data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
+    Ok(batch)
 }
 
 /// Drops a trailing partial UTF-8 character. When not even the first
@@ -221,13 +213,13 @@ fn trim_to_char_boundary(b: &mut Batch) -> Option<u64> {
     None
 }
 
-/// The messages of a batch without JSON's trailing commas.
+/// The JSON values of a batch of whole records (without their newlines).
 pub fn messages(b: &Batch) -> impl Iterator<Item = &[u8]> {
     let mut at = 0usize;
     b.lengths.iter().map(move |len| {
         let m = &b.data[at..at + *len as usize];
         at += *len as usize;
-        m.strip_suffix(b",").unwrap_or(m)
+        record_value(m)
     })
 }
 
@@ -241,18 +233,10 @@ pub fn envelope(record: usize, value: &[u8], out: &mut Vec<u8>) {
 /// The body of a batch as the client sees it.
 /// Takes the bytes out of the batch when they are sent as stored.
 pub fn render_body(b: &mut Batch, view: View) -> Vec<u8> {
-    if view == View::Offsets && !b.json {
-        return std::mem::take(&mut b.data);
-    }
-    let mut out = Vec::with_capacity(b.data.len() + 2);
+    let mut out = Vec::new();
     match view {
-        View::Offsets => render_array(&b.data, &mut out),
-        View::Records => {
-            for m in messages(b) {
-                out.extend_from_slice(m);
-                out.push(b'\n');
-            }
-        }
+        View::Bytes | View::Records => return std::mem::take(&mut b.data),
+        View::Array => render_array(&b.data, &mut out),
         View::Envelope => {
             for (i, m) in messages(b).enumerate() {
                 envelope(b.records.1 + i, m, &mut out);
@@ -263,32 +247,43 @@ pub fn render_body(b: &mut Batch, view: View) -> Vec<u8> {
     out
 }
 
-fn content_type(b: &Batch, view: View) -> String {
+/// The ETag of a batch as `view` renders it: the canonical bytes keep the
+/// batch's tag, other renderings of the same bytes get their own.
+fn representation_etag(etag: &str, view: View) -> String {
+    let suffix = match view {
+        View::Bytes | View::Records => return etag.to_string(),
+        View::Array => ".array",
+        View::Envelope => ".envelope",
+    };
+    let bare = etag.strip_suffix('"').unwrap_or(etag);
+    format!("{bare}{suffix}\"")
+}
+
+/// The media type of a rendered batch of a stream with `content_type`.
+pub fn content_type(content_type: &str, json: bool, view: View) -> String {
     match view {
-        View::Offsets => b.content_type.clone(),
-        View::Records => "application/x-ndjson".into(),
+        View::Bytes if json => NDJSON.into(),
+        View::Bytes | View::Array => content_type.into(),
+        View::Records => NDJSON.into(),
         View::Envelope => "application/vnd.durable-stream-records+ndjson".into(),
     }
 }
 
 fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
     let mut r = Response::new(200)
-        .header("content-type", content_type(&b, view))
-        .header("stream-next-offset", Offset(b.end).to_string())
-        .header("cache-control", cache);
+        .header(h::CONTENT_TYPE, content_type(&b.content_type, b.json, view))
+        .header(h::STREAM_NEXT_OFFSET, Offset(b.end).to_string())
+        .header(h::CACHE_CONTROL, cache);
     if b.up_to_date {
-        r.set("stream-up-to-date", "true");
+        r.set(h::STREAM_UP_TO_DATE, "true");
     }
     if b.closed {
-        r.set("stream-closed", "true");
+        r.set(h::STREAM_CLOSED, "true");
     }
-    if b.json {
-        r.set("stream-extensions", JSON_RECORDS);
-        if view != View::Offsets {
-            r.set("stream-record-first", b.records.0.to_string());
-            r.set("stream-record-start", b.records.1.to_string());
-            r.set("stream-record-next", b.records.2.to_string());
-        }
+    if view.record_aware() {
+        r.set(h::STREAM_RECORD_FIRST, b.records.0.to_string());
+        r.set(h::STREAM_RECORD_START, b.records.1.to_string());
+        r.set(h::STREAM_RECORD_NEXT, b.records.2.to_string());
     }
     r.body = render_body(&mut b, view);
     r
@@ -303,37 +298,49 @@ pub struct ReadQuery<'a> {
 }
 
 impl ReadQuery<'_> {
-    pub fn view(&self) -> View {
+    /// How the read renders on `surface` for a stream that is (not) JSON.
+    pub fn view(&self, surface: Surface, json: bool) -> View {
         match self.records {
-            None => View::Offsets,
+            None if json && surface == Surface::Base => View::Array,
+            None => View::Bytes,
             Some(RecordQuery { envelope: true, .. }) => View::Envelope,
             Some(_) => View::Records,
         }
     }
 }
 
+impl View {
+    /// A record-aware read (JSON record coordinates): whole records with
+    /// `Stream-Record-*` headers and control fields.
+    pub fn record_aware(self) -> bool {
+        matches!(self, View::Records | View::Envelope)
+    }
+}
+
 /// Parses `offset`, `live`, `max_bytes` and the record parameters.
-pub fn parse_read_query(t: &Target) -> Result<ReadQuery<'_>, &'static str> {
+pub fn parse_read_query(t: &Target, surface: Surface) -> Result<ReadQuery<'_>, Error> {
+    let bad = |why| Err(Error::Invalid(why));
     let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
     if offsets.len() > 1 {
-        return Err("offset given more than once");
+        return bad("offset given more than once");
     }
     let offset = match offsets.first() {
         None => None,
-        Some(v) => Some(OffsetQuery::parse(v).ok_or("malformed offset")?),
+        Some(v) => Some(OffsetQuery::parse(v).ok_or(Error::Invalid("malformed offset"))?),
     };
     let records = records::parse(|k| t.param(k))?;
     let live = t.param("live");
     match live {
         None | Some("long-poll") | Some("sse") => {}
-        Some(_) => return Err("live must be long-poll or sse"),
+        Some(_) => return bad("live must be long-poll or sse"),
     }
     if live.is_some() && offset.is_none() && records.is_none() {
-        return Err("live reads need an offset");
+        return bad("live reads need an offset");
     }
-    let mut limit = Limit { records: records.and_then(|r| r.max_records), ..Limit::DEFAULT };
+    let mut limit =
+        Limit { records: records.and_then(|r| r.max_records), whole_json: surface == Surface::Base, ..Limit::DEFAULT };
     if let Some(m) = t.param("max_bytes") {
-        let n: u64 = m.parse().ok().filter(|n| *n > 0).ok_or("max_bytes must be a positive integer")?;
+        let n = parse_uint(m).filter(|n| *n > 0).ok_or(Error::Invalid("max_bytes must be a positive integer"))?;
         limit.bytes = n.min(READ_CHUNK);
         limit.exact = true;
     }
@@ -341,22 +348,22 @@ pub fn parse_read_query(t: &Target) -> Result<ReadQuery<'_>, &'static str> {
 }
 
 pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
-    let q = match parse_read_query(t) {
-        Ok(q) => q,
-        Err(why) => return Reply::Full(Response::error(400, why)),
-    };
+    match read(ctx, head, t, key).await {
+        Ok(reply) => reply,
+        Err(e) => Reply::Full(refuse(ctx, key, e)),
+    }
+}
+
+async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Reply, Error> {
+    let surface = Surface::of(t);
+    let q = parse_read_query(t, surface)?;
     let offset = q.offset.unwrap_or(OffsetQuery::Start);
     let now = ctx.now_ms();
-    if !ctx.shard.store.borrow().bucket_exists(&key.0) {
-        return Reply::Full(Response::error(404, "bucket not found"));
-    }
-    let from = match resolve(ctx, key, offset, q.records.as_ref(), now) {
-        Start::At(o) => o,
-        Start::Refused(r) => return Reply::Full(r),
-    };
-    let view = q.view();
+    bucket_exists(ctx, key)?;
+    let from = resolve(ctx, key, surface, offset, q.records.as_ref(), now)?;
+    let view = q.view(surface, json_stream(ctx, key));
     let cursor = || next_cursor(ctx.now_ms(), t.param("cursor"), ctx.random()).to_string();
-    match q.live {
+    let reply = match q.live {
         Some("sse") => Reply::Sse(SseRequest {
             key: key.clone(),
             from,
@@ -364,23 +371,26 @@ pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Rep
             view,
             limit: q.limit,
         }),
-        Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await),
+        Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await?),
         None => {
-            let Some(b) = read_batch(ctx, key, from, q.limit).await else {
-                return Reply::Full(missing(ctx, key));
-            };
+            let mut b = read_batch(ctx, key, from, q.limit).await?;
+            b.etag = representation_etag(&b.etag, view);
             if offset == OffsetQuery::Now && q.records.is_none() {
-                return Reply::Full(read_response(b, view, "no-store"));
+                return Ok(Reply::Full(read_response(b, view, "no-store")));
             }
-            if head.header("if-none-match") == Some(b.etag.as_str()) {
-                return Reply::Full(Response::new(304).header("etag", b.etag.clone()));
+            if head.header(h::IF_NONE_MATCH) == Some(b.etag.as_str()) {
+                return Ok(Reply::Full(Response::new(304).header(h::ETAG, b.etag.clone())));
             }
             let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
             let etag = b.etag.clone();
-            Reply::Full(read_response(b, view, cache).header("etag", etag))
+            Reply::Full(read_response(b, view, cache).header(h::ETAG, etag))
         }
-    }
+    };
+    Ok(reply)
 }
+
+/// More parked readers than --max-waiters.
+pub const TOO_MANY_WAITERS: Error = Error::Unavailable("too many parked readers (--max-waiters)");
 
 /// Parks until the stream grows past `from`, closes, or the timeout passes.
 async fn long_poll(
@@ -390,45 +400,39 @@ async fn long_poll(
     view: View,
     limit: Limit,
     cursor: &dyn Fn() -> String,
-) -> Response {
+) -> Result<Response, Error> {
     let deadline = Instant::now() + ctx.cfg.long_poll_timeout;
     loop {
         let (signal, seen, tail, closed, records) = {
             let st = ctx.shard.store.borrow();
-            let Some(e) = st.streams.get(key).filter(|e| !e.state.deleted) else {
-                drop(st);
-                return missing(ctx, key);
-            };
+            let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
             let s = &e.state;
             let records = s.json.then_some((s.first_message, s.visible.messages));
             (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, records)
         };
         if tail > from {
-            let Some(b) = read_batch(ctx, key, from, limit).await else {
-                return missing(ctx, key);
-            };
-            return read_response(b, view, "no-cache").header("stream-cursor", cursor());
+            let b = read_batch(ctx, key, from, limit).await?;
+            return Ok(read_response(b, view, "no-cache").header(h::STREAM_CURSOR, cursor()));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if closed || left.is_zero() || ctx.stopping() {
             let mut r = Response::new(204)
-                .header("stream-next-offset", Offset(tail).to_string())
-                .header("stream-up-to-date", "true")
-                .header("stream-cursor", cursor())
-                .header("cache-control", "no-cache");
+                .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+                .header(h::STREAM_UP_TO_DATE, "true")
+                .header(h::STREAM_CURSOR, cursor())
+                .header(h::CACHE_CONTROL, "no-cache");
             if closed {
-                r.set("stream-closed", "true");
+                r.set(h::STREAM_CLOSED, "true");
             }
-            if let (Some((first, next)), true) = (records, view != View::Offsets) {
-                r.set("stream-extensions", JSON_RECORDS);
-                r.set("stream-record-first", first.to_string());
-                r.set("stream-record-start", next.to_string());
-                r.set("stream-record-next", next.to_string());
+            if let (Some((first, next)), true) = (records, view.record_aware()) {
+                r.set(h::STREAM_RECORD_FIRST, first.to_string());
+                r.set(h::STREAM_RECORD_START, next.to_string());
+                r.set(h::STREAM_RECORD_NEXT, next.to_string());
             }
-            return r;
+            return Ok(r);
         }
         if ctx.waiters.get() >= ctx.cfg.max_waiters {
-            return Response::error(503, "too many parked readers (--max-waiters)").header("retry-after", "1");
+            return Err(TOO_MANY_WAITERS);
         }
         let parked = &ctx.metrics.long_polls;
         parked.set(parked.get() + 1);

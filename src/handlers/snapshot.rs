@@ -1,11 +1,17 @@
 //! Snapshots and retention (extension section 2): publish, read, redirect to
-//! the latest, delete, and moving the earliest retained offset.
+//! the latest, delete (refused: the one visible snapshot backs /bootstrap),
+//! and moving the earliest retained offset.
 
-use super::stream::{missing, store_error, JSON_RECORDS};
+use super::refuse::{read_failed, refuse};
+use super::stream::set_record_bounds;
 use crate::shard::Ctx;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::int::parse_uint;
+use sluice_shards::core::snapshot::refuse_delete;
 use sluice_shards::core::stream::Snapshot;
+use sluice_shards::core::Error;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::{SnapshotAt, StreamKey};
 use std::rc::Rc;
@@ -29,24 +35,42 @@ pub fn stream_path(key: &StreamKey) -> String {
 }
 
 /// The position a snapshot/retention request names: a path offset or `?record=`.
-fn position(t: &Target, seg: Option<&str>) -> Result<SnapshotAt, Response> {
+fn position(t: &Target, seg: Option<&str>, json: bool) -> Result<SnapshotAt, Error> {
     match (seg, t.param("record")) {
-        (Some(_), Some(_)) => Err(Response::error(400, "give an offset or ?record=, not both")),
-        (Some(o), None) => Offset::parse(o)
-            .map(|o| SnapshotAt::Offset(o.0))
-            .ok_or_else(|| Response::error(400, "malformed offset in path")),
-        (None, Some(r)) => r
-            .parse::<u64>()
-            .map(SnapshotAt::Record)
-            .map_err(|_| Response::error(400, "record must be an unsigned integer")),
-        (None, None) => Err(Response::error(400, "missing offset")),
+        (Some(_), Some(_)) => Err(Error::Invalid("give an offset or ?record=, not both")),
+        (Some(o), None) => path_offset(o).map(SnapshotAt::Offset),
+        (None, Some(_)) if !json => Err(Error::Invalid("record coordinates need an application/json stream")),
+        (None, Some(r)) => {
+            parse_uint(r).map(SnapshotAt::Record).ok_or(Error::Invalid("record must be an unsigned integer"))
+        }
+        (None, None) => Err(Error::Invalid("missing offset")),
     }
 }
 
-fn current(ctx: &Ctx, key: &StreamKey) -> Option<(Option<Snapshot>, u64, bool)> {
+fn path_offset(segment: &str) -> Result<u64, Error> {
+    Offset::parse(segment).map(|o| o.0).ok_or(Error::Invalid("malformed offset in path"))
+}
+
+/// A live stream's visible snapshot, tail, and (JSON streams) record bounds.
+struct Current {
+    snapshot: Option<Snapshot>,
+    tail: u64,
+    records: Option<(usize, usize)>,
+}
+
+fn current(ctx: &Ctx, key: &StreamKey) -> Result<Current, Error> {
     let mut st = ctx.shard.store.borrow_mut();
-    let e = st.live(key, ctx.now_ms())?;
-    Some((e.state.snapshot.clone(), e.state.visible.tail, e.state.json))
+    let s = &st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?.state;
+    let records = s.json.then_some((s.first_message, s.visible.messages));
+    Ok(Current { snapshot: s.snapshot.clone(), tail: s.visible.tail, records })
+}
+
+/// Adds a JSON stream's record bounds (extension section 6.10).
+fn with_records(mut r: Response, ctx: &Ctx, key: &StreamKey) -> Response {
+    if let Ok(Current { records: Some((first, next)), .. }) = current(ctx, key) {
+        set_record_bounds(&mut r, first, next);
+    }
+    r
 }
 
 pub async fn snapshot(
@@ -57,76 +81,86 @@ pub async fn snapshot(
     seg: Option<&str>,
     body: Vec<u8>,
 ) -> Response {
-    match (head.method, seg) {
-        (Method::Get, None) => match current(ctx, key) {
-            None => missing(ctx, key),
-            Some((Some(s), _, _)) => Response::new(307)
-                .header("location", format!("{}/snapshot/{}", stream_path(key), Offset(s.offset)))
-                .header("cache-control", "no-store"),
-            Some((None, _, _)) => Response::error(404, "no snapshot"),
-        },
-        (Method::Put, _) => {
-            let at = match position(t, seg) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            let ct = head.header("content-type").filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
-            let expected = head.header("stream-snapshot-match");
-            match ctx.shard.publish_snapshot(key, at, ct, &body, expected, ctx.now_ms()).await {
-                Ok((offset, digest)) => Response::new(204)
-                    .header("stream-snapshot-digest", digest)
-                    .header("stream-snapshot-offset", Offset(offset).to_string()),
-                Err(e) => store_error(ctx, key, e),
-            }
-        }
-        (Method::Get, Some(o)) => {
-            let Some(offset) = Offset::parse(o) else { return Response::error(400, "malformed offset in path") };
-            let (snap, tail, json) = match current(ctx, key) {
-                None => return missing(ctx, key),
-                Some(c) => c,
-            };
-            let Some(s) = snap.filter(|s| s.offset == offset.0) else {
-                return Response::error(404, "snapshot not found");
-            };
-            let blob = match ctx.shard.read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)]).await {
-                Ok(b) => b,
-                Err(_) => return Response::error(503, "cannot read the snapshot"),
-            };
-            let mut r = Response::new(200)
-                .header("content-type", s.content_type.clone())
-                .header("stream-snapshot-offset", Offset(s.offset).to_string())
-                .header("stream-snapshot-digest", s.digest.clone())
-                .header("stream-next-offset", Offset(s.offset).to_string())
-                .header("stream-up-to-date", (s.offset == tail).to_string())
-                .with_body(blob);
-            if json {
-                r.set("stream-extensions", JSON_RECORDS);
-            }
-            r
-        }
-        (Method::Delete, Some(o)) => {
-            let Some(offset) = Offset::parse(o) else { return Response::error(400, "malformed offset in path") };
-            match ctx.shard.delete_snapshot(key, offset.0, ctx.now_ms()).await {
-                Ok(()) => Response::new(204),
-                Err(e) => store_error(ctx, key, e),
-            }
-        }
-        _ => Response::error(405, "method not allowed"),
+    let done = match (head.method, seg) {
+        (Method::Get, None) => latest(ctx, key),
+        (Method::Put, _) => publish(ctx, head, t, key, seg, &body).await,
+        (Method::Get, Some(o)) => read(ctx, key, o).await,
+        (Method::Delete, Some(o)) => delete(ctx, key, o),
+        _ => Err(Error::MethodNotAllowed),
+    };
+    done.unwrap_or_else(|e| refuse(ctx, key, e))
+}
+
+/// `GET {stream}/snapshot`: a redirect to the latest snapshot.
+fn latest(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
+    let snap = current(ctx, key)?.snapshot.ok_or(Error::NotFound("no snapshot"))?;
+    Ok(Response::new(307)
+        .header(h::LOCATION, format!("{}/snapshot/{}", stream_path(key), Offset(snap.offset)))
+        .header(h::CACHE_CONTROL, "no-store"))
+}
+
+async fn publish(
+    ctx: &Ctx,
+    head: &Head,
+    t: &Target,
+    key: &StreamKey,
+    seg: Option<&str>,
+    body: &[u8],
+) -> Result<Response, Error> {
+    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+    let ct = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
+    let expected = head.header(h::STREAM_SNAPSHOT_MATCH);
+    let (offset, digest) = ctx.shard.publish_snapshot(key, at, ct, body, expected, ctx.now_ms()).await?;
+    let r = Response::new(204)
+        .header(h::STREAM_SNAPSHOT_DIGEST, digest)
+        .header(h::STREAM_SNAPSHOT_OFFSET, Offset(offset).to_string());
+    Ok(with_records(r, ctx, key))
+}
+
+/// `GET {stream}/snapshot/{offset}`: the visible snapshot's blob.
+async fn read(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> {
+    let offset = path_offset(seg)?;
+    let Current { snapshot, tail, records } = current(ctx, key)?;
+    let s = snapshot.filter(|s| s.offset == offset).ok_or(Error::NotFound("snapshot not found"))?;
+    let blob = ctx
+        .shard
+        .read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)])
+        .await
+        .map_err(|e| read_failed(ctx, key, e))?;
+    let mut r = Response::new(200)
+        .header(h::CONTENT_TYPE, s.content_type.clone())
+        .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset).to_string())
+        .header(h::STREAM_SNAPSHOT_DIGEST, s.digest.clone())
+        .header(h::STREAM_NEXT_OFFSET, Offset(s.offset).to_string())
+        .header(h::STREAM_UP_TO_DATE, (s.offset == tail).to_string())
+        .with_body(blob);
+    if let Some((first, next)) = records {
+        set_record_bounds(&mut r, first, next);
     }
+    Ok(r)
+}
+
+/// `DELETE {stream}/snapshot/{offset}`: always refused (section 2.6), and
+/// nothing changes.
+fn delete(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> {
+    let offset = path_offset(seg)?;
+    let mut st = ctx.shard.store.borrow_mut();
+    let e = st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?;
+    Err(refuse_delete(&e.state, offset))
 }
 
 pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, seg: Option<&str>) -> Response {
+    retain(ctx, head, t, key, seg).await.unwrap_or_else(|e| refuse(ctx, key, e))
+}
+
+async fn retain(ctx: &Ctx, head: &Head, t: &Target, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
     if head.method != Method::Put {
-        return Response::error(405, "method not allowed");
+        return Err(Error::MethodNotAllowed);
     }
-    let at = match position(t, seg) {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    match ctx.shard.set_retention(key, at, ctx.now_ms()).await {
-        Ok(offset) => Response::new(204).header("stream-retained-offset", Offset(offset).to_string()),
-        Err(e) => store_error(ctx, key, e),
-    }
+    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+    let offset = ctx.shard.set_retention(key, at, ctx.now_ms()).await?;
+    let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string());
+    Ok(with_records(r, ctx, key))
 }
 
 #[cfg(test)]

@@ -18,12 +18,10 @@ enum State {
     Done,
 }
 
-/// Why a chunked body was refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ChunkError {
-    Malformed(&'static str),
-    TooLarge,
-}
+use sluice_shards::core::Error;
+
+/// A body over `--max-body-bytes`.
+pub const BODY_TOO_LARGE: Error = Error::TooLarge("request body exceeds --max-body-bytes");
 
 pub struct ChunkedDecoder {
     state: State,
@@ -43,7 +41,7 @@ impl ChunkedDecoder {
     }
 
     /// Decodes from `input` into `out`; returns input bytes consumed.
-    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, ChunkError> {
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, Error> {
         let mut i = 0;
         while i < input.len() && self.state != State::Done {
             let b = input[i];
@@ -53,7 +51,7 @@ impl ChunkedDecoder {
                         let d = (b as char).to_digit(16).expect("hex") as u64;
                         self.size_digits += 1;
                         if self.size_digits > 15 {
-                            return Err(ChunkError::TooLarge);
+                            return Err(BODY_TOO_LARGE);
                         }
                         self.size = self.size * 16 + d;
                         i += 1;
@@ -66,24 +64,24 @@ impl ChunkedDecoder {
                         self.state = State::SizeLf;
                         i += 1;
                     }
-                    _ => return Err(ChunkError::Malformed("invalid chunk size")),
+                    _ => return Err(Error::Invalid("invalid chunk size")),
                 },
                 State::Ext => {
                     if b == b'\r' {
                         self.state = State::SizeLf;
                     } else if b == b'\n' {
-                        return Err(ChunkError::Malformed("bare LF in chunk header"));
+                        return Err(Error::Invalid("bare LF in chunk header"));
                     }
                     i += 1;
                 }
                 State::SizeLf => {
                     if b != b'\n' {
-                        return Err(ChunkError::Malformed("expected LF after chunk size"));
+                        return Err(Error::Invalid("expected LF after chunk size"));
                     }
                     i += 1;
                     self.total += self.size;
                     if self.total > self.limit {
-                        return Err(ChunkError::TooLarge);
+                        return Err(BODY_TOO_LARGE);
                     }
                     self.state =
                         if self.size == 0 { State::Trailer { line_empty: true } } else { State::Data(self.size) };
@@ -98,14 +96,14 @@ impl ChunkedDecoder {
                 }
                 State::DataCr => {
                     if b != b'\r' {
-                        return Err(ChunkError::Malformed("chunk data longer than its size"));
+                        return Err(Error::Invalid("chunk data longer than its size"));
                     }
                     self.state = State::DataLf;
                     i += 1;
                 }
                 State::DataLf => {
                     if b != b'\n' {
-                        return Err(ChunkError::Malformed("expected LF after chunk data"));
+                        return Err(Error::Invalid("expected LF after chunk data"));
                     }
                     self.state = State::Size;
                     i += 1;
@@ -120,7 +118,7 @@ impl ChunkedDecoder {
                 }
                 State::TrailerLf { line_empty } => {
                     if b != b'\n' {
-                        return Err(ChunkError::Malformed("expected LF in trailer"));
+                        return Err(Error::Invalid("expected LF in trailer"));
                     }
                     i += 1;
                     self.state = if line_empty { State::Done } else { State::Trailer { line_empty: true } };
@@ -136,7 +134,7 @@ impl ChunkedDecoder {
 mod tests {
     use super::*;
 
-    fn decode_all(input: &[u8], step: usize) -> Result<(Vec<u8>, usize), ChunkError> {
+    fn decode_all(input: &[u8], step: usize) -> Result<(Vec<u8>, usize), Error> {
         let mut d = ChunkedDecoder::new(1 << 20);
         let mut out = Vec::new();
         let mut used = 0;
@@ -161,12 +159,12 @@ mod tests {
     #[test]
     fn rejects_bad_framing_and_oversize() {
         let mut d = ChunkedDecoder::new(4);
-        assert_eq!(d.feed(b"5\r\nhello\r\n", &mut Vec::new()), Err(ChunkError::TooLarge));
+        assert_eq!(d.feed(b"5\r\nhello\r\n", &mut Vec::new()), Err(BODY_TOO_LARGE));
         let mut d = ChunkedDecoder::new(100);
-        assert!(matches!(d.feed(b"zz\r\n", &mut Vec::new()), Err(ChunkError::Malformed(_))));
+        assert!(matches!(d.feed(b"zz\r\n", &mut Vec::new()), Err(Error::Invalid(_))));
         let mut d = ChunkedDecoder::new(100);
-        assert!(matches!(d.feed(b"2\r\nabc\r\n", &mut Vec::new()), Err(ChunkError::Malformed(_))));
+        assert!(matches!(d.feed(b"2\r\nabc\r\n", &mut Vec::new()), Err(Error::Invalid(_))));
         let mut d = ChunkedDecoder::new(u64::MAX);
-        assert_eq!(d.feed(b"ffffffffffffffffff\r\n", &mut Vec::new()), Err(ChunkError::TooLarge));
+        assert_eq!(d.feed(b"ffffffffffffffffff\r\n", &mut Vec::new()), Err(BODY_TOO_LARGE));
     }
 }

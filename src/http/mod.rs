@@ -1,6 +1,9 @@
 //! The hand-written HTTP/1.1 edge: request heads (httparse), bodies, responses.
 
 pub mod body;
+pub mod date;
+pub mod error;
+pub mod headers;
 pub mod request;
 pub mod response;
 pub mod url;

@@ -1,6 +1,9 @@
 //! Request heads: httparse does the tokenizing; this module applies sluice's
 //! limits and extracts what the router and body reader need.
 
+use super::headers as h;
+use sluice_shards::core::int::parse_uint;
+use sluice_shards::core::Error;
 use std::ops::Range;
 
 /// Request methods sluice serves.
@@ -49,17 +52,19 @@ impl Head {
     }
 }
 
-/// Why a head could not be accepted.
+/// Why a head could not be accepted (yet).
 #[derive(Debug, PartialEq, Eq)]
 pub enum HeadError {
     /// More bytes are needed.
     Partial,
-    /// 431: head larger than the limit or too many headers.
-    TooLarge(&'static str),
-    /// 400 with a short reason.
-    Bad(&'static str),
-    /// 501: a transfer coding sluice does not implement.
-    Unsupported(&'static str),
+    /// The head is refused.
+    Refused(Error),
+}
+
+const HEAD_TOO_LARGE: HeadError = HeadError::Refused(Error::HeadTooLarge("request head too large"));
+
+fn bad(why: &'static str) -> HeadError {
+    HeadError::Refused(Error::Invalid(why))
 }
 
 /// Parses a head from the front of `buf`, enforcing `max_head` bytes and `max_headers`.
@@ -69,17 +74,15 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            return if buf.len() >= max_head {
-                Err(HeadError::TooLarge("request head too large"))
-            } else {
-                Err(HeadError::Partial)
-            };
+            return if buf.len() >= max_head { Err(HEAD_TOO_LARGE) } else { Err(HeadError::Partial) };
         }
-        Err(httparse::Error::TooManyHeaders) => return Err(HeadError::TooLarge("too many headers")),
-        Err(_) => return Err(HeadError::Bad("malformed request head")),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HeadError::Refused(Error::HeadTooLarge("too many headers")))
+        }
+        Err(_) => return Err(bad("malformed request head")),
     };
     if len > max_head {
-        return Err(HeadError::TooLarge("request head too large"));
+        return Err(HEAD_TOO_LARGE);
     }
     let method = match req.method.unwrap_or("") {
         "GET" => Method::Get,
@@ -97,31 +100,31 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let mut chunked = false;
     let mut expect_continue = false;
     let mut close = http10;
-    for h in req.headers.iter() {
-        let value = std::str::from_utf8(h.value).map_err(|_| HeadError::Bad("header value is not UTF-8"))?.trim();
+    for field in req.headers.iter() {
+        let value = std::str::from_utf8(field.value).map_err(|_| bad("header value is not UTF-8"))?.trim();
         let start = fields.len();
-        fields.push_str(h.name);
+        fields.push_str(field.name);
         fields[start..].make_ascii_lowercase();
         let name = start..fields.len();
         fields.push_str(value);
         headers.push((name.clone(), name.end..fields.len()));
         match &fields[name] {
-            "content-length" => {
-                let v: u64 = value.parse().map_err(|_| HeadError::Bad("invalid Content-Length"))?;
+            h::CONTENT_LENGTH => {
+                let v = parse_uint(value).ok_or_else(|| bad("invalid Content-Length"))?;
                 if length.is_some_and(|l| l != v) {
-                    return Err(HeadError::Bad("conflicting Content-Length headers"));
+                    return Err(bad("conflicting Content-Length headers"));
                 }
                 length = Some(v);
             }
-            "transfer-encoding" => {
+            h::TRANSFER_ENCODING => {
                 if value.eq_ignore_ascii_case("chunked") {
                     chunked = true;
                 } else if !value.eq_ignore_ascii_case("identity") {
-                    return Err(HeadError::Unsupported("unsupported Transfer-Encoding"));
+                    return Err(HeadError::Refused(Error::NotImplemented("unsupported Transfer-Encoding")));
                 }
             }
-            "expect" => expect_continue = value.eq_ignore_ascii_case("100-continue"),
-            "connection" => {
+            h::EXPECT => expect_continue = value.eq_ignore_ascii_case("100-continue"),
+            h::CONNECTION => {
                 for token in value.split(',').map(str::trim) {
                     if token.eq_ignore_ascii_case("close") {
                         close = true;
@@ -134,7 +137,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         }
     }
     if chunked && length.is_some() {
-        return Err(HeadError::Bad("both Content-Length and chunked Transfer-Encoding"));
+        return Err(bad("both Content-Length and chunked Transfer-Encoding"));
     }
     let body = match (chunked, length) {
         (true, _) => BodyKind::Chunked,
@@ -172,9 +175,9 @@ mod tests {
     fn partial_and_limits() {
         assert_eq!(parse_head(b"GET / HTTP/1.1\r\nHo", 1024, 16).unwrap_err(), HeadError::Partial);
         let big = format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(100));
-        assert!(matches!(parse_head(big.as_bytes(), 64, 16), Err(HeadError::TooLarge(_))));
+        assert_eq!(parse_head(big.as_bytes(), 64, 16).unwrap_err(), HEAD_TOO_LARGE);
         let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(5));
-        assert!(matches!(parse_head(many.as_bytes(), 1024, 4), Err(HeadError::TooLarge(_))));
+        assert!(matches!(parse_head(many.as_bytes(), 1024, 4), Err(HeadError::Refused(Error::HeadTooLarge(_)))));
     }
 
     #[test]
@@ -182,12 +185,14 @@ mod tests {
         let h = parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 1024, 8).unwrap();
         assert_eq!(h.body, BodyKind::Chunked);
         let both = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
-        assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Bad(_))));
+        assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Refused(Error::Invalid(_)))));
         let gz = b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n";
-        assert!(matches!(parse_head(gz, 1024, 8), Err(HeadError::Unsupported(_))));
-        let bad = b"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n";
-        assert!(matches!(parse_head(bad, 1024, 8), Err(HeadError::Bad(_))));
-        assert!(matches!(parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8), Err(HeadError::Bad(_))));
+        assert!(matches!(parse_head(gz, 1024, 8), Err(HeadError::Refused(Error::NotImplemented(_)))));
+        for length in ["-1", "+5", " 5x", "5.0", "18446744073709551616"] {
+            let raw = format!("POST / HTTP/1.1\r\nContent-Length: {length}\r\n\r\n");
+            assert_eq!(parse_head(raw.as_bytes(), 1024, 8).unwrap_err(), bad("invalid Content-Length"), "{length}");
+        }
+        assert!(matches!(parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8), Err(HeadError::Refused(Error::Invalid(_)))));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
+use super::headers as h;
 use std::borrow::Cow;
 use std::io::Write as _;
 
@@ -48,9 +49,9 @@ impl Response {
     }
 
     /// A short plain-text error.
-    pub fn error(status: u16, why: &str) -> Self {
+    pub(super) fn error(status: u16, why: &str) -> Self {
         let mut r = Response::new(status);
-        r.set("content-type", "text/plain; charset=utf-8");
+        r.set(h::CONTENT_TYPE, "text/plain; charset=utf-8");
         r.body = format!("{why}\n").into_bytes();
         r
     }

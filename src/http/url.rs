@@ -3,23 +3,11 @@
 //! Segments are split on raw `/` before decoding, so `%2F` inside a segment
 //! stays part of that segment (and is then refused by the id rules).
 
-/// Why a target could not be decoded.
-#[derive(Debug, PartialEq, Eq)]
-pub enum UrlError {
-    BadPercent,
-    NotUtf8,
-    NotAbsolute,
-}
+use sluice_shards::core::Error;
 
-impl UrlError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            UrlError::BadPercent => "invalid percent-encoding in URL",
-            UrlError::NotUtf8 => "URL is not valid UTF-8 after decoding",
-            UrlError::NotAbsolute => "request target must start with '/'",
-        }
-    }
-}
+const BAD_PERCENT: Error = Error::Invalid("invalid percent-encoding in URL");
+const NOT_UTF8: Error = Error::Invalid("URL is not valid UTF-8 after decoding");
+const NOT_ABSOLUTE: Error = Error::Invalid("request target must start with '/'");
 
 /// A decoded request target.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,16 +23,16 @@ impl Target {
 }
 
 /// Percent-decodes `s`; with `plus`, `+` means space (query strings).
-pub fn percent_decode(s: &str, plus: bool) -> Result<String, UrlError> {
+pub fn percent_decode(s: &str, plus: bool) -> Result<String, Error> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'%' => {
-                let hex = b.get(i + 1..i + 3).ok_or(UrlError::BadPercent)?;
-                let hi = (hex[0] as char).to_digit(16).ok_or(UrlError::BadPercent)?;
-                let lo = (hex[1] as char).to_digit(16).ok_or(UrlError::BadPercent)?;
+                let hex = b.get(i + 1..i + 3).ok_or(BAD_PERCENT)?;
+                let hi = (hex[0] as char).to_digit(16).ok_or(BAD_PERCENT)?;
+                let lo = (hex[1] as char).to_digit(16).ok_or(BAD_PERCENT)?;
                 out.push((hi * 16 + lo) as u8);
                 i += 3;
             }
@@ -58,16 +46,16 @@ pub fn percent_decode(s: &str, plus: bool) -> Result<String, UrlError> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| UrlError::NotUtf8)
+    String::from_utf8(out).map_err(|_| NOT_UTF8)
 }
 
 /// Splits and decodes a request target.
-pub fn parse_target(target: &str) -> Result<Target, UrlError> {
+pub fn parse_target(target: &str) -> Result<Target, Error> {
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, q),
         None => (target, ""),
     };
-    let path = path.strip_prefix('/').ok_or(UrlError::NotAbsolute)?;
+    let path = path.strip_prefix('/').ok_or(NOT_ABSOLUTE)?;
     let mut segments = Vec::new();
     if !path.is_empty() {
         for seg in path.split('/') {
@@ -98,9 +86,9 @@ mod tests {
 
     #[test]
     fn rejects_bad_encoding() {
-        assert_eq!(parse_target("/a%zz"), Err(UrlError::BadPercent));
-        assert_eq!(parse_target("/a%2"), Err(UrlError::BadPercent));
-        assert_eq!(parse_target("/a%ff"), Err(UrlError::NotUtf8));
-        assert_eq!(parse_target("a"), Err(UrlError::NotAbsolute));
+        assert_eq!(parse_target("/a%zz"), Err(BAD_PERCENT));
+        assert_eq!(parse_target("/a%2"), Err(BAD_PERCENT));
+        assert_eq!(parse_target("/a%ff"), Err(NOT_UTF8));
+        assert_eq!(parse_target("a"), Err(NOT_ABSOLUTE));
     }
 }

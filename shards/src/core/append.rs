@@ -2,9 +2,9 @@
 //! record-tail preconditions and JSON normalization, in the order the
 //! protocol's conformance suite pins down.
 
-use super::json::{normalize, JsonError};
+use super::json::normalize;
 use super::producer::{check, ProducerCheck};
-use super::{media_type, StreamState};
+use super::{media_type, Error, StreamState};
 use crate::log::ProducerStamp;
 use std::borrow::Cow;
 
@@ -32,43 +32,24 @@ pub enum AppendDecision<'a> {
     Duplicate { producer: Option<(u64, u64)> },
 }
 
-/// Why an append was refused; each maps to one status code.
-#[derive(Debug, PartialEq, Eq)]
-pub enum AppendError {
-    /// 400 with a reason.
-    Bad(&'static str),
-    /// 409: the stream is closed (Stream-Closed: true, final offset).
-    Closed,
-    /// 409: content type differs from the stream's.
-    ContentType,
-    /// 409: Stream-Seq did not increase.
-    SeqRegression,
-    /// 403 with the current epoch.
-    StaleEpoch(u64),
-    /// 409 with expected and received seq.
-    Gap { expected: u64, received: u64 },
-    /// 412: the record tail differs.
-    RecordMismatch,
-}
-
 /// Decides an append against the stream's current (decided) state.
-pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDecision<'a>, AppendError> {
+pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDecision<'a>, Error> {
     let close_only = input.body.is_empty() && input.close;
     if input.body.is_empty() && !input.close {
-        return Err(AppendError::Bad("empty append body"));
+        return Err(Error::Invalid("empty append body"));
     }
     if s.closed {
         let same_closer = input.producer.is_some() && input.producer == s.closed_by;
         return if (close_only && input.producer.is_none()) || same_closer {
             Ok(AppendDecision::Duplicate { producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)) })
         } else {
-            Err(AppendError::Closed)
+            Err(Error::Closed)
         };
     }
     if !close_only {
         match input.content_type {
-            None => return Err(AppendError::Bad("missing Content-Type")),
-            Some(ct) if media_type(ct) != media_type(&s.content_type) => return Err(AppendError::ContentType),
+            None => return Err(Error::Invalid("missing Content-Type")),
+            Some(ct) if media_type(ct) != media_type(&s.content_type) => return Err(Error::ContentTypeMismatch),
             Some(_) => {}
         }
     }
@@ -78,31 +59,26 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
             ProducerCheck::Duplicate { epoch, last_seq } => {
                 return Ok(AppendDecision::Duplicate { producer: Some((epoch, last_seq)) })
             }
-            ProducerCheck::StaleEpoch { current } => return Err(AppendError::StaleEpoch(current)),
-            ProducerCheck::EpochNeedsSeqZero => {
-                return Err(AppendError::Bad("a new producer epoch must start at seq 0"))
-            }
-            ProducerCheck::Gap { expected, received } => return Err(AppendError::Gap { expected, received }),
+            ProducerCheck::StaleEpoch { current } => return Err(Error::StaleEpoch { current }),
+            ProducerCheck::EpochNeedsSeqZero => return Err(Error::Invalid("a new producer epoch must start at seq 0")),
+            ProducerCheck::Gap { expected, received } => return Err(Error::ProducerGap { expected, received }),
         }
     }
     if let (Some(seq), Some(last)) = (input.stream_seq, &s.last_stream_seq) {
         if seq.as_bytes() <= last.as_bytes() {
-            return Err(AppendError::SeqRegression);
+            return Err(Error::SeqRegression);
         }
     }
     if let Some(expected) = input.record_match {
         if expected != s.messages.len() as u64 {
-            return Err(AppendError::RecordMismatch);
+            return Err(Error::RecordMismatch);
         }
     }
     if close_only {
         return Ok(AppendDecision::Close);
     }
     if s.json {
-        let n = normalize(input.body, false).map_err(|e| match e {
-            JsonError::Invalid => AppendError::Bad("body is not valid JSON"),
-            JsonError::EmptyArray => AppendError::Bad("empty JSON array appends nothing"),
-        })?;
+        let n = normalize(input.body, false)?;
         Ok(AppendDecision::Write { data: Cow::Owned(n.bytes), messages: n.lengths })
     } else {
         Ok(AppendDecision::Write { data: Cow::Borrowed(input.body), messages: Vec::new() })
@@ -132,16 +108,16 @@ mod tests {
             decide(&s, &input(Some("text/plain; charset=utf-8"), b"hi")),
             Ok(AppendDecision::Write { data: Cow::Borrowed(&b"hi"[..]), messages: vec![] })
         );
-        assert_eq!(decide(&s, &input(Some("application/json"), b"hi")), Err(AppendError::ContentType));
-        assert_eq!(decide(&s, &input(None, b"hi")), Err(AppendError::Bad("missing Content-Type")));
-        assert_eq!(decide(&s, &input(Some("text/plain"), b"")), Err(AppendError::Bad("empty append body")));
+        assert_eq!(decide(&s, &input(Some("application/json"), b"hi")), Err(Error::ContentTypeMismatch));
+        assert_eq!(decide(&s, &input(None, b"hi")), Err(Error::Invalid("missing Content-Type")));
+        assert_eq!(decide(&s, &input(Some("text/plain"), b"")), Err(Error::Invalid("empty append body")));
         let j = stream("application/json");
         assert_eq!(
             decide(&j, &input(Some("application/json"), b"[1, 2]")),
-            Ok(AppendDecision::Write { data: Cow::Owned(b"1,2,".to_vec()), messages: vec![2, 2] })
+            Ok(AppendDecision::Write { data: Cow::Owned(b"1\n2\n".to_vec()), messages: vec![2, 2] })
         );
-        assert!(matches!(decide(&j, &input(Some("application/json"), b"[]")), Err(AppendError::Bad(_))));
-        assert!(matches!(decide(&j, &input(Some("application/json"), b"{x")), Err(AppendError::Bad(_))));
+        assert!(matches!(decide(&j, &input(Some("application/json"), b"[]")), Err(Error::Invalid(_))));
+        assert!(matches!(decide(&j, &input(Some("application/json"), b"{x")), Err(Error::Invalid(_))));
     }
 
     #[test]
@@ -164,13 +140,13 @@ mod tests {
             0,
         );
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Duplicate { producer: None }));
-        assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(AppendError::Closed));
+        assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(Error::Closed));
         let mut retry = input(Some("text/plain"), b"other body");
         retry.close = true;
         retry.producer = Some(stamp(0, 0));
         assert_eq!(decide(&s, &retry), Ok(AppendDecision::Duplicate { producer: Some((0, 0)) }));
         retry.producer = Some(stamp(0, 1));
-        assert_eq!(decide(&s, &retry), Err(AppendError::Closed));
+        assert_eq!(decide(&s, &retry), Err(Error::Closed));
     }
 
     #[test]
@@ -183,11 +159,11 @@ mod tests {
         dup.stream_seq = Some("b");
         assert_eq!(decide(&s, &dup), Ok(AppendDecision::Duplicate { producer: Some((0, 0)) }));
         dup.producer = Some(stamp(0, 1));
-        assert_eq!(decide(&s, &dup), Err(AppendError::SeqRegression));
+        assert_eq!(decide(&s, &dup), Err(Error::SeqRegression));
         dup.stream_seq = Some("c");
         assert!(matches!(decide(&s, &dup), Ok(AppendDecision::Write { .. })));
         dup.producer = Some(stamp(0, 3));
-        assert_eq!(decide(&s, &dup), Err(AppendError::Gap { expected: 1, received: 3 }));
+        assert_eq!(decide(&s, &dup), Err(Error::ProducerGap { expected: 1, received: 3 }));
     }
 
     #[test]
@@ -195,7 +171,7 @@ mod tests {
         let s = stream("application/json");
         let mut i = input(Some("application/json"), b"1");
         i.record_match = Some(1);
-        assert_eq!(decide(&s, &i), Err(AppendError::RecordMismatch));
+        assert_eq!(decide(&s, &i), Err(Error::RecordMismatch));
         i.record_match = Some(0);
         assert!(decide(&s, &i).is_ok());
     }

@@ -1,35 +1,31 @@
 //! Append-batch framing (extension section 4): `u32_be length` + payload,
 //! repeated. Each frame becomes its own logical append.
 
-/// Why a batch body was refused as a whole.
-#[derive(Debug, PartialEq, Eq)]
-pub enum BatchError {
-    /// 400 with a reason.
-    Malformed(&'static str),
-    /// 413: more frames than allowed.
-    TooManyFrames,
-}
+use super::Error;
+
+/// A batch with more frames than allowed.
+pub const TOO_MANY_FRAMES: Error = Error::TooLarge("more frames than --max-batch-frames");
 
 /// Splits a batch body into frames, enforcing `max_frames`.
-pub fn decode_frames(body: &[u8], max_frames: usize) -> Result<Vec<&[u8]>, BatchError> {
+pub fn decode_frames(body: &[u8], max_frames: usize) -> Result<Vec<&[u8]>, Error> {
     let mut frames = Vec::new();
     let mut rest = body;
     if rest.is_empty() {
-        return Err(BatchError::Malformed("append-batch body has no frames"));
+        return Err(Error::Invalid("append-batch body has no frames"));
     }
     while !rest.is_empty() {
         let Some((len, tail)) = rest.split_first_chunk::<4>() else {
-            return Err(BatchError::Malformed("truncated frame length"));
+            return Err(Error::Invalid("truncated frame length"));
         };
         let len = u32::from_be_bytes(*len) as usize;
         if len == 0 {
-            return Err(BatchError::Malformed("zero-length frame"));
+            return Err(Error::Invalid("zero-length frame"));
         }
         if tail.len() < len {
-            return Err(BatchError::Malformed("frame payload shorter than its length"));
+            return Err(Error::Invalid("frame payload shorter than its length"));
         }
         if frames.len() == max_frames {
-            return Err(BatchError::TooManyFrames);
+            return Err(TOO_MANY_FRAMES);
         }
         frames.push(&tail[..len]);
         rest = &tail[len..];
@@ -52,10 +48,10 @@ mod tests {
         let mut body = frame(b"abc");
         body.extend(frame(b"de"));
         assert_eq!(decode_frames(&body, 8), Ok(vec![&b"abc"[..], b"de"]));
-        assert_eq!(decode_frames(&body, 1), Err(BatchError::TooManyFrames));
-        assert!(matches!(decode_frames(&body[..body.len() - 1], 8), Err(BatchError::Malformed(_))));
-        assert!(matches!(decode_frames(&[0, 0, 0, 0], 8), Err(BatchError::Malformed(_))));
-        assert!(matches!(decode_frames(&[0, 0], 8), Err(BatchError::Malformed(_))));
-        assert!(matches!(decode_frames(&[], 8), Err(BatchError::Malformed(_))));
+        assert_eq!(decode_frames(&body, 1), Err(TOO_MANY_FRAMES));
+        assert!(matches!(decode_frames(&body[..body.len() - 1], 8), Err(Error::Invalid(_))));
+        assert!(matches!(decode_frames(&[0, 0, 0, 0], 8), Err(Error::Invalid(_))));
+        assert!(matches!(decode_frames(&[0, 0], 8), Err(Error::Invalid(_))));
+        assert!(matches!(decode_frames(&[], 8), Err(Error::Invalid(_))));
     }
 }

@@ -1,8 +1,8 @@
 //! The create decision (PUT): a new stream, an idempotent repeat (200), or a
 //! configuration conflict (409).
 
-use super::json::{normalize, JsonError};
-use super::{media_type, StreamState};
+use super::json::normalize;
+use super::{media_type, Error, StreamState};
 
 /// A PUT after header parsing.
 #[derive(Debug, Clone)]
@@ -22,32 +22,24 @@ pub enum CreateDecision {
     Exists,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub enum CreateError {
-    /// 409: exists with a different configuration.
-    Conflict,
-    /// 400: invalid JSON initial body.
-    Bad(&'static str),
-}
+/// A PUT naming an existing stream with a different configuration.
+pub const CONFLICT: Error = Error::Conflict("stream exists with a different configuration");
 
 /// Decides a PUT given the live stream at that name, if any.
-pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) -> Result<CreateDecision, CreateError> {
+pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) -> Result<CreateDecision, Error> {
     if let Some(s) = existing {
         let same = media_type(&s.content_type) == media_type(&input.content_type)
             && s.lifetime.ttl_secs == input.ttl_secs
             && s.lifetime.expires_at_ms == input.expires_at_ms
             && s.closed == input.closed
             && s.attrs == input.attrs;
-        return if same { Ok(CreateDecision::Exists) } else { Err(CreateError::Conflict) };
+        return if same { Ok(CreateDecision::Exists) } else { Err(CONFLICT) };
     }
     if super::is_json(&input.content_type) {
         if body.is_empty() {
             return Ok(CreateDecision::Create { data: vec![], messages: vec![] });
         }
-        let n = normalize(body, true).map_err(|e| match e {
-            JsonError::Invalid => CreateError::Bad("initial body is not valid JSON"),
-            JsonError::EmptyArray => CreateError::Bad("empty JSON array"),
-        })?;
+        let n = normalize(body, true)?;
         Ok(CreateDecision::Create { data: n.bytes, messages: n.lengths })
     } else {
         Ok(CreateDecision::Create { data: body.to_vec(), messages: vec![] })
@@ -72,17 +64,14 @@ mod tests {
             decide(None, &input("application/json"), b"[]"),
             Ok(CreateDecision::Create { data: vec![], messages: vec![] })
         );
-        assert_eq!(
-            decide(None, &input("application/json"), b"{"),
-            Err(CreateError::Bad("initial body is not valid JSON"))
-        );
+        assert_eq!(decide(None, &input("application/json"), b"{"), Err(Error::Invalid("body is not valid JSON")));
         let mut s = crate::core::stream::fixture::stream("text/plain");
         s.lifetime.ttl_secs = Some(5);
         let mut same = input("TEXT/PLAIN");
         same.ttl_secs = Some(5);
         assert_eq!(decide(Some(&s), &same, b""), Ok(CreateDecision::Exists));
-        assert_eq!(decide(Some(&s), &input("text/plain"), b""), Err(CreateError::Conflict));
+        assert_eq!(decide(Some(&s), &input("text/plain"), b""), Err(CONFLICT));
         same.closed = true;
-        assert_eq!(decide(Some(&s), &same, b""), Err(CreateError::Conflict));
+        assert_eq!(decide(Some(&s), &same, b""), Err(CONFLICT));
     }
 }

@@ -10,7 +10,7 @@ const INTERVAL_MS: u64 = 20_000;
 /// step over 1..=180 intervals.
 pub fn next_cursor(now_ms: u64, client: Option<&str>, jitter: u64) -> u64 {
     let interval = now_ms.saturating_sub(CURSOR_EPOCH_MS) / INTERVAL_MS;
-    match client.and_then(|c| c.parse::<u64>().ok()) {
+    match client.and_then(super::int::parse_uint) {
         Some(c) if c >= interval => c + 1 + jitter % 180,
         _ => interval,
     }
@@ -28,5 +28,6 @@ mod tests {
         assert_eq!(next_cursor(now, Some("2"), 0), 3);
         assert_eq!(next_cursor(now, Some("50"), 9), 60);
         assert_eq!(next_cursor(now, Some("junk"), 9), 2);
+        assert_eq!(next_cursor(now, Some("+50"), 9), 2, "the one integer grammar: no sign");
     }
 }

@@ -1,30 +1,20 @@
 //! JSON-mode normalization: validation, one-level array flattening, and the
 //! canonical stored form of each message.
 //!
-//! Each message is stored minified (whitespace outside strings removed, every
-//! other byte kept as sent) and followed by a `,`, so a catch-up read from any
-//! message boundary renders as `[` + bytes without the last comma + `]`, and
-//! a record read renders one message per line.
+//! Each message is stored as one NDJSON record: minified (whitespace outside
+//! strings removed, every other byte kept as sent) and followed by `\n`. These
+//! canonical bytes are what the bucketed surface serves (`application/x-ndjson`)
+//! and what offsets count. A minified value holds no raw newline (JSON strings
+//! escape it), so every `\n` in the stored bytes ends a record; the base
+//! protocol surface renders whole records as a JSON array from them.
 
+use super::Error;
 use serde_json::value::RawValue;
 
-/// Why a JSON body was refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum JsonError {
-    Invalid,
-    EmptyArray,
-}
+const NOT_JSON: Error = Error::Invalid("body is not valid JSON");
+const EMPTY_ARRAY: Error = Error::Invalid("empty JSON array appends nothing");
 
-impl JsonError {
-    pub fn reason(&self) -> &'static str {
-        match self {
-            JsonError::Invalid => "body is not valid JSON",
-            JsonError::EmptyArray => "empty JSON array appends nothing",
-        }
-    }
-}
-
-/// Normalized messages: stored bytes (each message + `,`) and each message's stored length.
+/// Normalized messages: stored bytes (each message + `\n`) and each message's stored length.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Normalized {
     pub bytes: Vec<u8>,
@@ -33,20 +23,20 @@ pub struct Normalized {
 
 /// Normalizes a JSON body. `allow_empty` is true for create (PUT), where `[]`
 /// makes no messages; an append (POST) of `[]` is an error.
-pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, JsonError> {
-    let text = std::str::from_utf8(body).map_err(|_| JsonError::Invalid)?;
+pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, Error> {
+    let text = std::str::from_utf8(body).map_err(|_| NOT_JSON)?;
     let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r']);
     let mut out = Normalized::default();
     if trimmed.starts_with('[') {
-        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| NOT_JSON)?;
         if items.is_empty() && !allow_empty {
-            return Err(JsonError::EmptyArray);
+            return Err(EMPTY_ARRAY);
         }
         for item in items {
             push_message(&mut out, item.get());
         }
     } else {
-        let value: &RawValue = serde_json::from_str(text).map_err(|_| JsonError::Invalid)?;
+        let value: &RawValue = serde_json::from_str(text).map_err(|_| NOT_JSON)?;
         push_message(&mut out, value.get());
     }
     Ok(out)
@@ -55,7 +45,7 @@ pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, JsonError
 fn push_message(out: &mut Normalized, raw: &str) {
     let start = out.bytes.len();
     minify_into(raw.as_bytes(), &mut out.bytes);
-    out.bytes.push(b',');
+    out.bytes.push(RECORD_END);
     out.lengths.push((out.bytes.len() - start) as u32);
 }
 
@@ -82,10 +72,31 @@ fn minify_into(src: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Renders stored JSON-mode bytes (whole messages) as a JSON array.
+/// The byte that ends every stored JSON record.
+pub const RECORD_END: u8 = b'\n';
+
+/// The media type of the canonical stored form (reads of JSON streams on the
+/// bucketed surface, and their SSE data).
+pub const NDJSON: &str = "application/x-ndjson";
+
+/// One stored record without its trailing newline: the JSON value.
+pub fn record_value(record: &[u8]) -> &[u8] {
+    record.strip_suffix(&[RECORD_END]).unwrap_or(record)
+}
+
+/// Renders stored JSON-mode bytes (whole records) as a JSON array: record
+/// ends become commas, the last one is dropped.
 pub fn render_array(stored: &[u8], out: &mut Vec<u8>) {
+    out.reserve(stored.len() + 2);
     out.push(b'[');
-    out.extend_from_slice(stored.strip_suffix(b",").unwrap_or(stored));
+    let body = record_value(stored);
+    let mut rest = body;
+    while let Some(i) = rest.iter().position(|&b| b == RECORD_END) {
+        out.extend_from_slice(&rest[..i]);
+        out.push(b',');
+        rest = &rest[i + 1..];
+    }
+    out.extend_from_slice(rest);
     out.push(b']');
 }
 
@@ -96,7 +107,7 @@ mod tests {
     #[test]
     fn flattens_one_level_and_minifies() {
         let n = normalize(br#" [ {"a": 1}, [1, 2], "x y" ] "#, false).unwrap();
-        assert_eq!(n.bytes, br#"{"a":1},[1,2],"x y","#);
+        assert_eq!(n.bytes, b"{\"a\":1}\n[1,2]\n\"x y\"\n");
         assert_eq!(n.lengths, vec![8, 6, 6]);
         let mut out = Vec::new();
         render_array(&n.bytes, &mut out);
@@ -107,19 +118,25 @@ mod tests {
     #[test]
     fn single_values_and_strings_with_escapes() {
         let n = normalize(br#"{"s":"a \" b\\","n":1.50}"#, false).unwrap();
-        assert_eq!(n.bytes, br#"{"s":"a \" b\\","n":1.50},"#);
+        assert_eq!(n.bytes, b"{\"s\":\"a \\\" b\\\\\",\"n\":1.50}\n");
         assert_eq!(n.lengths.len(), 1);
-        assert_eq!(normalize(b"42", false).unwrap().bytes, b"42,");
+        assert_eq!(normalize(b"42", false).unwrap().bytes, b"42\n");
+        // A newline inside a string arrives escaped, so it never ends a record.
+        let n = normalize(b"[\"a\\nb\", \"c\"]", false).unwrap();
+        assert_eq!(n.bytes, b"\"a\\nb\"\n\"c\"\n");
+        let mut out = Vec::new();
+        render_array(&n.bytes, &mut out);
+        assert_eq!(out, b"[\"a\\nb\",\"c\"]");
     }
 
     #[test]
     fn empty_and_invalid() {
-        assert_eq!(normalize(b"[]", false), Err(JsonError::EmptyArray));
+        assert_eq!(normalize(b"[]", false), Err(EMPTY_ARRAY));
         assert_eq!(normalize(b"[]", true).unwrap(), Normalized::default());
-        assert_eq!(normalize(b"{", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"[1,]", false), Err(JsonError::Invalid));
-        assert_eq!(normalize(b"\xff", false), Err(JsonError::Invalid));
+        assert_eq!(normalize(b"{", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"[1,]", false), Err(NOT_JSON));
+        assert_eq!(normalize(b"\xff", false), Err(NOT_JSON));
         let mut out = Vec::new();
         render_array(b"", &mut out);
         assert_eq!(out, b"[]");

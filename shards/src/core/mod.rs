@@ -11,6 +11,8 @@ pub mod append;
 pub mod batch;
 pub mod create;
 pub mod cursor;
+pub mod error;
+pub mod int;
 pub mod json;
 pub mod producer;
 pub mod records;
@@ -18,6 +20,7 @@ pub mod snapshot;
 pub mod stream;
 pub mod ttl;
 
+pub use error::Error;
 pub use stream::{Message, StreamState};
 
 /// The media type of a Content-Type value: lower-cased, parameters dropped.

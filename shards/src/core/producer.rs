@@ -33,10 +33,7 @@ pub const MAX_PRODUCER_INT: u64 = (1 << 53) - 1;
 
 /// Parses Producer-Epoch / Producer-Seq: plain decimal digits within range.
 pub fn parse_producer_int(v: &str) -> Option<u64> {
-    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) || v.len() > 16 {
-        return None;
-    }
-    v.parse().ok().filter(|n| *n <= MAX_PRODUCER_INT)
+    super::int::parse_uint(v).filter(|n| *n <= MAX_PRODUCER_INT)
 }
 
 /// Judges `stamp` against the producer's current state.

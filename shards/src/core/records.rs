@@ -1,7 +1,8 @@
 //! JSON record coordinates (extension section 6): record-aware read
 //! parameters and their resolution to a starting record ordinal.
 
-use super::StreamState;
+use super::int::parse_uint;
+use super::{Error, StreamState};
 
 /// Where a record-aware read starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,69 +24,69 @@ pub struct RecordQuery {
     pub envelope: bool,
 }
 
-fn uint(v: &str) -> Option<u64> {
-    (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())).then(|| v.parse().ok()).flatten()
-}
-
 /// Parses the record parameters; `get` returns a query parameter's value.
 /// `Ok(None)`: not a record-aware read.
-pub fn parse<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Option<RecordQuery>, &'static str> {
+pub fn parse<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Option<RecordQuery>, Error> {
+    let bad = |why| Err(Error::Invalid(why));
     let record = get("record");
     let tail = get("tail_records");
     let max = get("max_records");
     let view = get("record_view");
     let start = match (record, tail) {
-        (Some(_), Some(_)) => return Err("record and tail_records are mutually exclusive"),
+        (Some(_), Some(_)) => return bad("record and tail_records are mutually exclusive"),
         (Some("now"), None) => Some(RecordStart::Now),
-        (Some(r), None) => Some(RecordStart::At(uint(r).ok_or("record must be an unsigned integer or 'now'")?)),
-        (None, Some(t)) => Some(RecordStart::Tail(uint(t).ok_or("tail_records must be a non-negative integer")?)),
+        (Some(r), None) => match parse_uint(r) {
+            Some(r) => Some(RecordStart::At(r)),
+            None => return bad("record must be an unsigned integer or 'now'"),
+        },
+        (None, Some(t)) => match parse_uint(t) {
+            Some(t) => Some(RecordStart::Tail(t)),
+            None => return bad("tail_records must be a non-negative integer"),
+        },
         (None, None) => None,
     };
     let Some(start) = start else {
         if max.is_some() {
-            return Err("max_records needs record or tail_records");
+            return bad("max_records needs record or tail_records");
         }
         if view.is_some() {
-            return Err("record_view needs record or tail_records");
+            return bad("record_view needs record or tail_records");
         }
         return Ok(None);
     };
     if get("offset").is_some() {
-        return Err("record parameters are mutually exclusive with offset");
+        return bad("record parameters are mutually exclusive with offset");
     }
     if get("max_bytes").is_some() {
-        return Err("max_bytes cannot be combined with record-aware reads");
+        return bad("max_bytes cannot be combined with record-aware reads");
     }
     let max_records = match max {
         None => None,
-        Some(m) => Some(uint(m).filter(|n| *n > 0).ok_or("max_records must be a positive integer")?),
+        Some(m) => match parse_uint(m).filter(|n| *n > 0) {
+            Some(m) => Some(m),
+            None => return bad("max_records must be a positive integer"),
+        },
     };
     let envelope = match view {
         None => false,
         Some("envelope") => true,
-        Some(_) => return Err("record_view must be 'envelope'"),
+        Some(_) => return bad("record_view must be 'envelope'"),
     };
     Ok(Some(RecordQuery { start, max_records, envelope }))
 }
 
-/// Why a record start cannot be served.
-#[derive(Debug, PartialEq, Eq)]
-pub enum RecordRefusal {
-    /// 410: before the first retained record.
-    Gone,
-    /// 400: past the record tail.
-    Beyond,
-}
+/// A record before the first retained one.
+pub const TRIMMED: Error = Error::Trimmed("record is older than the first retained record");
 
 /// Resolves a record start to a record ordinal in [F, N].
-pub fn resolve(s: &StreamState, start: RecordStart) -> Result<usize, RecordRefusal> {
+pub fn resolve(s: &StreamState, start: RecordStart) -> Result<usize, Error> {
     let first = s.first_message as u64;
     let next = s.visible.messages as u64;
     let r = match start {
         RecordStart::Now | RecordStart::Tail(0) => next,
         RecordStart::Tail(n) => next.saturating_sub(n).max(first),
-        RecordStart::At(r) if r < first => return Err(RecordRefusal::Gone),
-        RecordStart::At(r) if r > next => return Err(RecordRefusal::Beyond),
+        RecordStart::At(r) if r < first => return Err(TRIMMED),
+        RecordStart::At(r) if r > next => return Err(Error::RecordBeyondTail),
         RecordStart::At(r) => r,
     };
     Ok(r as usize)
@@ -95,7 +96,7 @@ pub fn resolve(s: &StreamState, start: RecordStart) -> Result<usize, RecordRefus
 mod tests {
     use super::*;
 
-    fn q<'a>(pairs: &'a [(&'a str, &'a str)]) -> Result<Option<RecordQuery>, &'static str> {
+    fn q<'a>(pairs: &'a [(&'a str, &'a str)]) -> Result<Option<RecordQuery>, Error> {
         parse(|k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| *v))
     }
 
@@ -113,6 +114,9 @@ mod tests {
             &[("record", "1"), ("max_bytes", "10")],
             &[("max_records", "1")],
             &[("record", "-1")],
+            &[("record", "+1")],
+            &[("record", "1"), ("max_records", "+2")],
+            &[("record", "99999999999999999999")],
             &[("tail_records", "x")],
             &[("record", "1"), ("max_records", "0")],
             &[("record", "1"), ("record_view", "raw")],

@@ -2,7 +2,7 @@
 //! published, when it is an idempotent repeat, how far retention may move,
 //! and when a snapshot may be deleted.
 
-use super::StreamState;
+use super::{Error, StreamState};
 use sha2::{Digest, Sha256};
 
 /// Digest of a snapshot: SHA-256 over its content type, a newline and its body.
@@ -20,19 +20,16 @@ pub fn digest(content_type: &str, body: &[u8]) -> String {
     s
 }
 
-/// A refusal: status code and a short reason.
-pub type Refusal = (u16, &'static str);
-
 /// Checks that `offset` is a committed message boundary that is still retained.
-fn check_boundary(s: &StreamState, offset: u64) -> Result<(), Refusal> {
+fn check_boundary(s: &StreamState, offset: u64) -> Result<(), Error> {
     if offset > s.visible.tail {
-        return Err((409, "offset is beyond the stream tail"));
+        return Err(BEYOND_TAIL);
     }
     if offset < s.retained {
-        return Err((410, "offset is older than the earliest retained offset"));
+        return Err(Error::Trimmed("offset is older than the earliest retained offset"));
     }
     if !s.is_boundary(offset) && offset != 0 {
-        return Err((400, "offset is not a committed message boundary"));
+        return Err(Error::Invalid("offset is not a committed message boundary"));
     }
     Ok(())
 }
@@ -53,7 +50,7 @@ pub fn decide_publish(
     content_type: &str,
     body: &[u8],
     expected: Option<&str>,
-) -> Result<Publish, Refusal> {
+) -> Result<Publish, Error> {
     check_boundary(s, offset)?;
     let d = digest(content_type, body);
     let current = s.snapshot.as_ref();
@@ -61,41 +58,43 @@ pub fn decide_publish(
         return if cur.digest == d {
             Ok(Publish::Same(d))
         } else {
-            Err((409, "a different snapshot exists at this offset"))
+            Err(Error::Conflict("a different snapshot exists at this offset"))
         };
     }
     if let Some(want) = expected {
         if current.map(|c| c.digest.as_str()) != Some(want) {
-            return Err((409, "Stream-Snapshot-Match does not match the visible snapshot"));
+            return Err(Error::Conflict("Stream-Snapshot-Match does not match the visible snapshot"));
         }
     }
     Ok(Publish::Write(d))
 }
 
 /// Decides `PUT {stream}/retention/{offset}`: true when the boundary moves.
-pub fn decide_retention(s: &StreamState, offset: u64) -> Result<bool, Refusal> {
+pub fn decide_retention(s: &StreamState, offset: u64) -> Result<bool, Error> {
     check_boundary(s, offset)?;
     if offset < s.retained {
-        return Err((409, "retention cannot move backward"));
+        return Err(Error::Conflict("retention cannot move backward"));
     }
     let covered = s.snapshot.as_ref().is_some_and(|snap| offset <= snap.offset);
     if offset > 0 && !covered {
-        return Err((409, "retention must not pass the latest snapshot"));
+        return Err(Error::Conflict("retention must not pass the latest snapshot"));
     }
     Ok(offset > s.retained)
 }
 
-/// Decides `DELETE {stream}/snapshot/{offset}`.
-pub fn decide_delete(s: &StreamState, offset: u64) -> Result<(), Refusal> {
+/// A position past the stream's tail.
+pub const BEYOND_TAIL: Error = Error::Conflict("offset is beyond the stream tail");
+
+/// Judges `DELETE {stream}/snapshot/{offset}` (section 2.6). A stream keeps
+/// one visible snapshot and /bootstrap is built from it, so the latest
+/// snapshot is never deleted (409) and a superseded or unknown offset is not
+/// found (404): the answer is always a refusal.
+pub fn refuse_delete(s: &StreamState, offset: u64) -> Error {
     match &s.snapshot {
         Some(snap) if snap.offset == offset => {
-            if s.retained > 0 {
-                Err((409, "the latest snapshot backs /bootstrap after retention"))
-            } else {
-                Ok(())
-            }
+            Error::Conflict("the latest snapshot backs /bootstrap and cannot be deleted")
         }
-        _ => Err((404, "snapshot not found")),
+        _ => Error::NotFound("snapshot not found"),
     }
 }
 
@@ -116,8 +115,8 @@ mod tests {
     #[test]
     fn publish_rules() {
         let mut s = stream();
-        assert_eq!(decide_publish(&s, 9, "text/plain", b"x", None), Err((409, "offset is beyond the stream tail")));
-        assert_eq!(decide_publish(&s, 1, "text/plain", b"x", None).unwrap_err().0, 400);
+        assert_eq!(decide_publish(&s, 9, "text/plain", b"x", None), Err(BEYOND_TAIL));
+        assert!(matches!(decide_publish(&s, 1, "text/plain", b"x", None), Err(Error::Invalid(_))));
         let d = digest("text/plain", b"snap");
         assert_eq!(decide_publish(&s, 3, "text/plain", b"snap", None), Ok(Publish::Write(d.clone())));
         s.snapshot = Some(Snapshot {
@@ -129,25 +128,26 @@ mod tests {
             len: 4,
         });
         assert_eq!(decide_publish(&s, 3, "text/plain", b"snap", None), Ok(Publish::Same(d.clone())));
-        assert_eq!(decide_publish(&s, 3, "text/plain", b"other", None).unwrap_err().0, 409);
-        assert_eq!(decide_publish(&s, 5, "text/plain", b"n", Some("sha256:nope")).unwrap_err().0, 409);
+        assert!(matches!(decide_publish(&s, 3, "text/plain", b"other", None), Err(Error::Conflict(_))));
+        assert!(matches!(decide_publish(&s, 5, "text/plain", b"n", Some("sha256:nope")), Err(Error::Conflict(_))));
         assert!(decide_publish(&s, 5, "text/plain", b"n", Some(&d)).is_ok());
     }
 
     #[test]
     fn retention_rules() {
         let mut s = stream();
-        assert_eq!(decide_retention(&s, 3).unwrap_err().0, 409, "no snapshot covers it");
+        assert!(matches!(decide_retention(&s, 3), Err(Error::Conflict(_))), "no snapshot covers it");
         s.snapshot =
             Some(Snapshot { offset: 3, content_type: "t".into(), digest: "d".into(), segment: 1, pos: 0, len: 0 });
-        assert_eq!(decide_retention(&s, 5).unwrap_err().0, 409, "past the snapshot");
+        assert!(matches!(decide_retention(&s, 5), Err(Error::Conflict(_))), "past the snapshot");
+        assert!(matches!(refuse_delete(&s, 3), Error::Conflict(_)), "the latest snapshot stays before retention too");
         assert_eq!(decide_retention(&s, 3), Ok(true));
         s.retain_from(3);
         assert_eq!(s.first_message, 1);
         assert_eq!(decide_retention(&s, 3), Ok(false));
-        assert_eq!(decide_retention(&s, 0).unwrap_err().0, 410);
-        assert_eq!(decide_delete(&s, 3).unwrap_err().0, 409);
-        assert_eq!(decide_delete(&s, 5).unwrap_err().0, 404);
+        assert!(matches!(decide_retention(&s, 0), Err(Error::Trimmed(_))));
+        assert!(matches!(refuse_delete(&s, 3), Error::Conflict(_)));
+        assert!(matches!(refuse_delete(&s, 5), Error::NotFound(_)));
     }
 
     #[test]

@@ -3,12 +3,7 @@
 
 /// Parses `Stream-TTL`: decimal digits, no sign, no leading zeros (but `0` itself).
 pub fn parse_ttl(v: &str) -> Option<u64> {
-    let ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'));
-    if ok {
-        v.parse().ok()
-    } else {
-        None
-    }
+    super::int::parse_canonical_uint(v)
 }
 
 /// Parses an RFC 3339 timestamp to Unix milliseconds.
@@ -79,9 +74,14 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// Renders Unix milliseconds as RFC 3339 UTC with milliseconds.
 pub fn format_rfc3339(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
-    let days = secs.div_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
-    // Inverse of days_from_civil.
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
+}
+
+/// Year, month (1-12) and day (1-31) of a day count since 1970-01-01: the
+/// inverse of `days_from_civil`.
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
     let doe = z - era * 146_097;
@@ -91,7 +91,7 @@ pub fn format_rfc3339(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
+    (y, m, d)
 }
 
 /// A stream's lifetime settings and its last access.

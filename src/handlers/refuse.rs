@@ -1,0 +1,51 @@
+//! Refusals of stream requests: the error's own response (status, reason and
+//! headers from `sluice::http::error`) plus what the protocol asks a refusal
+//! to report about the stream's current state.
+
+use crate::shard::Ctx;
+use sluice::http::headers as h;
+use sluice::http::Response;
+use sluice_shards::core::Error;
+use sluice_shards::log::LogError;
+use sluice_shards::offset::Offset;
+use sluice_shards::store::StreamKey;
+
+/// The response to `e` for a request about stream `key`.
+pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
+    let e = match e {
+        // A stream deleted while forks still read it is gone, not missing.
+        Error::NoStream if ctx.shard.store.borrow().is_tombstone(key) => Error::Gone,
+        Error::Log(LogError::Failed(ref why)) => {
+            // The log reported the fail-stop once; this is per request.
+            tracing::debug!(shard = ctx.id, reason = %why, "write refused after fail-stop");
+            e
+        }
+        e => e,
+    };
+    let state = ctx.shard.store.borrow().streams.get(key).filter(|e| !e.state.deleted).map(|e| {
+        let s = &e.state;
+        (s.visible.tail, s.json, s.first_message, s.visible.messages)
+    });
+    let mut r = Response::from(e.clone());
+    let Some((tail, json, first, next)) = state else { return r };
+    match e {
+        Error::Closed => r.set(h::STREAM_NEXT_OFFSET, Offset(tail).to_string()),
+        Error::RecordMismatch => {
+            r.set(h::STREAM_RECORD_NEXT, next.to_string());
+            r.set(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
+        }
+        Error::RecordBeyondTail => r.set(h::STREAM_RECORD_NEXT, next.to_string()),
+        Error::Trimmed(_) if json => {
+            r.set(h::STREAM_RECORD_FIRST, first.to_string());
+            r.set(h::STREAM_RECORD_NEXT, next.to_string());
+        }
+        _ => {}
+    }
+    r
+}
+
+/// Logs a failed read of stored data and names it as the protocol error.
+pub fn read_failed(ctx: &Ctx, key: &StreamKey, e: std::io::Error) -> Error {
+    tracing::error!(shard = ctx.id, bucket = %key.0, stream = %key.1, error = %e, "read failed");
+    Error::ReadFailed
+}

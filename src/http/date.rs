@@ -1,0 +1,56 @@
+//! The `Date` header (RFC 9110 §6.6.1, IMF-fixdate): rendered at most once per
+//! second per shard thread and reused by every response in that second.
+
+use sluice_shards::core::ttl::civil_from_days;
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/// Renders Unix seconds as an IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn imf_fixdate(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    // 1970-01-01 was a Thursday.
+    let weekday = DAYS[(days % 7) as usize];
+    let month = MONTHS[(m - 1) as usize];
+    format!("{weekday}, {d:02} {month} {y:04} {:02}:{:02}:{:02} GMT", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+thread_local! {
+    /// (second, rendered value) of the last `now()` on this thread.
+    static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+/// The current time as a `Date` value, re-rendered only when the second changes.
+pub fn now() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, imf_fixdate(secs));
+        }
+        c.1.clone()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_imf_fixdate() {
+        assert_eq!(imf_fixdate(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(imf_fixdate(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(imf_fixdate(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+    }
+
+    #[test]
+    fn now_renders_the_current_second() {
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let a = now();
+        assert!(a == imf_fixdate(secs) || a == imf_fixdate(secs + 1), "{a}");
+    }
+}

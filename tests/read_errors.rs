@@ -1,0 +1,46 @@
+//! A stored segment that can no longer be read gets one answer on every read
+//! path: 503 with a short reason and Retry-After (never 404, never a hang),
+//! and an SSE stream ends after its last complete event. The server stays up.
+
+mod common;
+
+use common::{build, offset, Server, TempDir};
+
+#[test]
+fn unreadable_segments_answer_503_on_every_read_path() {
+    let dir = TempDir::new("read-errors");
+    let s = Server::start_in(dir.path(), 1, &[]);
+    s.req("PUT", "/reads", &[], b"").expect(201);
+    let p = "/reads/s";
+    s.put(p, "text/plain", b"hello").expect(201);
+    s.req("PUT", &format!("{p}/snapshot/{}", offset(5)), &[("Content-Type", "text/plain")], b"SNAP").expect(204);
+    s.post(p, "text/plain", b" world").expect(204);
+    // Every byte the shard stored is gone from under it.
+    for entry in std::fs::read_dir(dir.path().join("shard-0")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "seg") {
+            std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+        }
+    }
+    for target in [
+        format!("{p}?offset=-1"),
+        format!("{p}?offset=-1&live=long-poll"),
+        format!("{p}/bootstrap"),
+        format!("{p}/snapshot/{}", offset(5)),
+    ] {
+        let r = s.get(&target).expect(503);
+        assert_eq!(r.text(), "stored data could not be read; retry later\n", "{target}");
+        assert_eq!(r.h("retry-after"), "1", "{target}");
+    }
+    // SSE: the head was sent before the read; the stream ends without a
+    // partial or empty data event.
+    let mut c = s.connect();
+    c.send(&build("GET", &format!("{p}?offset=-1&live=sse"), &[], b"")).unwrap();
+    let raw = c.read_to_eof().expect("the server ends the event stream");
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(!text.contains("event:"), "no event after a failed read: {text}");
+    // Metadata does not read segments, and the server keeps serving.
+    assert_eq!(s.head(p).expect(200).next_offset(), offset(11));
+    s.get("/v1/healthz").expect(200);
+}
