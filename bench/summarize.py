@@ -42,19 +42,23 @@ def main(out):
     print()
     print("| run | rounds | result (median) | p50 ms | p99 ms | p999 ms | errors | server cores | client cores | other cores | server RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    order = ["write", "healthz", "fanout", "catchup", "idle", "restart"]
+    order = ["write", "pool", "batch", "healthz", "fanout", "catchup", "idle", "restart"]
 
     def key(item):
         name, rs = item
         sc = rs[0].get("scenario", "")
         n = re.findall(r"\d+", name)
-        return (order.index(sc) if sc in order else 99, "bucket" in name, int(n[0]) if n else 0, name)
+        return (name.startswith("shards"), order.index(sc) if sc in order else 99, "bucket" in name,
+                int(n[0]) if n else 0, name)
 
     for name, rs in sorted(groups.items(), key=key):
         sc = rs[0].get("scenario")
         lat = "latency"
-        if sc in ("write", "healthz"):
+        if sc in ("write", "pool", "healthz"):
             result = f"{f(med(get(rs, 'ops_per_sec')), ',.0f')} ops/s"
+        elif sc == "batch":
+            result = (f"{f(med(get(rs, 'records_per_sec')), ',.0f')} records/s "
+                      f"({f(med(get(rs, 'ops_per_sec')), ',.0f')} requests/s)")
         elif sc == "fanout":
             d = [r["delivered"] / r["expected_deliveries"] * 100 if r.get("expected_deliveries") else None for r in rs]
             result = (f"{f(med(get(rs, 'delivered')), ',.0f')} deliveries ({f(med(d), '.1f')}%), "
@@ -83,6 +87,24 @@ def main(out):
         print(f"| {name} | {len(rs)} | {result} | {f(p50, '.2f')} | {f(p99, '.2f')} | {f(p999, '.2f')} | {errors} "
               f"| {f(med(get(rs, 'server_cpu_cores')), '.2f')} | {f(med(get(rs, 'client_cpu_cores')), '.2f')} "
               f"| {f(med(get(rs, 'other_cpu_cores')), '.2f')} | {f(rss, '.0f')} |")
+
+    sweep = {}
+    for name, rs in groups.items():
+        m = re.match(r"shards(\d+)-(write|pool)-", name)
+        if m:
+            sweep.setdefault(int(m.group(1)), {})[m.group(2)] = rs
+    if sweep:
+        cores = os.cpu_count()
+        print()
+        print(f"| shards (on {cores} cores) | one connection per stream ops/s (p99 ms) | pooled ops/s (p99 ms) | pooled / per-stream |")
+        print("|---|---|---|---|")
+        for n in sorted(sweep):
+            w, p = sweep[n].get("write", []), sweep[n].get("pool", [])
+            wo, po = med(get(w, "ops_per_sec")), med(get(p, "ops_per_sec"))
+            ratio = f"{po / wo:.2f}" if wo and po else "-"
+            over = f" ({n / cores:g}x oversubscribed)" if cores and n > cores else ""
+            print(f"| {n}{over} | {f(wo, ',.0f')} ({f(med(get(w, 'latency', 'p99_ms')), '.1f')}) "
+                  f"| {f(po, ',.0f')} ({f(med(get(p, 'latency', 'p99_ms')), '.1f')}) | {ratio} |")
 
 
 if __name__ == "__main__":

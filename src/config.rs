@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the Durable Streams protocol until SIGTERM or SIGINT.
-    Serve(Config),
+    Serve(Box<Config>),
     /// Verify a stopped data dir offline, changing nothing: exit 0 clean, 1 damaged.
     Check(CheckArgs),
 }
@@ -305,7 +305,7 @@ mod tests {
     fn serve(args: &str) -> Result<Config, String> {
         let argv = std::iter::once("sluice").chain(args.split_whitespace());
         match Cli::try_parse_from(argv) {
-            Ok(Cli { command: Command::Serve(c) }) => Ok(c),
+            Ok(Cli { command: Command::Serve(c) }) => Ok(*c),
             Ok(Cli { command: other }) => Err(format!("not serve: {other:?}")),
             Err(e) => Err(e.to_string()),
         }

@@ -1,9 +1,12 @@
 //! One HTTP/1.1 connection: read heads and bodies under limits and timeouts,
-//! route, hand the connection to the owner shard when the stream lives
-//! elsewhere, answer, and repeat (keep-alive and pipelining).
+//! route, serve the request here or forward it to the stream's owner shard
+//! (the connection stays; live SSE follows the owner's relay or, when it
+//! cannot, moves with its connection), answer, and repeat (keep-alive and
+//! pipelining).
 
 use crate::auth::{self, cors::Cors};
-use crate::handlers::{self, Reply};
+use crate::forward::{self, Answered, Delivered, Rendered};
+use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::metrics::answered;
 use crate::shard::Ctx;
@@ -11,7 +14,7 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
-use sluice::http::url::parse_target;
+use sluice::http::url::{parse_target, Target};
 use sluice::http::{headers as h, parse_head, Head, HeadError, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
@@ -35,9 +38,7 @@ impl Drop for ConnGuard {
 
 /// Answers a connection over the limit with 503 and closes it.
 pub async fn refuse(mut sock: TcpStream, cors: Cors) {
-    let mut out = Vec::new();
-    handlers::finish(Error::Unavailable("too many connections").into(), &cors).render(&mut out, true);
-    let _ = sock.write_all(&out).await;
+    refuse_with(&mut sock, Error::Unavailable("too many connections").into(), &cors).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -48,7 +49,6 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // A peer that takes no bytes of a response for the idle timeout is gone
     // (or attacking): drop it rather than hold its connection forever.
     let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
-    let mut out = Vec::with_capacity(4096);
     let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -57,7 +57,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
-                send(&mut sock, &mut out, resp, true, &ctx.gate.cors(None)).await;
+                refuse_with(&mut sock, resp, &ctx.gate.cors(None)).await;
                 return;
             }
         };
@@ -68,69 +68,112 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
-                send(&mut sock, &mut out, resp, true, &cors).await;
+                refuse_with(&mut sock, resp, &cors).await;
                 return;
             }
         };
         let route = handlers::route(&head, &target);
         let label = route.label();
+        // Every request is decided here, parsed and routed, before any
+        // cross-shard work: access control answers refusals and preflights.
         if let Some(answer) = ctx.gate.admit(loopback, &head, &route, &cors) {
-            // Refused, or a preflight: answered here, before any cross-shard
-            // work. A body is never read for it: the connection closes instead.
+            // A body is never read for a refusal: the connection closes instead.
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
-            if !send(&mut sock, &mut out, fit_to_method(&head, answer), close, &cors).await || close {
+            let rendered = Rendered::new(handlers::finish(fit_to_method(&head, answer), &cors), close);
+            if !write(&mut sock, &rendered).await || close {
                 return;
             }
             buf.drain(..head.len);
             continue;
         }
-        if let Some(owner) = route.owner(ctx.shards) {
-            if owner != ctx.id {
-                ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
-                handoff(&ctx, sock, buf, owner).await;
-                return;
-            }
+        let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
+        if owner.is_some() {
+            ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
         }
+        let remote_sse = owner.is_some() && target.param("live") == Some("sse");
+        if let (Some(owner), true) = (owner, remote_sse && head.body != BodyKind::None) {
+            // An SSE read with a body cannot be replayed: move the connection.
+            handoff(&ctx, sock, buf, owner).await;
+            return;
+        }
+        // A remote SSE read that the owner cannot relay is replayed there.
+        let replay = remote_sse.then(|| buf[..head.len].to_vec());
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, Some(&head), label, resp.status, started);
-                send(&mut sock, &mut out, resp, true, &cors).await;
+                refuse_with(&mut sock, resp, &cors).await;
                 return;
             }
         };
-        // Shutdown waits for in-flight requests; parked long-polls are woken
-        // by it and answer 204 at once.
-        ctx.in_flight.set(ctx.in_flight.get() + 1);
-        let reply = handlers::handle(&ctx, &head, &target, route, body).await;
-        ctx.in_flight.set(ctx.in_flight.get() - 1);
-        match reply {
-            Reply::Full(resp) => {
-                answered(&ctx, Some(&head), label, resp.status, started);
-                if !send(&mut sock, &mut out, fit_to_method(&head, resp), head.close, &cors).await || head.close {
-                    return;
+        let close = head.close;
+        let rendered = match owner {
+            Some(owner) => {
+                // Shutdown waits for this connection's forwarded request too.
+                ctx.in_flight.set(ctx.in_flight.get() + 1);
+                let delivered = forward::submit(&ctx, owner, head, target, route, body, started).await;
+                ctx.in_flight.set(ctx.in_flight.get() - 1);
+                match delivered {
+                    Delivered::Response(r) => r,
+                    Delivered::Live(sub) => {
+                        return live(guard, async move { crate::relay::follow(&ctx, &mut sock, sub).await })
+                    }
+                    Delivered::Move => {
+                        let mut bytes = replay.unwrap_or_default();
+                        bytes.extend_from_slice(&buf);
+                        handoff(&ctx, sock, bytes, owner).await;
+                        return;
+                    }
                 }
             }
-            Reply::Sse(sse) => {
-                answered(&ctx, Some(&head), label, 200, started);
-                // Live fan-out runs in its own task queue with fewer shares,
-                // so appends are not queued behind a thousand subscribers.
-                let queue = ctx.sse_queue;
-                let task = async move {
-                    let _guard = guard;
-                    let sse_open = &ctx.metrics.sse;
-                    sse_open.set(sse_open.get() + 1);
-                    crate::sse::run(&ctx, &mut sock, sse, &cors).await;
-                    sse_open.set(sse_open.get() - 1);
-                };
-                if let Ok(t) = glommio::spawn_local_into(task, queue) {
-                    t.detach();
+            None => match respond(&ctx, &head, &target, route, body).await {
+                Reply::Full(resp) => {
+                    answered(&ctx, Some(&head), label, resp.status, started);
+                    Rendered::new(resp, close)
                 }
-                return;
-            }
+                Reply::Sse(sse) => {
+                    answered(&ctx, Some(&head), label, 200, started);
+                    return live(guard, async move { crate::sse::run(&ctx, &mut sock, sse).await });
+                }
+            },
+        };
+        if !write(&mut sock, &rendered).await || close {
+            return;
         }
+    }
+}
+
+/// Runs a live SSE response, which keeps the connection (and its slot) to
+/// the end, in its own task queue with fewer shares, so appends are not
+/// queued behind a thousand subscribers.
+fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'static) {
+    let queue = guard.0.sse_queue;
+    let task = async move {
+        let open = &guard.0.metrics.sse;
+        open.set(open.get() + 1);
+        response.await;
+        open.set(open.get() - 1);
+    };
+    glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
+}
+
+/// Serves a request on this (its owner) shard; the response is finished
+/// (common headers, HEAD length) and ready to render.
+async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
+    // Shutdown waits for in-flight requests; parked long-polls are woken
+    // by it and answer 204 at once.
+    ctx.in_flight.set(ctx.in_flight.get() + 1);
+    let reply = handlers::handle(ctx, head, target, route, body).await;
+    ctx.in_flight.set(ctx.in_flight.get() - 1);
+    match reply {
+        Reply::Full(resp) => {
+            // CORS follows the request's Origin wherever it is answered.
+            let cors = ctx.gate.cors(head.header(h::ORIGIN));
+            Reply::Full(handlers::finish(fit_to_method(head, resp), &cors))
+        }
+        sse => sse,
     }
 }
 
@@ -142,21 +185,43 @@ fn fit_to_method(head: &Head, mut resp: Response) -> Response {
     resp
 }
 
-/// Renders and writes a response; false if the peer is gone.
-async fn send(sock: &mut TcpStream, out: &mut Vec<u8>, resp: Response, close: bool, cors: &Cors) -> bool {
-    out.clear();
-    let resp = handlers::finish(resp, cors);
-    if resp.body.len() < LARGE_BODY || !resp.sends_body() {
-        resp.render(out, close);
-        return sock.write_all(out).await.is_ok();
+/// Serves a request forwarded by shard `from`, which holds its connection
+/// and received it at `started` (it is counted and logged here).
+pub async fn answer(
+    ctx: &Rc<Ctx>,
+    from: usize,
+    head: Head,
+    target: Target,
+    route: Route,
+    body: Vec<u8>,
+    started: Instant,
+) -> Answered {
+    let label = route.label();
+    match respond(ctx, &head, &target, route, body).await {
+        Reply::Full(resp) => {
+            answered(ctx, Some(&head), label, resp.status, started);
+            Answered::Response(Rendered::new(resp, head.close))
+        }
+        Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
+            crate::relay::Start::Live { key, handle, bytes, from } => {
+                answered(ctx, Some(&head), label, 200, started);
+                Answered::Live { owner: ctx.id, key, handle, bytes, from }
+            }
+            // The replayed request is counted where it is served.
+            crate::relay::Start::Move => Answered::Move,
+        },
     }
-    // Large bodies (catch-up reads) go out from their own buffer, uncopied.
-    resp.render_head(out, close);
-    sock.write_all(out).await.is_ok() && sock.write_all(&resp.body).await.is_ok()
 }
 
-/// Bodies at least this large are written without copying them behind the head.
-const LARGE_BODY: usize = 64 * 1024;
+/// Writes rendered response bytes; false if the peer is gone.
+async fn write(sock: &mut TcpStream, r: &Rendered) -> bool {
+    sock.write_all(&r.head).await.is_ok() && (r.body.is_empty() || sock.write_all(&r.body).await.is_ok())
+}
+
+/// Writes an error response that ends the connection.
+async fn refuse_with(sock: &mut TcpStream, resp: Response, cors: &Cors) {
+    let _ = write(sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
+}
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
 async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Error> {

@@ -6,10 +6,12 @@ mod config;
 mod conn;
 mod dirlock;
 mod fatal;
+mod forward;
 mod handlers;
 mod logging;
 mod mesh;
 mod metrics;
+mod relay;
 mod reload;
 mod server;
 mod shard;
@@ -44,7 +46,7 @@ fn main() {
         Command::Serve(cfg) => {
             logging::init(&cfg.log_level);
             fatal::stop_process_on_panic();
-            if let Err(code) = server::run(cfg) {
+            if let Err(code) = server::run(*cfg) {
                 std::process::exit(code);
             }
         }

@@ -1,5 +1,6 @@
-//! Cross-shard messages: connection handoff to a stream's owner shard, and
-//! request/reply for bucket-level operations (the only state shared by shards).
+//! Cross-shard messages: batches of forwarded requests and their answers,
+//! connection handoff (live SSE) to a stream's owner shard, and request/reply
+//! for bucket-level operations (the only state shared by shards).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -55,7 +56,9 @@ pub enum BucketRep {
 }
 
 pub enum Message {
-    /// A connection whose next request targets a stream this shard owns.
+    /// Requests for streams the receiver owns, and answers to its requests.
+    Batch(Vec<crate::forward::Envelope>),
+    /// A connection whose next request (live SSE) targets a stream this shard owns.
     Handoff {
         fd: RawFd,
         buffered: Vec<u8>,

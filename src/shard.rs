@@ -1,4 +1,5 @@
-//! One shard's runtime on its pinned executor: recovery, the cross-shard mesh,
+//! One shard's runtime on its pinned executor: recovery, the cross-shard mesh
+//! (forwarded requests, handoffs, bucket messages),
 //! bucket replication at start, and the accept loop on its SO_REUSEPORT socket.
 
 use crate::config::Config;
@@ -29,6 +30,14 @@ pub struct Ctx {
     pub in_flight: Cell<usize>,
     /// Task queue for SSE delivery (fewer shares than request handling).
     pub sse_queue: glommio::TaskQueueHandle,
+    /// Task queue for cross-shard messages (more shares: peers wait on them).
+    pub mesh_queue: glommio::TaskQueueHandle,
+    /// Forwarded requests and answers queued per destination shard.
+    pub outbox: crate::forward::Outbox,
+    /// This shard's forwarded requests awaiting answers.
+    pub waiting: crate::forward::Waiting,
+    /// Live SSE relays: pumps for own streams, feeds of remote ones.
+    pub relays: crate::relay::Relays,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
@@ -159,6 +168,12 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         in_flight: Cell::new(0),
         stopping: sluice_shards::signal::Signal::default(),
         sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
+        // Handoffs, forwarded batches and bucket messages get their own
+        // queue so a busy shard still picks them up promptly.
+        mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
+        outbox: crate::forward::Outbox::new(shards),
+        waiting: crate::forward::Waiting::default(),
+        relays: crate::relay::Relays::default(),
         waiters: Cell::new(0),
         gate: crate::auth::Gate::new(start.access.clone()),
         metrics: crate::metrics::ShardMetrics::default(),
@@ -171,9 +186,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         tracing::warn!(shard = id, torn_bytes = torn, "recovery zeroed a torn tail (a write never acknowledged)");
     }
     glommio::spawn_local(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
-    // Handoffs and bucket messages get their own queue so a busy shard still
-    // picks them up promptly.
-    let tq = glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh");
+    let tq = ctx.mesh_queue;
     let mut receivers = receivers;
     for (_, rx) in receivers.streams() {
         let ctx = ctx.clone();
@@ -287,6 +300,7 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             .detach();
         }
         Message::Reply { id, rep } => ctx.pending.complete(id, rep),
+        Message::Batch(batch) => crate::forward::receive(ctx, batch),
     }
 }
 

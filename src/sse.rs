@@ -2,8 +2,7 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
-use crate::auth::cors::Cors;
-use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Limit, View};
+use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
 use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -12,9 +11,10 @@ use sluice::http::headers as h;
 use sluice::http::Response;
 use sluice::sse_wire::{encode_control, encode_data_event, is_binary, Control};
 use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::signal::Signal;
 use sluice_shards::store::{SharedEvent, StreamKey};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub struct SseRequest {
     pub key: StreamKey,
@@ -22,32 +22,15 @@ pub struct SseRequest {
     pub cursor: Option<String>,
     pub view: View,
     pub limit: Limit,
+    /// CORS headers for the request's Origin.
+    pub cors: crate::auth::cors::Cors,
 }
 
-pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest, cors: &Cors) {
-    let Some((content_type, json)) =
-        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))
-    else {
+pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
+    let Some((mut out, binary, json)) = start(ctx, &req) else {
         return;
     };
     let record_aware = json && req.view.record_aware();
-    let binary = is_binary(&content_type);
-    let data_type = match req.view {
-        View::Envelope => "application/vnd.durable-stream-record+json".to_string(),
-        view => read::content_type(&content_type, json, view),
-    };
-    let mut head = Response::new(200)
-        .header(h::CONTENT_TYPE, "text/event-stream")
-        .header(h::CACHE_CONTROL, "no-cache")
-        .header(h::STREAM_DATA_CONTENT_TYPE, data_type);
-    if binary {
-        head.set(h::STREAM_SSE_DATA_ENCODING, "base64");
-    }
-    if json {
-        head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
-    }
-    let mut out = Vec::with_capacity(4096);
-    render_stream_head(crate::handlers::finish(head, cors), &mut out);
     if sock.write_all(&out).await.is_err() {
         return;
     }
@@ -60,9 +43,6 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest, cors: &Co
     let cursor = || next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
     loop {
         out.clear();
-        if ctx.shard.settle(&req.key).await.is_err() {
-            return;
-        }
         let (signal, seen, tail, closed, shared) = {
             let st = ctx.shard.store.borrow();
             let Some(e) = st.streams.get(&req.key) else {
@@ -94,24 +74,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest, cors: &Co
             if json && req.view == View::Bytes && req.limit.exact {
                 read::trim_to_record(&mut b);
             }
-            match req.view {
-                View::Envelope => {
-                    for (i, m) in messages(&b).enumerate() {
-                        let mut line = Vec::with_capacity(m.len() + 32);
-                        envelope(b.records.1 + i, m, &mut line);
-                        encode_data_event(&line, &mut out);
-                    }
-                }
-                view => {
-                    let body = render_body(&mut b, view);
-                    if binary {
-                        let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
-                        encode_data_event(b64.as_bytes(), &mut out);
-                    } else {
-                        encode_data_event(&body, &mut out);
-                    }
-                }
-            }
+            encode_data(&mut b, req.view, binary, &mut out);
             let control = Control {
                 next: b.end,
                 cursor: (!b.closed).then_some(cursor_now),
@@ -155,20 +118,72 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest, cors: &Co
         if left.is_zero() {
             return;
         }
-        // Park, but notice a client that went away (EOF or reset) at once.
-        let mut probe = [0u8; 1];
-        let gone = futures_lite::future::or(
-            async {
-                park(ctx, &signal, seen, left).await;
-                false
-            },
-            async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
-        )
-        .await;
-        if gone || ctx.stopping() {
+        if !wait(ctx, sock, &signal, seen, left).await {
             return;
         }
     }
+}
+
+/// The response head of an SSE read (nothing yet sent), and whether the
+/// stream is binary (base64 events) and JSON; None if the stream is gone.
+pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
+    let (content_type, json) =
+        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))?;
+    let binary = is_binary(&content_type);
+    let data_type = match req.view {
+        View::Envelope => "application/vnd.durable-stream-record+json".to_string(),
+        view => read::content_type(&content_type, json, view),
+    };
+    let mut head = Response::new(200)
+        .header(h::CONTENT_TYPE, "text/event-stream")
+        .header(h::CACHE_CONTROL, "no-cache")
+        .header(h::STREAM_DATA_CONTENT_TYPE, data_type);
+    if binary {
+        head.set(h::STREAM_SSE_DATA_ENCODING, "base64");
+    }
+    if json {
+        head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
+    }
+    let mut out = Vec::with_capacity(4096);
+    render_stream_head(crate::handlers::finish(head, &req.cors), &mut out);
+    Some((out, binary, json))
+}
+
+/// Appends the `data` event(s) of a read batch in `view` to `out`.
+pub fn encode_data(b: &mut Batch, view: View, binary: bool, out: &mut Vec<u8>) {
+    match view {
+        View::Envelope => {
+            for (i, m) in messages(b).enumerate() {
+                let mut line = Vec::with_capacity(m.len() + 32);
+                envelope(b.records.1 + i, m, &mut line);
+                encode_data_event(&line, out);
+            }
+        }
+        view => {
+            let body = render_body(b, view);
+            if binary {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
+                encode_data_event(b64.as_bytes(), out);
+            } else {
+                encode_data_event(&body, out);
+            }
+        }
+    }
+}
+
+/// Parks until `signal` moves past `seen` or `left` passes; false if the
+/// client went away (EOF or reset, noticed at once) or shutdown began.
+pub async fn wait(ctx: &Ctx, sock: &mut TcpStream, signal: &Rc<Signal>, seen: u64, left: Duration) -> bool {
+    let mut probe = [0u8; 1];
+    let gone = futures_lite::future::or(
+        async {
+            park(ctx, signal, seen, left).await;
+            false
+        },
+        async { !matches!(sock.read(&mut probe).await, Ok(n) if n > 0) },
+    )
+    .await;
+    !gone && !ctx.stopping()
 }
 
 /// Publishes an encoded event for the other readers of the stream.

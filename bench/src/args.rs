@@ -7,21 +7,26 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 sluice-bench: load generator for Durable Streams servers (sluice or any other)
 
-usage: sluice-bench --scenario write|healthz|fanout|catchup|idle|restart [flags]
+usage: sluice-bench --scenario write|pool|batch|healthz|fanout|catchup|idle|restart [flags]
 
   --url URL            server base URL (http only)             [http://127.0.0.1:4437]
   --surface v1|bucket  /v1/stream/{id}, or /{bucket}/{id} after PUT /bench   [v1]
-  --scenario NAME      write | healthz | fanout | catchup | idle | restart   [write]
-  --streams N          write: streams = writer connections; healthz: connections;
+  --scenario NAME      write | pool | batch | healthz | fanout | catchup | idle |
+                       restart                                              [write]
+  --streams N          write: streams = writer connections; pool: streams every
+                       connection rotates over; healthz: connections;
                        idle: streams to create                                [100]
   --duration DUR       measured time for write, healthz, fanout               [10s]
   --warmup DUR         run before measuring (not recorded)                     [1s]
   --payload BYTES      append body size (write, fanout)                        [256]
+  --frames N           batch: frames per append-batch request (bucket surface) [512]
+  --frame-bytes BYTES  batch: payload bytes per frame                           [16]
   --subscribers N      fanout: SSE subscribers on the one stream              [100]
   --rate N             fanout: appends per second                              [50]
   --bytes BYTES        catchup: stream size to fill and read back             [1GiB]
   --append-bytes BYTES catchup: body size of each fill append                 [1MiB]
-  --connections N      idle/setup: concurrent creating connections            [128]
+  --connections N      pool: writer connections; idle/setup: concurrent
+                       creating connections                                   [128]
   --threads N          client event-loop threads                                [2]
   --server-pid PID     report this process's RSS and CPU use
   --server-cmd CMD     restart: command to start the server (split on spaces)
@@ -40,6 +45,8 @@ pub enum Surface {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     Write,
+    Pool,
+    Batch,
     Healthz,
     Fanout,
     Catchup,
@@ -51,6 +58,8 @@ impl Scenario {
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Write => "write",
+            Scenario::Pool => "pool",
+            Scenario::Batch => "batch",
             Scenario::Healthz => "healthz",
             Scenario::Fanout => "fanout",
             Scenario::Catchup => "catchup",
@@ -72,6 +81,8 @@ pub struct Config {
     pub duration: Duration,
     pub warmup: Duration,
     pub payload: usize,
+    pub frames: usize,
+    pub frame_bytes: usize,
     pub subscribers: usize,
     pub rate: u32,
     pub bytes: u64,
@@ -97,6 +108,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         duration: Duration::from_secs(10),
         warmup: Duration::from_secs(1),
         payload: 256,
+        frames: 512,
+        frame_bytes: 16,
         subscribers: 100,
         rate: 50,
         bytes: 1 << 30,
@@ -136,6 +149,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--scenario" => {
                 c.scenario = match v {
                     "write" => Scenario::Write,
+                    "pool" => Scenario::Pool,
+                    "batch" => Scenario::Batch,
                     "healthz" => Scenario::Healthz,
                     "fanout" => Scenario::Fanout,
                     "catchup" => Scenario::Catchup,
@@ -148,6 +163,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--duration" => c.duration = duration(name, v)?,
             "--warmup" => c.warmup = duration(name, v)?,
             "--payload" => c.payload = size(name, v)? as usize,
+            "--frames" => c.frames = count(name, v)?,
+            "--frame-bytes" => c.frame_bytes = size(name, v)? as usize,
             "--subscribers" => c.subscribers = count(name, v)?,
             "--rate" => c.rate = count(name, v)? as u32,
             "--bytes" => c.bytes = size(name, v)?,
@@ -178,8 +195,12 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         return Err(format!("--url {}: only loopback targets are allowed", c.url));
     }
     c.host = with_port;
-    if c.threads == 0 || c.connections == 0 || c.rate == 0 {
-        return Err("--threads, --connections and --rate must be at least 1".into());
+    if c.scenario == Scenario::Batch {
+        // append-batch is a sub-resource of the bucketed surface only.
+        c.surface = Surface::Bucket;
+    }
+    if c.threads == 0 || c.connections == 0 || c.rate == 0 || c.frames == 0 {
+        return Err("--threads, --connections, --rate and --frames must be at least 1".into());
     }
     if c.payload < 32 {
         return Err("--payload must be at least 32 bytes (fanout embeds a timestamp)".into());
@@ -261,5 +282,8 @@ mod tests {
         assert_eq!(duration("x", "2m").unwrap(), Duration::from_secs(120));
         assert!(parse(&args("--url http://10.0.0.1:80")).is_err());
         assert!(parse(&args("--nope 1")).is_err());
+        let c = parse(&args("--scenario batch --frames 64 --frame-bytes 1KiB")).unwrap();
+        assert_eq!((c.scenario, c.frames, c.frame_bytes), (Scenario::Batch, 64, 1024));
+        assert!(parse(&args("--scenario batch --frames 0")).is_err());
     }
 }

@@ -37,6 +37,31 @@ impl Source for Fixed {
     }
 }
 
+/// Each connection rotates over every pre-rendered request in turn,
+/// connection `c` starting at request `c` (a pooled client: any connection
+/// may carry a request for any stream).
+pub struct Rotating {
+    pub requests: Arc<Vec<Vec<u8>>>,
+    /// Requests sent so far per connection of this thread (global index / threads).
+    pub sent: Vec<usize>,
+    pub threads: usize,
+}
+
+impl Source for Rotating {
+    #[inline]
+    fn next(&mut self, conn: usize, req: &mut Vec<u8>) -> bool {
+        let local = conn / self.threads;
+        if self.sent.len() <= local {
+            self.sent.resize(local + 1, 0);
+        }
+        let k = self.sent[local];
+        self.sent[local] = k + 1;
+        req.clear();
+        req.extend_from_slice(&self.requests[(conn + k) % self.requests.len()]);
+        true
+    }
+}
+
 pub struct Plan {
     pub addr: SocketAddr,
     pub connections: usize,

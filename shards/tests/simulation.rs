@@ -465,9 +465,7 @@ impl World {
         };
         let got = self.store.decide_append(&self.journal, &key(name), &input, self.now);
         let verdict = match &got {
-            Ok((_, (_, out))) if out.wrote || (body.is_empty() && close && !out.wrote && expect == Expect::Ok) => {
-                Expect::Ok
-            }
+            Ok((_, (_, out))) if out.wrote || (body.is_empty() && close && expect == Expect::Ok) => Expect::Ok,
             Ok((_, (_, out))) => Expect::Duplicate(out.next_offset),
             Err(StoreError::NoStream) => Expect::NoStream,
             Err(StoreError::Closed) => Expect::Closed,

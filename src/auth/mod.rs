@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::handlers::Route;
 use cors::{Cors, CorsPolicy};
 use decide::{decide, Mode};
-use sluice::http::{Head, Method, Response};
+use sluice::http::{headers as h, Head, Method, Response};
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -150,7 +150,7 @@ impl Gate {
                 Mode::Tokens(&table)
             }
         };
-        let decided = decide(&mode, loopback, bearer::credential(&head.headers), &need);
+        let decided = decide(&mode, loopback, bearer::credential(head.values(h::AUTHORIZATION)), &need);
         match decided {
             Err(refusal) => Some(refusal.error().into()),
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),

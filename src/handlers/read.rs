@@ -388,6 +388,7 @@ async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result
             cursor: t.param("cursor").map(str::to_string),
             view,
             limit: q.limit,
+            cors: ctx.gate.cors(head.header(sluice::http::headers::ORIGIN)),
         }),
         Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await?),
         None => {

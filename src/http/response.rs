@@ -1,11 +1,15 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
 use super::headers as h;
-use std::fmt::Write as _;
+use std::borrow::Cow;
+use std::io::Write as _;
+
+/// A header value: fixed text costs no allocation, computed text owns its String.
+pub type Value = Cow<'static, str>;
 
 pub struct Response {
     pub status: u16,
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(&'static str, Value)>,
     pub body: Vec<u8>,
     /// For HEAD: the Content-Length to announce without a body.
     pub head_length: Option<usize>,
@@ -47,17 +51,17 @@ impl Response {
     /// A short plain-text error.
     pub(super) fn error(status: u16, why: &str) -> Self {
         let mut r = Response::new(status);
-        r.headers.push((h::CONTENT_TYPE, "text/plain; charset=utf-8".into()));
+        r.set(h::CONTENT_TYPE, "text/plain; charset=utf-8");
         r.body = format!("{why}\n").into_bytes();
         r
     }
 
-    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+    pub fn header(mut self, name: &'static str, value: impl Into<Value>) -> Self {
         self.headers.push((name, value.into()));
         self
     }
 
-    pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
+    pub fn set(&mut self, name: &'static str, value: impl Into<Value>) {
         self.headers.push((name, value.into()));
     }
 
@@ -81,21 +85,22 @@ impl Response {
 
     /// Renders status line and headers only (the body is written separately).
     pub fn render_head(&self, out: &mut Vec<u8>, close: bool) {
-        let mut head = String::with_capacity(256);
-        let _ = write!(head, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        // Straight into the output buffer: no String per header or per head.
+        let _ = write!(out, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
         for (n, v) in &self.headers {
-            let _ = write!(head, "{n}: {v}\r\n");
+            for part in [n.as_bytes(), b": ", v.as_bytes(), b"\r\n"] {
+                out.extend_from_slice(part);
+            }
         }
         let bodyless = matches!(self.status, 204 | 304) || (100..200).contains(&self.status);
         if !bodyless {
             let len = self.head_length.unwrap_or(self.body.len());
-            let _ = write!(head, "content-length: {len}\r\n");
+            let _ = write!(out, "content-length: {len}\r\n");
         }
         if close {
-            head.push_str("connection: close\r\n");
+            out.extend_from_slice(b"connection: close\r\n");
         }
-        head.push_str("\r\n");
-        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
 }
 

@@ -1,10 +1,14 @@
 //! Closed-loop scenarios. `write`: N streams, one writer connection each,
-//! POSTing `--payload` bytes back to back. `healthz`: the same concurrency
-//! against `GET /v1/healthz`, the server's raw HTTP ceiling.
+//! POSTing `--payload` bytes back to back. `pool`: C connections, each
+//! rotating its appends over all N streams (a gateway or client pool).
+//! `batch`: like `write`, with `--frames` appends of `--frame-bytes` per
+//! append-batch request (bucket surface; sluice's extension).
+//! `healthz`: the same concurrency against `GET /v1/healthz`, the server's
+//! raw HTTP ceiling.
 
 use super::{add_process_facts, base_report, setup, spawn_cpu_sampler};
 use crate::args::{Config, Scenario};
-use crate::driver::{self, Fixed, Plan};
+use crate::driver::{self, Fixed, Plan, Rotating};
 use crate::progress::Progress;
 use crate::report::{ms, thousands, Report};
 use crate::request::{filler, rendered};
@@ -16,14 +20,23 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     let n = cfg.streams.max(1);
     let progress = Progress::new(cfg.threads);
     let printer = progress.spawn_printer("req");
-    let write = cfg.scenario == Scenario::Write;
-    let title = if write {
-        format!("write: {n} streams x 1 writer, {} B appends, {}", cfg.payload, cfg.url)
-    } else {
-        format!("healthz: {n} connections, GET /v1/healthz, {}", cfg.url)
+    let write = cfg.scenario != Scenario::Healthz;
+    let pool = cfg.scenario == Scenario::Pool;
+    let batch = cfg.scenario == Scenario::Batch;
+    let connections = if pool { cfg.connections } else { n };
+    let title = match cfg.scenario {
+        Scenario::Pool => {
+            format!("pool: {connections} connections rotating over {n} streams, {} B appends, {}", cfg.payload, cfg.url)
+        }
+        Scenario::Write => format!("write: {n} streams x 1 writer, {} B appends, {}", cfg.payload, cfg.url),
+        Scenario::Batch => format!(
+            "batch: {n} streams x 1 writer, append-batch of {} x {} B frames, {}",
+            cfg.frames, cfg.frame_bytes, cfg.url
+        ),
+        _ => format!("healthz: {n} connections, GET /v1/healthz, {}", cfg.url),
     };
     let mut r = base_report(cfg, title);
-    r.set("connections", n);
+    r.set("connections", connections);
     let requests: Vec<Vec<u8>> = if write {
         progress.set_phase("setup: creating streams");
         setup::surface(cfg)?;
@@ -36,9 +49,10 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
         if made.tally.ok < n as u64 {
             eprintln!("warning: only {} of {n} streams were created ({})", made.tally.ok, made.tally.statuses_text());
         }
-        let body = filler(cfg.payload);
         let base = crate::request::path_base(cfg);
-        (0..n).map(|i| rendered("POST", &format!("{base}{name}{i}"), &cfg.host, Some("text/plain"), &body)).collect()
+        let (suffix, body) = if batch { ("/append-batch", frames(cfg)) } else { ("", filler(cfg.payload)) };
+        let path = |i| format!("{base}{name}{i}{suffix}");
+        (0..n).map(|i| rendered("POST", &path(i), &cfg.host, Some("text/plain"), &body)).collect()
     } else {
         vec![rendered("GET", "/v1/healthz", &cfg.host, None, b"")]
     };
@@ -46,16 +60,21 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     let start = Instant::now();
     let plan = Plan {
         addr: cfg.addr,
-        connections: n,
+        connections,
         threads: cfg.threads,
         measure_from: start + cfg.warmup,
         stop_at: start + cfg.warmup + cfg.duration,
     };
-    progress.set_phase(if write { "write" } else { "healthz" });
+    progress.set_phase(cfg.scenario.name());
     let sampler = spawn_cpu_sampler(cfg, plan.measure_from, plan.stop_at);
     let shared = Arc::new(requests);
-    let sources = (0..cfg.threads).map(|_| Fixed(shared.clone())).collect();
-    let out = driver::run(&plan, sources, &progress);
+    let out = if pool {
+        let rotating =
+            (0..cfg.threads).map(|_| Rotating { requests: shared.clone(), sent: Vec::new(), threads: cfg.threads });
+        driver::run(&plan, rotating.collect(), &progress)
+    } else {
+        driver::run(&plan, (0..cfg.threads).map(|_| Fixed(shared.clone())).collect(), &progress)
+    };
     let cpu = sampler.join().expect("sampler");
     progress.finish(printer);
 
@@ -64,6 +83,12 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     let lat = latency(&out.hist);
     r.row("measured", format!("{secs:.2} s after {:.1} s warm-up", cfg.warmup.as_secs_f64()));
     r.row("ops/s (2xx)", thousands(ops));
+    if batch {
+        let records = ops * cfg.frames as f64;
+        r.row("records/s (in 2xx batches)", thousands(records));
+        r.set("records_per_sec", round3(records));
+        r.set("frames", cfg.frames);
+    }
     r.row("latency p50 / p99 / p999", format!("{} / {} / {}", ms(lat.p50_ms), ms(lat.p99_ms), ms(lat.p999_ms)));
     r.row("latency mean / max", format!("{} / {}", ms(lat.mean_ms), ms(lat.max_ms)));
     r.row("responses", out.measured.statuses_text());
@@ -78,4 +103,16 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     r.set("dead_connections", out.dead);
     add_process_facts(cfg, &mut r, cpu);
     Ok(r)
+}
+
+/// An append-batch body: `--frames` frames, each a u32 big-endian length and
+/// `--frame-bytes` of payload.
+fn frames(cfg: &Config) -> Vec<u8> {
+    let frame = filler(cfg.frame_bytes);
+    let mut body = Vec::with_capacity(cfg.frames * (4 + frame.len()));
+    for _ in 0..cfg.frames {
+        body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+        body.extend_from_slice(&frame);
+    }
+    body
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 pub fn run(cfg: &Config) -> Result<Report, String> {
     match cfg.scenario {
-        Scenario::Write | Scenario::Healthz => closed::run(cfg),
+        Scenario::Write | Scenario::Pool | Scenario::Batch | Scenario::Healthz => closed::run(cfg),
         Scenario::Fanout => fanout::run(cfg),
         Scenario::Catchup => catchup::run(cfg),
         Scenario::Idle => idle::run(cfg),

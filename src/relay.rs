@@ -1,0 +1,325 @@
+//! Live SSE fan-out across shards. A subscriber stays on the shard that
+//! accepted its connection; the stream's owner runs one pump per stream that
+//! reads each new batch once, encodes it once as an SSE event, and sends it
+//! once to every shard with subscribers, where every local subscriber writes
+//! the same bytes. Only readers of the plain view starting at the tail join a
+//! relay; any other SSE read moves its connection to the owner.
+
+use crate::forward::{self, Envelope};
+use crate::handlers::read::{read_batch, Limit, View};
+use crate::shard::Ctx;
+use crate::sse::{self, SseRequest};
+use futures_lite::AsyncWriteExt;
+use glommio::net::TcpStream;
+use sluice::sse_wire::{encode_control, Control};
+use sluice_shards::core::cursor::next_cursor;
+use sluice_shards::signal::Signal;
+use sluice_shards::store::StreamKey;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Encoded bytes of recent events a subscriber shard keeps per stream (the
+/// newest event always stays): a subscriber further behind ends its response
+/// at an event boundary, and its client resumes from the last offset it got.
+const RECENT_BYTES: usize = 1 << 20;
+
+/// One encoded SSE event covering `[from, end)` of a stream.
+pub struct Event {
+    pub from: u64,
+    pub end: u64,
+    pub closed: bool,
+    pub bytes: Vec<u8>,
+}
+
+/// Relay state of one shard: pumps for its own streams, and the recent events
+/// of remote streams its subscribers follow.
+#[derive(Default)]
+pub struct Relays {
+    pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
+    feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
+}
+
+/// Owner side: where the next event starts and who receives it.
+struct Pump {
+    /// The stream incarnation pumped (a deleted and re-created stream is another).
+    handle: u64,
+    pos: Cell<u64>,
+    /// Subscribers per shard.
+    subscribers: RefCell<Vec<usize>>,
+    /// Offsets where a subscriber joined after `pos`: events are cut there,
+    /// so every subscriber finds an event starting at its offset.
+    cuts: RefCell<BTreeSet<u64>>,
+}
+
+/// Subscriber side: a remote stream's recent events.
+pub struct Feed {
+    /// The stream incarnation followed.
+    handle: u64,
+    events: RefCell<VecDeque<Rc<Event>>>,
+    /// Encoded bytes held in `events`.
+    held: Cell<usize>,
+    signal: Rc<Signal>,
+    subscribers: Cell<usize>,
+    /// The stream was deleted (or its owner stopped): subscribers end.
+    gone: Cell<bool>,
+}
+
+/// What the owner answers a forwarded SSE read.
+pub enum Start {
+    /// Joined the relay: the response head and first control event, and the
+    /// offset and stream incarnation the events follow.
+    Live { key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
+    /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
+    Move,
+}
+
+/// Owner: registers shard `from` for `req`'s live events if the read starts
+/// at the tail of the plain view; otherwise asks for the connection.
+pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
+    let interval = next_cursor(ctx.now_ms(), None, 0);
+    let cursor = next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
+    let live = ctx.shard.store.borrow().streams.get(&req.key).and_then(|e| {
+        let s = &e.state;
+        (s.visible.tail == req.from && !s.visible.closed && !s.deleted).then_some(s.handle)
+    });
+    let Some(handle) = live.filter(|_| req.view == View::Bytes && !req.limit.exact && cursor == interval) else {
+        return Start::Move;
+    };
+    let Some((mut bytes, _, _)) = sse::start(ctx, &req) else {
+        return Start::Move;
+    };
+    let control = Control { next: req.from, cursor: Some(cursor), up_to_date: true, ..Control::default() };
+    encode_control(control, &mut bytes);
+    let existing = ctx.relays.pumps.borrow().get(&req.key).filter(|p| p.handle == handle).cloned();
+    let pump = existing.unwrap_or_else(|| {
+        // A pump of an earlier incarnation of the key sees it was replaced and stops.
+        let pump = Rc::new(Pump {
+            handle,
+            pos: Cell::new(req.from),
+            subscribers: RefCell::new(vec![0; ctx.shards]),
+            cuts: RefCell::default(),
+        });
+        ctx.relays.pumps.borrow_mut().insert(req.key.clone(), pump.clone());
+        // In the mesh queue, not behind this shard's own subscribers: other
+        // shards start writing an event while this one still does.
+        let task = run_pump(ctx.clone(), req.key.clone(), pump.clone());
+        glommio::spawn_local_into(task, ctx.mesh_queue).expect("mesh task queue exists").detach();
+        pump
+    });
+    pump.subscribers.borrow_mut()[from] += 1;
+    if req.from > pump.pos.get() {
+        pump.cuts.borrow_mut().insert(req.from);
+    }
+    Start::Live { key: req.key, handle, bytes, from: req.from }
+}
+
+/// Owner: a subscriber on shard `from` has ended.
+pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64) {
+    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle) {
+        let mut subs = p.subscribers.borrow_mut();
+        subs[from] = subs[from].saturating_sub(1);
+    }
+}
+
+/// Owner: reads each new batch once and sends its encoded event to every
+/// subscribing shard, until none remain or the stream ends.
+async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
+    let current = |ctx: &Ctx| ctx.relays.pumps.borrow().get(&key).is_some_and(|p| Rc::ptr_eq(p, &pump));
+    loop {
+        let shards: Vec<usize> =
+            pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
+        let state = ctx.shard.store.borrow().streams.get(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
+            let s = &e.state;
+            (
+                e.signal.clone(),
+                e.signal.generation(),
+                s.visible.tail,
+                s.visible.closed,
+                s.deleted,
+                s.content_type.clone(),
+            )
+        });
+        let live = state.filter(|st| !st.4 && !shards.is_empty() && current(&ctx));
+        let Some((signal, seen, tail, closed, _, content_type)) = live else {
+            if current(&ctx) {
+                ctx.relays.pumps.borrow_mut().remove(&key);
+            }
+            for s in shards {
+                forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+            }
+            return;
+        };
+        let pos = pump.pos.get();
+        let event = if tail > pos {
+            let cut = pump.cuts.borrow().range(pos + 1..).next().copied().unwrap_or(tail).min(tail);
+            let limit = Limit {
+                bytes: (cut - pos).min(ctx.cfg.max_read_bytes),
+                exact: false,
+                whole_json: false,
+                records: None,
+            };
+            let Ok(mut b) = read_batch(&ctx, &key, pos, limit).await else {
+                // A failed read (logged by read_batch): the relayed responses
+                // end, and their clients resume from their last offsets.
+                if current(&ctx) {
+                    ctx.relays.pumps.borrow_mut().remove(&key);
+                }
+                for s in shards {
+                    forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                }
+                return;
+            };
+            let mut bytes = Vec::with_capacity(b.data.len() + 128);
+            sse::encode_data(&mut b, View::Bytes, sluice::sse_wire::is_binary(&content_type), &mut bytes);
+            let cursor = (!b.closed).then(|| next_cursor(ctx.now_ms(), None, 0));
+            encode_control(
+                Control { next: b.end, cursor, up_to_date: b.up_to_date, closed: b.closed, records: None },
+                &mut bytes,
+            );
+            Event { from: pos, end: b.end, closed: b.closed, bytes }
+        } else if closed {
+            let mut bytes = Vec::new();
+            encode_control(Control { next: pos, up_to_date: true, closed: true, ..Control::default() }, &mut bytes);
+            Event { from: pos, end: pos, closed: true, bytes }
+        } else {
+            futures_lite::future::or(signal.changed(seen), ctx.stopping.changed(0)).await;
+            if ctx.stopping() {
+                if current(&ctx) {
+                    ctx.relays.pumps.borrow_mut().remove(&key);
+                }
+                return;
+            }
+            continue;
+        };
+        pump.pos.set(event.end);
+        pump.cuts.borrow_mut().retain(|c| *c > event.end);
+        for &s in &shards {
+            let ev = Event { from: event.from, end: event.end, closed: event.closed, bytes: event.bytes.clone() };
+            forward::push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
+        }
+        if event.closed {
+            if current(&ctx) {
+                ctx.relays.pumps.borrow_mut().remove(&key);
+            }
+            return;
+        }
+    }
+}
+
+/// Subscriber shard: a subscriber joins the feed of a remote stream
+/// incarnation (counted before any event that follows its answer).
+pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
+    let mut feeds = ctx.relays.feeds.borrow_mut();
+    let feed = feeds.get(key).filter(|f| f.handle == handle && !f.gone.get()).cloned().unwrap_or_else(|| {
+        // A feed of an earlier incarnation keeps serving its own subscribers.
+        let feed = Rc::new(Feed {
+            handle,
+            events: RefCell::default(),
+            held: Cell::new(0),
+            signal: Rc::new(Signal::default()),
+            subscribers: Cell::new(0),
+            gone: Cell::new(false),
+        });
+        feeds.insert(key.clone(), feed.clone());
+        feed
+    });
+    feed.subscribers.set(feed.subscribers.get() + 1);
+    feed
+}
+
+/// Subscriber shard: a subscriber of `feed` (stream `key` on `owner`) has ended.
+pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>) {
+    feed.subscribers.set(feed.subscribers.get() - 1);
+    let mut feeds = ctx.relays.feeds.borrow_mut();
+    if feed.subscribers.get() == 0 && feeds.get(key).is_some_and(|f| Rc::ptr_eq(f, feed)) {
+        feeds.remove(key);
+    }
+    drop(feeds);
+    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
+}
+
+/// Subscriber shard: an event (None: the end) of a remote stream arrived.
+pub fn deliver(ctx: &Ctx, key: &StreamKey, handle: u64, event: Option<Event>) {
+    let Some(feed) = ctx.relays.feeds.borrow().get(key).filter(|f| f.handle == handle).cloned() else {
+        return;
+    };
+    match event {
+        Some(ev) => {
+            let mut events = feed.events.borrow_mut();
+            let mut held = feed.held.get() + ev.bytes.len();
+            events.push_back(Rc::new(ev));
+            while held > RECENT_BYTES && events.len() > 1 {
+                held -= events.pop_front().map_or(0, |e| e.bytes.len());
+            }
+            feed.held.set(held);
+        }
+        None => feed.gone.set(true),
+    }
+    feed.signal.notify();
+}
+
+/// Subscriber shard: serves one relayed SSE response on its connection.
+pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, sub: Subscription) {
+    stream_events(ctx, sock, &sub.feed, sub.start, sub.from).await;
+    unsubscribe(ctx, sub.owner, &sub.key, &sub.feed);
+}
+
+/// A relayed SSE read handed to its connection: the feed it counts on, the
+/// bytes to send first and the offset its events start at.
+pub struct Subscription {
+    pub owner: usize,
+    pub key: StreamKey,
+    pub feed: Rc<Feed>,
+    pub start: Vec<u8>,
+    pub from: u64,
+}
+
+async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {
+    if sock.write_all(&start).await.is_err() {
+        return;
+    }
+    let _ = sock.set_read_timeout(None);
+    let deadline = Instant::now() + ctx.cfg.sse_reconnect;
+    let mut out = Vec::new();
+    loop {
+        let seen = feed.signal.generation();
+        // Every kept event from `offset` on, in one write: a subscriber that
+        // fell behind catches up with one system call, not one per event.
+        let mut ready: Vec<Rc<Event>> = Vec::new();
+        {
+            let events = feed.events.borrow();
+            let mut at = offset;
+            for e in events.range(events.partition_point(|e| e.from < offset)..) {
+                if e.from != at {
+                    break;
+                }
+                at = e.end;
+                ready.push(e.clone());
+            }
+        }
+        if let Some(last) = ready.last().cloned() {
+            let bytes = if ready.len() == 1 {
+                &last.bytes
+            } else {
+                out.clear();
+                ready.iter().for_each(|e| out.extend_from_slice(&e.bytes));
+                &out
+            };
+            if sock.write_all(bytes).await.is_err() || last.closed {
+                return;
+            }
+            offset = last.end;
+            continue;
+        }
+        // Gone, or fallen behind the kept events: end the response.
+        if feed.gone.get() || feed.events.borrow().back().is_some_and(|e| e.end > offset) {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || !sse::wait(ctx, sock, &feed.signal, seen, left).await {
+            return;
+        }
+    }
+}
