@@ -93,23 +93,16 @@ fn put(streams: &mut HashMap<String, Stream>, name: &str, h: &dyn Fn(&str) -> Op
         created_ms: NOW_MS,
         ttl_secs,
         expires_at_ms,
-        closed: closed && data.is_empty(),
+        closed,
         fork: None,
         attrs: vec![],
+        initial: data,
+        initial_messages: messages,
     };
-    let mut log = vec![through_log(&Record::Create(c.clone()))];
+    // A create and its initial body are one record, replayed as both.
+    let log = vec![through_log(&Record::Create(c.clone()))];
     let mut state = StreamState::from_create(&c, 0, MAX_PRODUCERS);
-    if !data.is_empty() {
-        let a = AppendRecord {
-            handle: 1,
-            at_ms: NOW_MS,
-            stream_seq: None,
-            producer: None,
-            close: closed,
-            messages,
-            data: &data,
-        };
-        log.push(through_log(&Record::Append(a.clone())));
+    if let Some(a) = c.initial_append() {
         state.apply_append(&a, 1, 0);
         state.publish(state.tail, state.closed);
     }
