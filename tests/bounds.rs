@@ -137,23 +137,32 @@ fn handed_off_connections_count_against_max_connections() {
             ok.then_some(c)
         })
         .expect("a first connection");
-    // A connection accepted by the other shard (Y): X refuses new ones.
-    let mut q = (0..50)
-        .map(|_| s.connect())
-        .find_map(|mut c| (c.try_request("GET", "/v1/healthz", &[], b"").ok()?.status == 200).then_some(c))
-        .expect("a connection on the other shard");
-    // Streams owned by Y are served on q; the first owned by X moves q to X,
-    // which is full: refused, and nothing is created.
-    let mut refused = None;
-    for i in 0..64 {
-        let path = format!("/v1/stream/h{i}");
-        let r = q.request("PUT", &path, &[("Content-Type", "text/plain")], b"");
-        if r.status == 503 {
-            refused = Some(path);
-            break;
-        }
-        assert_eq!(r.status, 201, "{path}");
+    // Streams in both shards, each with data, created through p (forwarded
+    // as needed: forwarding keeps the connection where it is).
+    let paths: Vec<String> = (0..16).map(|i| format!("/v1/stream/h{i}")).collect();
+    for path in &paths {
+        assert_eq!(p.request("PUT", path, &[("Content-Type", "text/plain")], b"x").status, 201);
     }
-    let path = refused.expect("no stream of 64 was owned by the full shard");
-    assert_eq!(p.request("HEAD", &path, &[], b"").status, 404);
+    // A catch-up SSE read the owner cannot relay moves its connection to the
+    // owner. A connection accepted by the other shard (Y) asking for a stream
+    // X owns is handed to X, which is full: 503. One for a stream Y owns is
+    // served (200); so across the streams of both shards exactly the ones X
+    // owns are refused.
+    let (mut refused, mut served) = (0, 0);
+    for path in &paths {
+        let mut c = (0..50)
+            .map(|_| s.connect())
+            .find_map(|mut c| (c.try_request("GET", "/v1/healthz", &[], b"").ok()?.status == 200).then_some(c))
+            .expect("a connection on the other shard");
+        c.send(&common::build("GET", &format!("{path}?offset=-1&live=sse"), &[], b"")).expect("write");
+        let head = c.read_until(b"\r\n").expect("a status line");
+        match String::from_utf8_lossy(&head).split(' ').nth(1) {
+            Some("503") => refused += 1,
+            Some("200") => served += 1,
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert!(refused > 0 && served > 0, "refused {refused}, served {served}: both shards own some of the streams");
+    // The full shard still serves the connection it holds.
+    assert_eq!(p.request("GET", "/v1/healthz", &[], b"").status, 200);
 }
