@@ -160,6 +160,13 @@ pub struct Shard {
 }
 
 impl Store {
+    /// An empty store for shard `shard` whose streams remember at most
+    /// `max_producers` idempotent producers each.
+    pub fn new(shard: u32, max_producers: usize) -> Store {
+        assert!(max_producers > 0, "a producer table must hold at least one producer");
+        Store { shard, max_producers, ..Store::default() }
+    }
+
     /// Replays one recovered record.
     pub fn replay(&mut self, record: Record<'_>, at: Position) {
         match record {
@@ -333,7 +340,7 @@ impl Shard {
     /// Opens shard `id`'s log under `cfg.dir`, replaying it; each stream
     /// remembers at most `max_producers` idempotent producers.
     pub async fn open(id: usize, cfg: crate::log::LogConfig, max_producers: usize) -> Result<Shard, String> {
-        let mut store = Store { shard: id as u32, max_producers, ..Store::default() };
+        let mut store = Store::new(id as u32, max_producers);
         let tail = recovery::scan(&cfg.dir, recovery::Mode::Repair, |r, at| store.replay(r, at))?;
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled

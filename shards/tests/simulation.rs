@@ -34,6 +34,9 @@ use sluice_shards::store::{Store, StoreError, StreamKey};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+/// Producers per stream: more than the simulation ever creates, so the model needs no eviction.
+const MAX_PRODUCERS: usize = 1000;
+
 /// Segment size of the simulated log: small, so rolls are frequent.
 const SEGMENT: usize = 2048;
 const STREAMS: usize = 5;
@@ -301,7 +304,7 @@ fn key(name: &str) -> StreamKey {
 
 impl World {
     fn new(seed: u64) -> World {
-        let mut store = Store::default();
+        let mut store = Store::new(0, MAX_PRODUCERS);
         store.shard = 0;
         World {
             rng: Rng(seed),
@@ -723,7 +726,7 @@ impl World {
         if untouched.segments != disk.segments {
             self.fail(seed, "verifying changed the disk".into());
         }
-        let mut store = Store::default();
+        let mut store = Store::new(0, MAX_PRODUCERS);
         let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, at| store.replay(r, at));
         let same = match (&verified, &scanned) {
             (Ok(v), Ok(r)) => (v.records, v.torn_bytes, &v.ends) == (r.records, r.torn_bytes, &r.ends),
