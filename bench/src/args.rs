@@ -219,46 +219,19 @@ fn count(name: &str, v: &str) -> Result<usize, String> {
     v.replace('_', "").parse().map_err(|_| format!("{name}: not a count: {v}"))
 }
 
-/// `500ms`, `10s`, `2m`, or bare seconds.
+/// A duration as the server's flags take it (`500ms`, `10s`, `2m`, `1h30m`),
+/// or bare seconds.
 pub fn duration(name: &str, v: &str) -> Result<Duration, String> {
-    let bad = || format!("{name}: not a duration: {v}");
-    let (num, mult_ms) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1000.0)
-    } else if let Some(n) = v.strip_suffix('m') {
-        (n, 60_000.0)
-    } else {
-        (v, 1000.0)
-    };
-    let x: f64 = num.parse().map_err(|_| bad())?;
-    if x.is_nan() || x < 0.0 {
-        return Err(bad());
-    }
-    Ok(Duration::from_micros((x * mult_ms * 1000.0) as u64))
+    let with_unit =
+        if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) { format!("{v}s") } else { v.to_string() };
+    sluice::units::parse_duration(&with_unit).map_err(|e| format!("{name}: {e}"))
 }
 
-/// `256`, `4KiB`, `1MiB`, `1GiB` (binary) or `1K`, `1M`, `1G`, `1KB`.. (decimal).
+/// A size as the server's flags take it (`256`, `4KiB`, `1MiB`, `1GB`), plus
+/// the SI shorthands `K`, `M`, `G` (`2K` = `2KB`).
 pub fn size(name: &str, v: &str) -> Result<u64, String> {
-    let bad = || format!("{name}: not a size: {v}");
-    let units: [(&str, u64); 9] = [
-        ("KiB", 1 << 10),
-        ("MiB", 1 << 20),
-        ("GiB", 1 << 30),
-        ("KB", 1000),
-        ("MB", 1_000_000),
-        ("GB", 1_000_000_000),
-        ("K", 1000),
-        ("M", 1_000_000),
-        ("G", 1_000_000_000),
-    ];
-    for (suffix, mult) in units {
-        if let Some(n) = v.strip_suffix(suffix) {
-            let x: f64 = n.parse().map_err(|_| bad())?;
-            return Ok((x * mult as f64) as u64);
-        }
-    }
-    v.parse().map_err(|_| bad())
+    let si = v.strip_suffix(['K', 'M', 'G']).map(|n| format!("{n}{}B", &v[n.len()..]));
+    sluice::units::parse_size(si.as_deref().unwrap_or(v)).map_err(|e| format!("{name}: {e}"))
 }
 
 #[cfg(test)]
