@@ -9,7 +9,7 @@ use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{Latency, Shares};
 use sluice_shards::log::LogConfig;
-use sluice_shards::store::Shard;
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use std::cell::Cell;
 use std::os::fd::{FromRawFd, RawFd};
 use std::rc::Rc;
@@ -146,10 +146,17 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let log_cfg =
-        LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    let shard_cfg = ShardConfig {
+        log: LogConfig {
+            dir: cfg.data_dir.join(format!("shard-{id}")),
+            segment_size: cfg.segment_bytes,
+            fsync: cfg.fsync,
+        },
+        max_producers: cfg.max_producers,
+        flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
+    };
     let recovering = std::time::Instant::now();
-    let shard = match Shard::open(id, log_cfg, cfg.max_producers).await {
+    let shard = match Shard::open(id, shard_cfg).await {
         Ok(s) => s,
         Err(e) => {
             let _ = start.ready.send(Err(format!("shard {id}: {e}")));
@@ -224,11 +231,10 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     ctx.shard.purge_tombstones().await;
-    if let Err(e) = ctx.shard.reclaim_space().await {
-        tracing::warn!(shard = id, error = ?e, "space reclamation failed");
-    }
     glommio::spawn_local(release_pump(ctx.clone())).detach();
-    glommio::spawn_local(reclaimer(ctx.clone())).detach();
+    glommio::spawn_local(sweeper(ctx.clone())).detach();
+    let flusher = ctx.clone();
+    glommio::spawn_local(async move { flusher.shard.flush_loop().await }).detach();
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         glommio::spawn_local(async move {
@@ -242,26 +248,15 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     drain(&ctx).await;
 }
 
-/// Deletes log segments that no live stream needs, a little after deletes,
-/// and sweeps expired streams now and then.
-async fn reclaimer(ctx: Rc<Ctx>) {
-    let mut last_sweep = std::time::Instant::now();
+/// Deletes expired streams that nobody accessed, now and then (the flusher
+/// then gives their space back).
+async fn sweeper(ctx: Rc<Ctx>) {
     loop {
-        glommio::timer::sleep(RECLAIM_EVERY).await;
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            last_sweep = std::time::Instant::now();
-            ctx.shard.sweep_expired(ctx.now_ms()).await;
-        }
-        if ctx.shard.store.borrow().reclaim_due {
-            if let Err(e) = ctx.shard.reclaim_space().await {
-                tracing::warn!(shard = ctx.id, error = ?e, "space reclamation failed");
-            }
-        }
+        glommio::timer::sleep(SWEEP_EVERY).await;
+        ctx.shard.sweep_expired(ctx.now_ms()).await;
     }
 }
 
-/// How often a shard checks whether deleted streams freed whole segments.
-const RECLAIM_EVERY: Duration = Duration::from_secs(2);
 /// How often a shard deletes expired streams that nobody accessed.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 

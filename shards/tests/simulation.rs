@@ -24,6 +24,8 @@
 //! exactly that one.
 
 use sluice_shards::core::append::AppendInput;
+use sluice_shards::core::body::Point;
+use sluice_shards::core::stream::Blob;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::decide::Journal;
 use sluice_shards::ids::BUILTIN_BUCKET as BUCKET;
@@ -170,7 +172,8 @@ impl Journal for SimJournal {
         }
         let pos = s.push(&frame);
         s.assigned += 1;
-        Appended { lsn: s.assigned, segment: s.active, data_pos: (pos + enc.data_at) as u64 }
+        let _ = (pos, enc);
+        Appended { lsn: s.assigned }
     }
 
     fn assigned(&self) -> u64 {
@@ -204,12 +207,6 @@ impl SimJournal {
         s.synced = (s.active, s.write_pos);
         s.durable = s.assigned;
         s.disk.head = Some(s.active);
-    }
-
-    /// The bytes at (segment, position) in the volatile image.
-    fn read(&self, segment: u32, pos: u64, len: u32) -> Vec<u8> {
-        let s = self.0.borrow();
-        s.image[&segment][pos as usize..pos as usize + len as usize].to_vec()
     }
 }
 
@@ -512,8 +509,8 @@ impl World {
     fn sync(&mut self) {
         self.journal.sync();
         for e in self.store.streams.values_mut() {
-            let (tail, closed) = (e.state.tail, e.state.closed);
-            e.state.publish(tail, closed);
+            let (tail, records, closed) = (e.state.tail(), e.state.records(), e.state.closed);
+            e.state.publish(tail, records, closed);
         }
         for m in self.model.values_mut() {
             m.visible = m.data.len() as u64;
@@ -567,7 +564,7 @@ impl World {
             },
         };
         self.trace.push(format!("snapshot {name} at {offset} body {} expect {expect:?}", body.len()));
-        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let at = self.point(name, offset);
         let got = self.store.decide_snapshot(&self.journal, &key(name), at, "application/x-s", &body, None, self.now);
         let verdict = match &got {
             Ok(_) => Ok(expect == Ok(true)),
@@ -583,6 +580,12 @@ impl World {
         }
     }
 
+    /// The index's view of `offset` in stream `name` (all in memory here).
+    fn point(&self, name: &str, offset: u64) -> Point {
+        let e = self.store.streams.get(&key(name));
+        e.and_then(|e| e.state.point_in_memory(offset)).unwrap_or(Point { offset, record: None })
+    }
+
     fn retention(&mut self, seed: u64, name: &str) {
         let live = live_in(&self.model, name, self.now);
         let m = self.model.get(name).filter(|_| live).cloned();
@@ -596,7 +599,7 @@ impl World {
             },
         };
         self.trace.push(format!("retention {name} at {offset} expect {expect:?}"));
-        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let at = self.point(name, offset);
         let got = self.store.decide_retention(&self.journal, &key(name), at, self.now);
         let verdict = match &got {
             Ok(_) => expect.map(|_| ()),
@@ -625,13 +628,8 @@ impl World {
         }
     }
 
-    /// Compares `store` with `model` at `now`, reading bytes with `read`.
-    fn compare(
-        store: &mut Store,
-        model: &Model,
-        now: u64,
-        read: impl Fn(u32, u64, u32) -> Vec<u8>,
-    ) -> Result<(), String> {
+    /// Compares `store` with `model` at `now`.
+    fn compare(store: &mut Store, model: &Model, now: u64) -> Result<(), String> {
         for i in 0..STREAMS {
             let name = format!("s{i}");
             let want = model.get(&name).filter(|_| live_in(model, &name, now));
@@ -642,11 +640,11 @@ impl World {
                 (None, Some(_)) => return Err(format!("{name}: present in the store, absent in the model")),
                 (Some(m), Some(e)) => {
                     let s = &e.state;
-                    let ends: Vec<u64> = s.messages.iter().map(|x| x.offset + u64::from(x.len)).collect();
-                    if s.tail != m.data.len() as u64 || s.closed != m.closed || ends != m.ends {
+                    let ends = &s.body.cache.ends;
+                    if s.tail() != m.data.len() as u64 || s.closed != m.closed || *ends != m.ends {
                         return Err(format!(
                             "{name}: store tail {} closed {} messages {}, model {} {} {}",
-                            s.tail,
+                            s.tail(),
                             s.closed,
                             ends.len(),
                             m.data.len(),
@@ -660,7 +658,10 @@ impl World {
                             s.visible.tail, s.retained, m.visible, m.retained
                         ));
                     }
-                    let snapshot = s.snapshot.as_ref().map(|x| (x.offset, read(x.segment, x.pos, x.len)));
+                    let snapshot = s.snapshot.as_ref().map(|x| match &x.blob {
+                        Blob::Pending(b) => (x.offset, b.as_ref().clone()),
+                        Blob::Stored(_) => unreachable!("the simulation never flushes"),
+                    });
                     if snapshot != m.snapshot {
                         return Err(format!("{name}: snapshot differs from the model"));
                     }
@@ -672,9 +673,7 @@ impl World {
                         return Err(format!("{name}: producer {producer:?}, model {:?}", m.producer));
                     }
                     let mut bytes = Vec::new();
-                    for msg in &s.messages {
-                        bytes.extend(read(msg.segment, msg.pos, msg.len));
-                    }
+                    s.body.copy_ram(0, s.tail(), &mut bytes);
                     if bytes != m.data {
                         return Err(format!("{name}: the bytes the index points at differ from the model"));
                     }
@@ -685,8 +684,7 @@ impl World {
     }
 
     fn check_live(&mut self, seed: u64) {
-        let journal = &self.journal;
-        if let Err(why) = Self::compare(&mut self.store, &self.model, self.now, |g, p, l| journal.read(g, p, l)) {
+        if let Err(why) = Self::compare(&mut self.store, &self.model, self.now) {
             self.fail(seed, format!("live state: {why}"));
         }
     }
@@ -727,7 +725,7 @@ impl World {
             self.fail(seed, "verifying changed the disk".into());
         }
         let mut store = Store::new(0, MAX_PRODUCERS);
-        let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, at| store.replay(r, at));
+        let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, _| store.replay(r));
         let same = match (&verified, &scanned) {
             (Ok(v), Ok(r)) => (v.records, v.torn_bytes, &v.ends) == (r.records, r.torn_bytes, &r.ends),
             (Err(v), Err(r)) => v == r,
@@ -755,8 +753,7 @@ impl World {
         for m in model.values_mut() {
             m.visible = m.data.len() as u64;
         }
-        let read = |g: u32, p: u64, l: u32| disk.segments[&g][p as usize..p as usize + l as usize].to_vec();
-        if let Err(why) = Self::compare(&mut store, &model, self.now, read) {
+        if let Err(why) = Self::compare(&mut store, &model, self.now) {
             self.fail(seed, format!("recovered state: {why}"));
         }
         // Resume on the recovered log, as the shard does: segments after the
