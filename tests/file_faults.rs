@@ -25,7 +25,7 @@ fn launch(dir: &Path) -> Launch {
     Launch {
         shards: 1,
         io_timeout: Duration::from_secs(10),
-        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT])
+        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT, "--flush-interval", "30s"])
     }
 }
 

@@ -260,22 +260,6 @@ impl Log {
         self.inner.borrow().appended_bytes
     }
 
-    /// Stops taking writes: something the log's durability depends on
-    /// failed (fail-stop, as for a failed write or sync of the log itself).
-    pub fn fail(&self, why: String) {
-        let mut s = self.inner.borrow_mut();
-        if s.failed.is_none() {
-            s.failed = Some(why);
-        }
-        drop(s);
-        self.done.notify();
-    }
-
-    /// Whether the log stopped taking writes.
-    pub fn is_failed(&self) -> bool {
-        self.inner.borrow().failed.is_some()
-    }
-
     /// The commit number of the newest durable record.
     pub fn durable_mark(&self) -> u64 {
         self.inner.borrow().durable
@@ -486,7 +470,8 @@ fn is_no_space(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC) || e.to_string().contains("No space left")
 }
 
-fn io_to_log(e: std::io::Error) -> LogError {
+/// A failed write as the log reports it: no space (507, retry later), or failed.
+pub fn io_to_log(e: std::io::Error) -> LogError {
     if is_no_space(&e) {
         LogError::NoSpace
     } else {
