@@ -206,7 +206,9 @@ impl Body {
         if let Some(f) = self.file_layers(shard, handle).find(|f| r >= f.start_record && r < f.end_record) {
             return Layer::File(f);
         }
-        Layer::Ram(self.ram().find(|c| r >= c.start_record && r < c.end_record()).expect("the layers cover every record"))
+        Layer::Ram(
+            self.ram().find(|c| r >= c.start_record && r < c.end_record()).expect("the layers cover every record"),
+        )
     }
 
     /// File pieces covering `[from, to)` up to the memory layers, and the

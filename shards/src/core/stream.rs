@@ -9,8 +9,8 @@
 use super::body::{Body, Layer, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
-use std::rc::Rc;
 use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
+use std::rc::Rc;
 
 /// The durable, reader-visible part of the state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -260,6 +260,11 @@ impl Log {
         self.inner.borrow().appended_bytes
     }
 
+    /// Whether the log stopped taking writes (a write or sync failed).
+    pub fn is_failed(&self) -> bool {
+        self.inner.borrow().failed.is_some()
+    }
+
     /// The commit number of the newest durable record.
     pub fn durable_mark(&self) -> u64 {
         self.inner.borrow().durable

@@ -226,14 +226,7 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     for _ in 0..n {
         let shard = c.u32()?;
         let v: Vec<u64> = (0..5).map(|_| c.u64()).collect::<Option<_>>()?;
-        ancestors.push(Ancestor {
-            shard,
-            handle: v[0],
-            start: v[1],
-            end: v[2],
-            start_record: v[3],
-            end_record: v[4],
-        });
+        ancestors.push(Ancestor { shard, handle: v[0], start: v[1], end: v[2], start_record: v[3], end_record: v[4] });
     }
     let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
     let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
@@ -328,7 +321,11 @@ mod tests {
         assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
         assert_eq!(r.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack)), Some((2, 7, (5, 0, 2))));
         assert_eq!((r.last_stream_seq.as_deref(), &r.attrs[..], r.json), (Some("k"), &b"{\"a\":1}"[..], true));
-        assert_eq!(r.snapshot.as_ref().map(|s| s.blob.clone()), Some(Blob::Stored(4)), "pending blobs are stored by this flush");
+        assert_eq!(
+            r.snapshot.as_ref().map(|s| s.blob.clone()),
+            Some(Blob::Stored(4)),
+            "pending blobs are stored by this flush"
+        );
     }
 
     #[test]

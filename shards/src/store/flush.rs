@@ -104,7 +104,8 @@ impl Shard {
     /// its stream files, flushing if needed.
     pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
         loop {
-            let stored = self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
+            let stored =
+                self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
             match stored {
                 None => return Ok(()),
                 Some(s) if s >= offset => return Ok(()),
@@ -283,7 +284,9 @@ impl Shard {
             let name = snapshot_name(*handle, c.generation);
             let current = st.by_handle(*handle).and_then(|e| e.state.snapshot.as_mut());
             match current {
-                Some(s) if matches!(&s.blob, Blob::Pending(b) if Rc::ptr_eq(b, blob)) => s.blob = Blob::Stored(c.generation),
+                Some(s) if matches!(&s.blob, Blob::Pending(b) if Rc::ptr_eq(b, blob)) => {
+                    s.blob = Blob::Stored(c.generation)
+                }
                 _ => st.graveyard.push(name),
             }
         }
