@@ -34,14 +34,7 @@ pub struct LogConfig {
     pub fsync: FsyncMode,
 }
 
-/// Why the log cannot take or acknowledge a write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogError {
-    /// No space for a new segment; nothing was written. Retry later.
-    NoSpace,
-    /// A write or sync failed; the shard accepts no more writes.
-    Failed(String),
-}
+pub use sluice_core::error::LogError;
 
 /// What appending a record assigned it.
 #[derive(Clone, Copy, Debug)]

@@ -9,7 +9,7 @@
 use super::body::{Body, Layer, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
-use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
+use crate::record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 use std::rc::Rc;
 
 /// The durable, reader-visible part of the state.
@@ -204,7 +204,7 @@ impl StreamState {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::StreamState;
-    use crate::log::{AppendRecord, CreateRecord};
+    use crate::record::{AppendRecord, CreateRecord};
 
     /// A fresh stream of `content_type` created at t=100 ms.
     pub fn stream(content_type: &str) -> StreamState {

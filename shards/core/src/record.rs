@@ -4,8 +4,8 @@
 //! zero `len` marks the unwritten (zero-filled) end of a segment. Every state
 //! change a shard makes durable is one of these records.
 
+use crate::body::Ancestor;
 use crate::codec::{Cursor, Put};
-use crate::core::body::Ancestor;
 
 /// Bytes before the kind byte: length and CRC.
 pub const FRAME_HEADER: usize = 8;
