@@ -8,7 +8,10 @@
 #          RSS after the fill, data dir size, catch-up GB/s of 16 B messages;
 #   restart: the same data dir, SIGTERM, then time from spawn to the first
 #          /v1/healthz 200 (sluice-bench --scenario restart);
-#   large: one stream filled with 1 GiB of 1 MiB appends, read back.
+#   large: one stream filled with 1 GiB of 1 MiB appends, read back;
+#   space: an old small stream, then a 768 MiB stream behind it and a 384 MiB
+#          one; retain away 90% of the second, delete the first, and time how
+#          long the data dir takes to fall to live data plus preallocation.
 #
 #   BASELINE=/path/to/old/sluice bench/store.sh
 #
@@ -53,6 +56,31 @@ start_server() { # BINARY DATA_DIR
 
 rss_mib() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
 
+fill_mib() { # PATH MIB: appends of 1 MiB
+    for _ in $(seq "$2"); do
+        curl -sf -o /dev/null -X POST -H 'Content-Type: application/octet-stream' --data-binary @"$WORK/mib" "$URL$1"
+    done
+}
+
+space() { # DATA_DIR
+    head -c 1048576 /dev/urandom >"$WORK/mib"
+    curl -sf -o /dev/null -X PUT "$URL/space"
+    curl -sf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' --data-binary old "$URL/space/old"
+    for s in big ret; do curl -sf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' "$URL/space/$s"; done
+    fill_mib /space/big 768
+    fill_mib /space/ret 384
+    local at
+    at=$(printf '0000000000000000_%016d' $((345 * 1048576)))
+    curl -sf -o /dev/null -X PUT -H 'Content-Type: text/plain' --data-binary state "$URL/space/ret/snapshot/$at"
+    curl -sf -o /dev/null -X PUT "$URL/space/ret/retention/$at"
+    curl -sf -o /dev/null -X DELETE "$URL/space/big"
+    local start=$SECONDS before
+    before=$(du -sm "$1" | cut -f1)
+    while (($(du -sm "$1" | cut -f1) > 200 && SECONDS - start < 60)); do sleep 1; done
+    echo "   data dir $before MiB after the deletes -> $(du -sm "$1" | cut -f1) MiB after $((SECONDS - start)) s" \
+        "(live: 39 MiB + 3 bytes; journal preallocation: 2 x 64 MiB per shard)"
+}
+
 for round in $(seq "$ROUNDS"); do
     for which in "${!BIN[@]}"; do
         bin=${BIN[$which]}
@@ -75,6 +103,11 @@ for round in $(seq "$ROUNDS"); do
         timeout 1200 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario catchup --bytes "$LARGE" \
             --append-bytes 1MiB --label "$which-large" --json "$OUT/$which-large-$round.json" 2>/dev/null \
             | grep -E "filled|read median" || true
+        stop_server
+        rm -rf "$data"
+        echo "== $which round $round: space"
+        start_server "$bin" "$data"
+        space "$data"
         stop_server
         rm -rf "$data"
     done

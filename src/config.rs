@@ -5,6 +5,7 @@
 use crate::auth::cors::CorsPolicy;
 use clap::{Args, Parser, Subcommand};
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
+use sluice_shards::core::limits;
 use sluice_shards::log::FsyncMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -128,20 +129,20 @@ pub struct Config {
 
     /// Log segment size, preallocated and zero-filled ahead of use (4KiB..64GiB).
     #[arg(long, env = "SLUICE_SEGMENT_BYTES", value_name = "SIZE", default_value = "64MiB",
-          value_parser = size::<u64>(4 << 10, 64 << 30))]
+          value_parser = size::<u64>(limits::MIN_SEGMENT_BYTES, limits::MAX_SEGMENT_BYTES))]
     pub segment_bytes: u64,
 
     /// Journal bytes after which a shard flushes its streams' new bytes into their stream
     /// files and checkpoints; writers wait beyond 4x this (1MiB..4GiB). Bounds the memory
     /// unflushed bytes hold and the journal a restart replays.
     #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "16MiB",
-          value_parser = size::<u64>(1 << 20, 4 << 30))]
+          value_parser = size::<u64>(limits::MIN_FLUSH_BYTES, limits::MAX_FLUSH_BYTES))]
     pub flush_bytes: u64,
 
     /// Longest time between flushes while anything changed; deleted and retained-away
     /// bytes are given back to the file system within two of these (100ms..30s).
     #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "2s",
-          value_parser = duration(ms(100), ms(30_000)))]
+          value_parser = duration(ms(limits::MIN_FLUSH_INTERVAL_MS), ms(limits::MAX_FLUSH_INTERVAL_MS)))]
     pub flush_interval: Duration,
 
     /// io_uring registered buffer memory per shard, locked in RAM (64KiB..4GiB).

@@ -225,8 +225,10 @@ impl Store {
         self.expire(log, key, now_ms);
         let e = self.entry(key)?;
         if e.state.attrs != attrs {
-            e.state.attrs = attrs.clone();
-            e.settle = log.append(&Record::Attrs { handle: e.state.handle, attrs }).lsn;
+            let record = Record::Attrs { handle: e.state.handle, attrs };
+            let lsn = log.append(&record).lsn;
+            e.settle = lsn;
+            self.replay(record);
         }
         Ok((log.assigned(), ()))
     }

@@ -12,8 +12,7 @@ use std::fmt;
 /// Width of a rendered offset token.
 pub const OFFSET_WIDTH: usize = 33;
 const EPOCH: &[u8; 17] = b"0000000000000000_";
-/// Largest byte position a token can carry.
-pub const MAX_OFFSET: u64 = 9_999_999_999_999_999;
+pub use crate::core::limits::MAX_OFFSET;
 
 /// A byte position in a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -3,6 +3,7 @@
 //! protocol's conformance suite pins down.
 
 use super::json::normalize;
+use super::limits::MAX_OFFSET;
 use super::producer::{check, ProducerCheck};
 use super::{media_type, Error, StreamState};
 use crate::record::ProducerStamp;
@@ -77,18 +78,33 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
     if close_only {
         return Ok(AppendDecision::Close);
     }
-    if s.json {
+    let (data, messages) = if s.json {
         let n = normalize(input.body, false)?;
-        Ok(AppendDecision::Write { data: Cow::Owned(n.bytes), messages: n.lengths })
+        (Cow::Owned(n.bytes), n.lengths)
     } else {
-        Ok(AppendDecision::Write { data: Cow::Borrowed(input.body), messages: Vec::new() })
+        (Cow::Borrowed(input.body), Vec::new())
+    };
+    if s.tail().saturating_add(data.len() as u64) > MAX_OFFSET {
+        return Err(PAST_MAX_OFFSET);
     }
+    Ok(AppendDecision::Write { data, messages })
 }
+
+/// An append that would carry the stream past the largest offset a token holds.
+pub const PAST_MAX_OFFSET: Error = Error::TooLarge("the stream would pass the largest offset");
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::AppendRecord;
+
+    #[test]
+    fn no_append_passes_the_largest_offset() {
+        let mut s = stream("text/plain");
+        s.body = crate::body::Body::new(Vec::new(), MAX_OFFSET - 2, 0);
+        assert!(matches!(decide(&s, &input(Some("text/plain"), b"ab")), Ok(AppendDecision::Write { .. })));
+        assert_eq!(decide(&s, &input(Some("text/plain"), b"abc")), Err(PAST_MAX_OFFSET));
+    }
 
     use crate::stream::fixture::stream;
 

@@ -59,6 +59,7 @@ impl Chunk {
             end += u64::from(len);
             self.ends.push(end);
         }
+        assert!(end <= crate::limits::MAX_OFFSET, "offset {end} beyond the largest offset");
         self.bytes.extend_from_slice(data);
         assert_eq!(end, self.end(), "message lengths must add up to the appended bytes");
     }

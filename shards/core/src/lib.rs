@@ -17,6 +17,7 @@ pub mod cursor;
 pub mod error;
 pub mod int;
 pub mod json;
+pub mod limits;
 pub mod producer;
 pub mod record;
 pub mod records;

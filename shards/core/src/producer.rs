@@ -95,8 +95,7 @@ pub enum ProducerCheck {
     Gap { expected: u64, received: u64 },
 }
 
-/// Largest value the headers may carry (2^53-1, for JavaScript clients).
-pub const MAX_PRODUCER_INT: u64 = (1 << 53) - 1;
+pub use crate::limits::MAX_PRODUCER_INT;
 
 /// Parses Producer-Epoch / Producer-Seq: plain decimal digits within range.
 pub fn parse_producer_int(v: &str) -> Option<u64> {

@@ -1,11 +1,7 @@
 //! Stream lifetime: `Stream-TTL` (sliding, renewed on access) and
 //! `Stream-Expires-At` (absolute), with the strict header syntax the protocol asks for.
 
-/// Largest `Stream-TTL` accepted: the seconds from the Unix epoch to
-/// 9999-12-31T23:59:59Z, the end of what `Stream-Expires-At` can express.
-/// Any lifetime up to this, counted from any time before then, fits in
-/// Unix milliseconds with room to spare.
-pub const MAX_TTL_SECS: u64 = 253_402_300_799;
+pub use crate::limits::MAX_TTL_SECS;
 
 /// Parses `Stream-TTL`: decimal digits, no sign, no leading zeros (but `0` itself).
 pub fn parse_ttl(v: &str) -> Option<u64> {

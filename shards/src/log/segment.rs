@@ -7,8 +7,7 @@ use glommio::io::{BufferedFile, Directory, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// Zero-fill granularity.
-const FILL_CHUNK: usize = 1 << 20;
+use crate::core::limits::FILL_CHUNK;
 
 /// An open segment.
 #[derive(Clone)]

@@ -18,11 +18,7 @@ use std::rc::Rc;
 
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
-/// Bytes per ordinal-index entry: the record's end offset (u64) and the
-/// CRC32C of its bytes (u32).
-pub const INDEX_ENTRY: u64 = 12;
-/// Descriptors a shard keeps open before it closes them all and starts over.
-pub const MAX_OPEN_FILES: usize = 512;
+pub use crate::core::limits::{INDEX_ENTRY, MAX_OPEN_FILES, PAGE};
 
 pub fn data_name(handle: u64) -> String {
     format!("{handle:016x}.data")
@@ -139,7 +135,14 @@ impl StreamFiles {
     }
 
     /// Appends exactly `len` bytes at `pos` of `name` on `shard` to `out`.
-    pub async fn read_into(&self, shard: u32, name: &str, pos: u64, len: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+    pub async fn read_into(
+        &self,
+        shard: u32,
+        name: &str,
+        pos: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
         let f = self.file(shard, name).await?;
         let r = f.read_at(pos, len).await.map_err(std::io::Error::from)?;
         if r.len() != len {
@@ -190,7 +193,6 @@ impl StreamFiles {
     /// Gives `[from, to)` of this shard's file `name` back to the file
     /// system (whole pages only); the file keeps its size.
     pub async fn punch(&self, name: &str, from: u64, to: u64) -> std::io::Result<()> {
-        const PAGE: u64 = 4096;
         let (a, b) = (from.div_ceil(PAGE) * PAGE, to / PAGE * PAGE);
         if a >= b {
             return Ok(());

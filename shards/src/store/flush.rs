@@ -19,6 +19,7 @@ use super::checkpoint::{self, Header, CHECKPOINT};
 use super::files::{data_name, index_name, snapshot_name, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
+use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
 use crate::log::segment::sync_dir;
 use crate::log::writer::io_to_log;
@@ -28,12 +29,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
-
-/// Streams whose files one flush writes and syncs at the same time.
-pub const FLUSH_CONCURRENCY: usize = 64;
-/// How often the flusher checks whether a flush is due.
-pub const FLUSH_POLL: Duration = Duration::from_millis(50);
+use std::time::Instant;
 
 /// One stream's frozen chunk and where its files start.
 struct Job {

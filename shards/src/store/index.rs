@@ -10,8 +10,7 @@ use crate::core::body::{FileLayer, Layer, Point};
 use crate::core::stream::{Blob, Snapshot};
 use std::io;
 
-/// Index entries read in one piece once a binary search has narrowed to them.
-const SEARCH_BLOCK: u64 = 341;
+use crate::core::limits::SEARCH_BLOCK;
 
 /// How much one read may hold.
 #[derive(Clone, Copy, Debug)]
@@ -32,7 +31,8 @@ pub struct Span {
     /// Length of each message piece in `data` (JSON streams; one piece otherwise).
     pub lengths: Vec<u32>,
     pub end: u64,
-    /// The record holding `from`, and the records starting before `end`.
+    /// JSON streams: the record holding `from`, and the records starting
+    /// before `end` (0 otherwise: record ordinals are a JSON extension).
     pub first: u64,
     pub next: u64,
 }
@@ -70,11 +70,20 @@ impl Shard {
 
     /// The record holding byte `offset` (below the decided tail).
     pub async fn record_at(&self, key: &StreamKey, offset: u64) -> io::Result<u64> {
+        Ok(self.locate(key, offset).await?.0)
+    }
+
+    /// The record holding byte `offset` (below the decided tail) and the
+    /// offset where it starts, in one lookup.
+    pub async fn locate(&self, key: &StreamKey, offset: u64) -> io::Result<(u64, u64)> {
         let f = {
             let st = self.store.borrow();
             let s = &st.streams.get(key).ok_or_else(gone)?.state;
             match s.body.layer_at(self.id as u32, s.handle, offset) {
-                Layer::Ram(c) => return Ok(c.record_at(offset)),
+                Layer::Ram(c) => {
+                    let k = c.record_at(offset);
+                    return Ok((k, if k == c.start_record { c.start } else { c.end_of(k - 1) }));
+                }
                 Layer::File(f) => f,
             }
         };
@@ -88,10 +97,15 @@ impl Shard {
                 hi = mid + 1;
             }
         }
-        let block = self.files.entries(f, lo, hi).await?;
-        let r = lo + block.partition_point(|e| e.end <= offset) as u64;
-        assert!(r < f.end_record, "offset {offset} lies inside layer {f:?}");
-        Ok(r)
+        // The block starts one entry early where it can: that entry's end is
+        // where the record found starts.
+        let from = lo.saturating_sub(1).max(f.start_record);
+        let block = self.files.entries(f, from, hi).await?;
+        let i = block.partition_point(|e| e.end <= offset);
+        let k = from + i as u64;
+        assert!(k < f.end_record, "offset {offset} lies inside layer {f:?}");
+        let start = if k == f.start_record { f.start } else { block[i - 1].end };
+        Ok((k, start))
     }
 
     /// What the index says about visible `offset` (at most the visible tail).
@@ -101,8 +115,7 @@ impl Shard {
         if offset == tail {
             return Ok(Point { offset, record: Some(records) });
         }
-        let k = self.record_at(key, offset).await?;
-        let start = self.record_offset(key, k).await?;
+        let (k, start) = self.locate(key, offset).await?;
         Ok(Point { offset, record: (start == offset).then_some(k) })
     }
 
@@ -142,6 +155,9 @@ impl Shard {
     /// a single layer copy once.
     pub async fn bytes(&self, key: &StreamKey, from: u64, to: u64) -> io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity((to - from) as usize);
+        if from == to {
+            return Ok(out);
+        }
         let (pieces, ram) = {
             let st = self.store.borrow();
             let s = &st.streams.get(key).ok_or_else(gone)?.state;
@@ -166,7 +182,9 @@ impl Shard {
     /// Reads visible bytes from `from` within `limit`: whole messages when
     /// `whole_json` applies to a JSON stream (at least one); otherwise cut at
     /// the limit when exact, or when a single message exceeds it, and at the
-    /// last message boundary within it otherwise.
+    /// last message boundary within it otherwise. One index lookup finds
+    /// the end; JSON streams also look up the record holding `from` and the
+    /// message lengths.
     pub async fn read_span(&self, key: &StreamKey, from: u64, limit: Limit) -> io::Result<Span> {
         let (tail, records, json) = {
             let st = self.store.borrow();
@@ -178,52 +196,43 @@ impl Shard {
             return Ok(Span { end: from, first: records, next: records, ..Span::default() });
         }
         let whole = json && limit.whole_json;
-        let first = self.record_at(key, from).await?;
+        let first = if json { self.record_at(key, from).await? } else { 0 };
         let mut cap = tail.min(from.saturating_add(limit.bytes));
-        if let Some(n) = limit.records.filter(|n| first.saturating_add(*n) < records) {
+        if let Some(n) = limit.records.filter(|n| json && first.saturating_add(*n) < records) {
             cap = cap.min(self.record_offset(key, first + n).await?);
         }
-        let end = if cap == tail {
-            tail
+        let (end, next) = if cap == tail {
+            (tail, records)
         } else {
-            let k = self.record_at(key, cap).await?;
-            let start = self.record_offset(key, k).await?;
-            if start == cap || (limit.exact && !whole) {
-                cap
+            let (k, start) = self.locate(key, cap).await?;
+            if start == cap {
+                (cap, k)
+            } else if limit.exact && !whole {
+                (cap, k + 1)
             } else if start > from {
-                start
+                (start, k)
             } else if whole {
-                self.end_of(key, k).await?
+                (self.end_of(key, k).await?, k + 1)
             } else {
-                cap
-            }
-        };
-        let next = if end == tail {
-            records
-        } else {
-            let k = self.record_at(key, end).await?;
-            if self.record_offset(key, k).await? == end {
-                k
-            } else {
-                k + 1
+                (cap, k + 1)
             }
         };
         let data = self.bytes(key, from, end).await?;
-        let lengths = if json {
-            let mut at = from;
-            let ends = self.ends(key, first, next).await?;
-            ends.into_iter()
-                .map(|e| {
-                    let len = e.min(end) - at;
-                    at = e.min(end);
-                    len as u32
-                })
-                .collect()
-        } else if end > from {
-            vec![(end - from) as u32]
-        } else {
-            Vec::new()
-        };
+        if !json {
+            // Record ordinals are a JSON extension: one piece, no ordinals.
+            return Ok(Span { lengths: vec![data.len() as u32], data, end, first: 0, next: 0 });
+        }
+        let mut at = from;
+        let lengths = self
+            .ends(key, first, next)
+            .await?
+            .into_iter()
+            .map(|e| {
+                let len = e.min(end) - at;
+                at = e.min(end);
+                len as u32
+            })
+            .collect();
         Ok(Span { data, lengths, end, first, next })
     }
 

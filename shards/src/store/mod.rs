@@ -25,7 +25,7 @@ pub mod index;
 pub mod restore;
 mod shard;
 
-pub use shard::{FlushConfig, Shard, ShardConfig, FLUSH_BACKLOG};
+pub use shard::{FlushConfig, Shard, ShardConfig};
 
 use crate::core::body::Ancestor;
 use crate::core::stream::Blob;

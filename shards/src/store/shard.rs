@@ -8,14 +8,11 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
+use crate::core::limits::FLUSH_BACKLOG;
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
 use std::cell::{Cell, RefCell};
-
-/// How many flushes' worth of journal bytes writers may run ahead of the
-/// flusher before they wait for it.
-pub const FLUSH_BACKLOG: u64 = 4;
 
 /// How a shard keeps its unflushed tail bounded.
 #[derive(Clone, Copy, Debug)]

@@ -1,0 +1,55 @@
+//! Every fixed limit of the store and the protocol core, in one place, with
+//! the relations between them checked at compile time. The limits an
+//! operator sets are flags (`src/config.rs`); their ranges that the store
+//! depends on are here too.
+
+use std::time::Duration;
+
+/// Largest byte position an offset token can carry (16 decimal digits).
+pub const MAX_OFFSET: u64 = 9_999_999_999_999_999;
+/// Largest `Stream-TTL`: the seconds from the Unix epoch to
+/// 9999-12-31T23:59:59Z, the end of what `Stream-Expires-At` can express.
+pub const MAX_TTL_SECS: u64 = 253_402_300_799;
+/// Largest producer epoch or sequence number (exact in a JSON number).
+pub const MAX_PRODUCER_INT: u64 = (1 << 53) - 1;
+
+/// Bytes per ordinal-index entry: a record's end offset (u64) and the
+/// CRC32C of its bytes (u32).
+pub const INDEX_ENTRY: u64 = 12;
+/// A file-system page: hole punching gives back whole pages only.
+pub const PAGE: u64 = 4096;
+/// Index entries read in one piece once a binary search has narrowed to them.
+pub const SEARCH_BLOCK: u64 = PAGE / INDEX_ENTRY;
+/// Stream-file descriptors a shard keeps open before it closes them all.
+pub const MAX_OPEN_FILES: usize = 512;
+/// Streams whose files one flush writes and syncs at the same time (two
+/// descriptors each).
+pub const FLUSH_CONCURRENCY: usize = 64;
+/// How often the flusher checks whether a flush is due.
+pub const FLUSH_POLL: Duration = Duration::from_millis(50);
+/// Flushes' worth of journal bytes writers may run ahead of the flusher
+/// before they wait for it (one is being written while the next fills).
+pub const FLUSH_BACKLOG: u64 = 4;
+/// `--flush-bytes` range.
+pub const MIN_FLUSH_BYTES: u64 = 1 << 20;
+pub const MAX_FLUSH_BYTES: u64 = 4 << 30;
+/// `--flush-interval` range, in milliseconds.
+pub const MIN_FLUSH_INTERVAL_MS: u64 = 100;
+pub const MAX_FLUSH_INTERVAL_MS: u64 = 30_000;
+/// `--segment-bytes` range.
+pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
+pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
+/// Journal segments are zero-filled in pieces of this size.
+pub const FILL_CHUNK: usize = 1 << 20;
+
+const _: () = {
+    assert!(SEARCH_BLOCK * INDEX_ENTRY <= PAGE, "a search block is one page of the index");
+    assert!(FLUSH_CONCURRENCY * 2 <= MAX_OPEN_FILES, "one flush batch fits in the descriptor cache");
+    assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
+    assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
+    assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
+    assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
+    assert!(MIN_SEGMENT_BYTES > crate::record::SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(MAX_OFFSET < u64::MAX / 2, "an offset plus any body size fits in a u64");
+    assert!(MAX_TTL_SECS < u64::MAX / 1000 / 2, "a TTL in milliseconds, plus now, fits in a u64");
+};
