@@ -2,6 +2,7 @@
 //! (forwarded requests, handoffs, bucket messages),
 //! bucket replication at start, and the accept loop on its SO_REUSEPORT socket.
 
+use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
 use crate::mesh::{BucketRep, BucketReq, Message, Pending};
@@ -56,6 +57,34 @@ pub const PEER_GONE: sluice_shards::core::Error =
     sluice_shards::core::Error::Unavailable("peer shard unavailable; retry");
 
 impl Ctx {
+    /// A recovered shard's context, before any task runs on it.
+    pub fn new(id: usize, cfg: Config, shard: Shard, senders: Senders<Message>, access: Arc<Access>) -> Rc<Ctx> {
+        let shards = cfg.shards;
+        Rc::new(Ctx {
+            id,
+            shards,
+            cfg,
+            shard,
+            senders,
+            pending: Rc::new(Pending::default()),
+            connections: Cell::new(0),
+            in_flight: Cell::new(0),
+            stopping: sluice_shards::signal::Signal::default(),
+            sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
+            // Handoffs, forwarded batches and bucket messages get their own
+            // queue so a busy shard still picks them up promptly.
+            mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
+            outbox: crate::forward::Outbox::new(shards),
+            waiting: crate::forward::Waiting::default(),
+            relays: crate::relay::Relays::default(),
+            waiters: Cell::new(0),
+            gate: crate::auth::Gate::new(access),
+            metrics: crate::metrics::ShardMetrics::default(),
+            reload: sluice_shards::signal::Signal::default(),
+            rng: Cell::new(seed(id)),
+        })
+    }
+
     /// Whether shutdown has begun.
     pub fn stopping(&self) -> bool {
         self.stopping.generation() > 0
@@ -156,30 +185,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let shards = cfg.shards;
-    let ctx = Rc::new(Ctx {
-        id,
-        shards,
-        cfg,
-        shard,
-        senders,
-        pending: Rc::new(Pending::default()),
-        connections: Cell::new(0),
-        in_flight: Cell::new(0),
-        stopping: sluice_shards::signal::Signal::default(),
-        sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
-        // Handoffs, forwarded batches and bucket messages get their own
-        // queue so a busy shard still picks them up promptly.
-        mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
-        outbox: crate::forward::Outbox::new(shards),
-        waiting: crate::forward::Waiting::default(),
-        relays: crate::relay::Relays::default(),
-        waiters: Cell::new(0),
-        gate: crate::auth::Gate::new(start.access.clone()),
-        metrics: crate::metrics::ShardMetrics::default(),
-        reload: sluice_shards::signal::Signal::default(),
-        rng: Cell::new(seed(id)),
-    });
+    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone());
+    let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
     if torn > 0 {
@@ -240,6 +247,26 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;
+}
+
+/// A one-shard server without listener or peers, with its background tasks
+/// (fork releases, space reclamation), on the data dir `cfg` names (created
+/// if missing; `cfg.shards` must be 1): the request-level fuzz target drives
+/// the real handlers through it, request by request (`conn::admit`,
+/// `conn::respond`). Call it inside a glommio executor.
+pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
+    assert_eq!(cfg.shards, 1, "a shard alone is the only shard");
+    let access = Arc::new(Access::from_config(&cfg)?);
+    let (senders, _) = MeshBuilder::<Message, Full>::full(1, 1)
+        .join()
+        .await
+        .map_err(|e| format!("cannot join a one-shard mesh: {e}"))?;
+    let log_cfg = LogConfig { dir: cfg.data_dir.join("shard-0"), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    let shard = Shard::open(0, log_cfg, cfg.max_producers).await?;
+    let ctx = Ctx::new(0, cfg, shard, senders, access);
+    glommio::spawn_local(release_pump(ctx.clone())).detach();
+    glommio::spawn_local(reclaimer(ctx.clone())).detach();
+    Ok(ctx)
 }
 
 /// Deletes log segments that no live stream needs, a little after deletes,
