@@ -262,6 +262,7 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
         .await
         .map_err(|e| format!("cannot join a one-shard mesh: {e}"))?;
     let log_cfg = LogConfig { dir: cfg.data_dir.join("shard-0"), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
+    std::fs::create_dir_all(&log_cfg.dir).map_err(|e| format!("cannot create {}: {e}", log_cfg.dir.display()))?;
     let shard = Shard::open(0, log_cfg, cfg.max_producers).await?;
     let ctx = Ctx::new(0, cfg, shard, senders, access);
     glommio::spawn_local(release_pump(ctx.clone())).detach();
