@@ -173,7 +173,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
     let target = match parse_target(&head.target) {
         Ok(t) => t,
         Err(e) => {
-            check_wire(&Response::from(e), head.method, true);
+            check_wire(&conn::refusal(&head, e), head.method, true);
             return Next::End;
         }
     };
@@ -189,7 +189,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
         // The connection closed mid-body: `conn` answers 400 and closes.
         Ok(None) => return Next::End,
         Err(e) => {
-            check_wire(&Response::from(e), head.method, true);
+            check_wire(&conn::refusal(&head, e), head.method, true);
             return Next::End;
         }
     };
