@@ -22,9 +22,9 @@ use sluice::handlers::{self, Reply, Route};
 use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
-use sluice::http::{headers as h, parse_head, HeadError, Head, Method, Response};
+use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
 use sluice::shard::{self, Ctx};
-use sluice::{conn, config::Config};
+use sluice::{config::Config, conn};
 use sluice_shards::core::ttl::Lifetime;
 use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
@@ -149,8 +149,9 @@ fn frame_body(ctx: &Ctx, head: &Head, data: &[u8]) -> Result<Option<(Vec<u8>, us
     match head.body {
         BodyKind::None => Ok(Some((Vec::new(), head.len))),
         BodyKind::Length(n) if n > ctx.cfg.max_body_bytes => Err(BODY_TOO_LARGE),
-        BodyKind::Length(n) => Ok((n as usize <= rest.len())
-            .then(|| (rest[..n as usize].to_vec(), head.len + n as usize))),
+        BodyKind::Length(n) => {
+            Ok((n as usize <= rest.len()).then(|| (rest[..n as usize].to_vec(), head.len + n as usize)))
+        }
         BodyKind::Chunked => {
             let mut dec = ChunkedDecoder::new(ctx.cfg.max_body_bytes);
             let mut body = Vec::new();
