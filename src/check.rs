@@ -1,10 +1,13 @@
 //! `sluice check --data-dir DIR`: verifies a stopped data directory offline
-//! and changes nothing: the shard count file, and in every shard the log
-//! marks, each segment's seal (length, CRC32C, size of its predecessor and
-//! itself) and every record's CRC. Exit 0 when clean, 1 when damaged.
+//! and changes nothing: the shard count file, and in every shard the
+//! checkpoint, every stream file against it (lengths, every retained
+//! record's CRC32C against the ordinal index), the journal marks, each
+//! segment's seal (length, CRC32C, size of its predecessor and itself) and
+//! every journal record's CRC. Exit 0 when clean, 1 when damaged.
 
 use crate::server::read_shard_count;
-use sluice_shards::log::recovery::{self, Mode};
+use sluice_shards::log::recovery::Mode;
+use sluice_shards::store::restore::{self, Restored};
 use std::path::Path;
 
 /// Exit status of a clean check.
@@ -28,8 +31,9 @@ pub fn run(dir: &Path) -> i32 {
     let mut status = CLEAN;
     for i in 0..shards {
         let shard = dir.join(format!("shard-{i}"));
-        match recovery::scan(&shard, Mode::Verify, |_, _| {}) {
-            Ok(t) => {
+        // Remember every producer the checkpoint holds: the check drops nothing.
+        match restore::restore(&shard, i as u32, usize::MAX, Mode::Verify) {
+            Ok(Restored { store, tail: t }) => {
                 let torn = if t.torn_bytes > 0 {
                     format!("; a torn tail of {} bytes (never acknowledged) is trimmed at start", t.torn_bytes)
                 } else {
@@ -39,7 +43,13 @@ pub fn run(dir: &Path) -> i32 {
                     (Some(a), Some(b)) => format!("segments {a}-{b}"),
                     _ => "no segments".to_string(),
                 };
-                println!("shard-{i}: ok: {range}, {} records, log-head {}{torn}", t.records, t.head);
+                println!(
+                    "shard-{i}: ok: {} streams, checkpoint generation {}; journal {range}, {} records since the checkpoint, log-head {}{torn}",
+                    store.streams.len(),
+                    store.generation,
+                    t.records,
+                    t.head
+                );
             }
             Err(e) => {
                 println!("shard-{i}: DAMAGED: {e}");

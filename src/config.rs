@@ -131,6 +131,19 @@ pub struct Config {
           value_parser = size::<u64>(4 << 10, 64 << 30))]
     pub segment_bytes: u64,
 
+    /// Journal bytes after which a shard flushes its streams' new bytes into their stream
+    /// files and checkpoints; writers wait beyond 4x this (1MiB..4GiB). Bounds the memory
+    /// unflushed bytes hold and the journal a restart replays.
+    #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "16MiB",
+          value_parser = size::<u64>(1 << 20, 4 << 30))]
+    pub flush_bytes: u64,
+
+    /// Longest time between flushes while anything changed; deleted and retained-away
+    /// bytes are given back to the file system within two of these (100ms..30s).
+    #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "2s",
+          value_parser = duration(ms(100), ms(30_000)))]
+    pub flush_interval: Duration,
+
     /// io_uring registered buffer memory per shard, locked in RAM (64KiB..4GiB).
     #[arg(long, env = "SLUICE_IO_MEMORY", value_name = "SIZE", default_value = "2MiB",
           value_parser = size::<usize>(64 << 10, 4 << 30))]
@@ -206,8 +219,9 @@ impl Config {
 const MIN_LOCKED_MEMORY: u64 = 512 << 10;
 
 /// File descriptors a shard needs besides its connections (listener, log
-/// segments, io_uring rings, eventfds), used for the open-files check.
-const FDS_PER_SHARD: u64 = 32;
+/// segments, io_uring rings, eventfds, and the stream files it keeps open),
+/// used for the open-files check.
+const FDS_PER_SHARD: u64 = 32 + sluice_shards::store::files::MAX_OPEN_FILES as u64;
 
 /// What the host allows this process, read once at start.
 #[derive(Clone, Debug)]

@@ -10,7 +10,7 @@ use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{Latency, Shares};
 use sluice_shards::log::LogConfig;
-use sluice_shards::store::Shard;
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use std::cell::Cell;
 use std::os::fd::{FromRawFd, RawFd};
 use std::rc::Rc;
@@ -175,10 +175,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let log_cfg =
-        LogConfig { dir: cfg.data_dir.join(format!("shard-{id}")), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
     let recovering = std::time::Instant::now();
-    let shard = match Shard::open(id, log_cfg, cfg.max_producers).await {
+    let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
         Err(e) => {
             let _ = start.ready.send(Err(format!("shard {id}: {e}")));
@@ -231,11 +229,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     ctx.shard.purge_tombstones().await;
-    if let Err(e) = ctx.shard.reclaim_space().await {
-        tracing::warn!(shard = id, error = ?e, "space reclamation failed");
-    }
-    glommio::spawn_local(release_pump(ctx.clone())).detach();
-    glommio::spawn_local(reclaimer(ctx.clone())).detach();
+    background(&ctx);
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         glommio::spawn_local(async move {
@@ -249,11 +243,33 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     drain(&ctx).await;
 }
 
-/// A one-shard server without listener or peers, with its background tasks
-/// (fork releases, space reclamation), on the data dir `cfg` names (created
-/// if missing; `cfg.shards` must be 1): the request-level fuzz target drives
-/// the real handlers through it, request by request (`conn::admit`,
-/// `conn::respond`). Call it inside a glommio executor.
+/// Shard `id`'s store settings, from the command line.
+fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
+    ShardConfig {
+        log: LogConfig {
+            dir: cfg.data_dir.join(format!("shard-{id}")),
+            segment_size: cfg.segment_bytes,
+            fsync: cfg.fsync,
+        },
+        max_producers: cfg.max_producers,
+        flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
+    }
+}
+
+/// Starts a serving shard's background tasks: fork releases, the expiry
+/// sweep and the flusher.
+fn background(ctx: &Rc<Ctx>) {
+    glommio::spawn_local(release_pump(ctx.clone())).detach();
+    glommio::spawn_local(sweeper(ctx.clone())).detach();
+    let flusher = ctx.clone();
+    glommio::spawn_local(async move { flusher.shard.flush_loop().await }).detach();
+}
+
+/// A one-shard server without listener or peers, with its background tasks,
+/// on the data dir `cfg` names (created if missing; `cfg.shards` must be 1):
+/// the request-level fuzz target drives the real handlers through it,
+/// request by request (`conn::admit`, `conn::respond`). Call it inside a
+/// glommio executor.
 pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
     assert_eq!(cfg.shards, 1, "a shard alone is the only shard");
     let access = Arc::new(Access::from_config(&cfg)?);
@@ -261,35 +277,24 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
         .join()
         .await
         .map_err(|e| format!("cannot join a one-shard mesh: {e}"))?;
-    let log_cfg = LogConfig { dir: cfg.data_dir.join("shard-0"), segment_size: cfg.segment_bytes, fsync: cfg.fsync };
-    std::fs::create_dir_all(&log_cfg.dir).map_err(|e| format!("cannot create {}: {e}", log_cfg.dir.display()))?;
-    let shard = Shard::open(0, log_cfg, cfg.max_producers).await?;
+    let shard_cfg = shard_config(0, &cfg);
+    let dir = &shard_cfg.log.dir;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let shard = Shard::open(0, shard_cfg).await?;
     let ctx = Ctx::new(0, cfg, shard, senders, access);
-    glommio::spawn_local(release_pump(ctx.clone())).detach();
-    glommio::spawn_local(reclaimer(ctx.clone())).detach();
+    background(&ctx);
     Ok(ctx)
 }
 
-/// Deletes log segments that no live stream needs, a little after deletes,
-/// and sweeps expired streams now and then.
-async fn reclaimer(ctx: Rc<Ctx>) {
-    let mut last_sweep = std::time::Instant::now();
+/// Deletes expired streams that nobody accessed, now and then (the flusher
+/// then gives their space back).
+async fn sweeper(ctx: Rc<Ctx>) {
     loop {
-        glommio::timer::sleep(RECLAIM_EVERY).await;
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            last_sweep = std::time::Instant::now();
-            ctx.shard.sweep_expired(ctx.now_ms()).await;
-        }
-        if ctx.shard.store.borrow().reclaim_due {
-            if let Err(e) = ctx.shard.reclaim_space().await {
-                tracing::warn!(shard = ctx.id, error = ?e, "space reclamation failed");
-            }
-        }
+        glommio::timer::sleep(SWEEP_EVERY).await;
+        ctx.shard.sweep_expired(ctx.now_ms()).await;
     }
 }
 
-/// How often a shard checks whether deleted streams freed whole segments.
-const RECLAIM_EVERY: Duration = Duration::from_secs(2);
 /// How often a shard deletes expired streams that nobody accessed.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 

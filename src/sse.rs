@@ -155,7 +155,7 @@ pub fn encode_data(b: &mut Batch, view: View, binary: bool, out: &mut Vec<u8>) {
         View::Envelope => {
             for (i, m) in messages(b).enumerate() {
                 let mut line = Vec::with_capacity(m.len() + 32);
-                envelope(b.records.1 + i, m, &mut line);
+                envelope(b.records.1 + i as u64, m, &mut line);
                 encode_data_event(&line, out);
             }
         }
@@ -194,7 +194,7 @@ fn share(ctx: &Ctx, key: &StreamKey, ev: SharedEvent) {
 }
 
 /// First retained and next record of a stream.
-fn records_at(ctx: &Ctx, key: &StreamKey) -> Option<(usize, usize)> {
+fn records_at(ctx: &Ctx, key: &StreamKey) -> Option<(u64, u64)> {
     ctx.shard.store.borrow().streams.get(key).map(|e| (e.state.first_message, e.state.visible.messages))
 }
 

@@ -13,7 +13,7 @@ pub struct Control {
     pub up_to_date: bool,
     pub closed: bool,
     /// Record-aware reads: first retained record and the next record.
-    pub records: Option<(usize, usize)>,
+    pub records: Option<(u64, u64)>,
 }
 
 /// Whether SSE data for this content type travels as base64.

@@ -4,8 +4,9 @@
 //! and answered by the server's own handlers (`handlers::route`,
 //! `conn::admit`, `conn::respond`, as `conn::serve` calls them) on one real
 //! shard whose log lives in a temporary directory (`shard::alone`). One
-//! glommio executor and one shard serve every input of a run; after each
-//! input every stream and bucket is deleted again.
+//! glommio executor and one shard serve every input of a run; the store is
+//! flushed every few requests, and after each input every stream and bucket
+//! is deleted again.
 //!
 //! For any input: nothing panics; every response renders as a well-formed
 //! HTTP/1.1 response (httparse reads it back: 1xx-5xx status, one
@@ -33,9 +34,11 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
-/// Reclaim log segments after this many inputs (the shard's own reclaimer
-/// runs on a timer, which a fast run outpaces).
-const RECLAIM_EVERY: u64 = 256;
+/// Flush the store (stream files, checkpoint, journal deletion) after every
+/// this many requests of an input, so later requests also read and write
+/// streams whose bytes are in stream files; the shard's own flusher runs on
+/// a timer besides.
+const FLUSH_EVERY: usize = 4;
 /// Scheduler turns a reset waits for fork releases before it calls the
 /// shard stuck.
 const RELEASE_TURNS: usize = 10_000;
@@ -52,7 +55,6 @@ extern "C" fn remove_data_dir() {
 struct Server {
     ex: LocalExecutor,
     ctx: Rc<Ctx>,
-    inputs: std::cell::Cell<u64>,
 }
 
 thread_local! {
@@ -65,16 +67,16 @@ fn start() -> Server {
     let _ = std::fs::remove_dir_all(dir);
     unsafe { libc::atexit(remove_data_dir) };
     let dir = dir.to_str().expect("temporary paths are UTF-8");
-    // The server's own defaults, but one shard, small segments (reclaimed
-    // as inputs delete their streams) and the shortest long-poll.
+    // The server's own defaults, but one shard, small segments (deleted as
+    // inputs delete their streams), frequent flushes and the shortest long-poll.
     let args = ["sluice", "serve", "--shards", "1", "--data-dir", dir, "--segment-bytes", "1MiB"];
-    let cli = <Cli as clap::Parser>::try_parse_from(args.into_iter().chain(["--long-poll-timeout", "10ms"]))
-        .expect("fuzz configuration parses");
+    let fast = ["--flush-bytes", "1MiB", "--flush-interval", "100ms", "--long-poll-timeout", "10ms"];
+    let cli = <Cli as clap::Parser>::try_parse_from(args.into_iter().chain(fast)).expect("fuzz configuration parses");
     let Command::Serve(cfg) = cli.command else { unreachable!("serve was asked for") };
     let cfg: Config = *cfg;
     let ex = LocalExecutorBuilder::new(Placement::Unbound).make().expect("glommio executor starts");
     let ctx = ex.run(shard::alone(cfg)).expect("the fuzz shard opens");
-    Server { ex, ctx, inputs: std::cell::Cell::new(0) }
+    Server { ex, ctx }
 }
 
 /// A stream's reader-visible state, as tests observe it.
@@ -255,18 +257,17 @@ fuzz_target!(|data: &[u8]| {
         server.ex.run(async {
             let mut seen = HashMap::new();
             let mut at = 0;
-            while at < data.len() {
+            for served in 1.. {
                 match one_request(ctx, &data[at..], &mut seen).await {
-                    Next::Used(used) if used > 0 => at += used,
+                    Next::Used(used) if used > 0 && at + used < data.len() => at += used,
                     _ => break,
+                }
+                if served % FLUSH_EVERY == 0 {
+                    ctx.shard.flush().await.expect("a flush on tmpfs succeeds");
+                    check_monotonic(ctx, &mut seen);
                 }
             }
             reset(ctx, &mut seen).await;
-            let inputs = server.inputs.get() + 1;
-            server.inputs.set(inputs);
-            if inputs % RECLAIM_EVERY == 0 {
-                ctx.shard.reclaim_space().await.expect("segments of deleted streams are reclaimed");
-            }
         })
     })
 });

@@ -8,9 +8,10 @@
 
 use crate::core::append::{self, AppendDecision, AppendInput};
 use crate::core::create::{self, CreateDecision, CreateInput};
-use crate::core::{snapshot, StreamState};
+use crate::core::body::Point;
+use crate::core::snapshot;
 use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
-use crate::store::{AppendOutcome, Entry, ForkPlan, SnapshotAt, Store, StoreError, StreamKey};
+use crate::store::{AppendOutcome, Entry, ForkPlan, Store, StoreError, StreamKey};
 
 /// Where decided records go.
 pub trait Journal {
@@ -126,14 +127,14 @@ impl Store {
                 let rec = Record::Create(c);
                 let at = log.append(&rec);
                 let Record::Create(c) = rec else { unreachable!("built as a create") };
-                let start = self.apply_create(&c, at);
+                let start = self.apply_create(&c);
                 let e = self.by_handle(handle).expect("just inserted");
                 (e.settle, e.created) = (at.lsn, at.lsn);
                 (at.lsn, Some(start), handle)
             }
         };
         let s = &self.by_handle(handle).expect("decided on a live entry").state;
-        Ok((lsn, (created, s.handle, s.tail, s.closed, s.messages.len() as u64)))
+        Ok((lsn, (created, s.handle, s.tail(), s.closed, s.records())))
     }
 
     /// POST: one append (and/or close); returns the handle and the outcome.
@@ -173,7 +174,7 @@ impl Store {
         &mut self,
         log: &impl Journal,
         key: &StreamKey,
-        at: SnapshotAt,
+        at: Point,
         content_type: &str,
         body: &[u8],
         expected: Option<&str>,
@@ -181,8 +182,8 @@ impl Store {
     ) -> Decided<(u64, String)> {
         self.expire(log, key, now_ms);
         let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
-        let offset = position(&e.state, at)?;
-        match snapshot::decide_publish(&e.state, offset, content_type, body, expected) {
+        let offset = at.offset;
+        match snapshot::decide_publish(&e.state, at, content_type, body, expected) {
             Err(e) => Err(e),
             Ok(snapshot::Publish::Same(d)) => Ok((log.assigned(), (offset, d))),
             Ok(snapshot::Publish::Write(digest)) => {
@@ -193,10 +194,10 @@ impl Store {
                     digest,
                     body,
                 };
-                let at = log.append(&Record::Snapshot(rec.clone()));
-                e.state.set_snapshot(&rec, at.segment, at.data_pos);
-                e.settle = at.lsn;
-                Ok((at.lsn, (offset, rec.digest)))
+                let lsn = log.append(&Record::Snapshot(rec.clone())).lsn;
+                self.apply_snapshot(&rec);
+                self.by_handle(rec.handle).expect("decided on a live entry").settle = lsn;
+                Ok((lsn, (offset, rec.digest)))
             }
         }
     }
@@ -206,18 +207,19 @@ impl Store {
         &mut self,
         log: &impl Journal,
         key: &StreamKey,
-        at: SnapshotAt,
+        at: Point,
         now_ms: u64,
     ) -> Decided<u64> {
         self.expire(log, key, now_ms);
         let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
-        let offset = position(&e.state, at)?;
-        match snapshot::decide_retention(&e.state, offset) {
+        let offset = at.offset;
+        match snapshot::decide_retention(&e.state, at) {
             Err(e) => Err(e),
             Ok(false) => Ok((log.assigned(), offset)),
             Ok(true) => {
-                let lsn = log.append(&Record::Retention { handle: e.state.handle, offset }).lsn;
-                e.state.retain_from(offset);
+                let record = at.record.expect("retention moves only to a message boundary");
+                let lsn = log.append(&Record::Retention { handle: e.state.handle, offset, record }).lsn;
+                e.state.retain_from(offset, record);
                 e.settle = lsn;
                 Ok((lsn, offset))
             }
@@ -236,15 +238,6 @@ impl Store {
     }
 }
 
-/// Resolves a snapshot/retention position: an offset, or a record ordinal.
-fn position(s: &StreamState, at: SnapshotAt) -> Result<u64, StoreError> {
-    match at {
-        SnapshotAt::Offset(o) => Ok(o),
-        SnapshotAt::Record(r) if (r as usize) < s.first_message => Err(crate::core::records::TRIMMED),
-        SnapshotAt::Record(r) => s.record_offset(r as usize).ok_or(crate::core::snapshot::BEYOND_TAIL),
-    }
-}
-
 /// Decides and logs one append against `e` (no await: the caller reserved room).
 pub fn append_one(
     log: &impl Journal,
@@ -254,14 +247,14 @@ pub fn append_one(
 ) -> Result<(u64, AppendOutcome), StoreError> {
     e.state.lifetime.touch(now_ms);
     let decision = append::decide(&e.state, input)?;
-    let records_before = e.state.messages.len() as u64;
+    let records_before = e.state.records();
     let (data, messages) = match decision {
         AppendDecision::Duplicate { producer } => {
             // A retry answers with what the original append answered.
             let ack = input.producer.as_ref().and_then(|p| e.state.producers.get(&p.id)).map(|p| p.ack);
             let (next_offset, records) = match ack {
                 Some((offset, start, next)) if producer.is_some() => (offset, (start, next)),
-                _ => (e.state.tail, (records_before, records_before)),
+                _ => (e.state.tail(), (records_before, records_before)),
             };
             let out = AppendOutcome { next_offset, closed: e.state.closed, wrote: false, producer, records };
             return Ok((log.assigned(), out));
@@ -279,13 +272,13 @@ pub fn append_one(
         data: &data,
     };
     let at = log.append(&Record::Append(a.clone()));
-    let next_offset = e.state.apply_append(&a, at.segment, at.data_pos);
+    let next_offset = e.state.apply_append(&a);
     let out = AppendOutcome {
         next_offset,
         closed: e.state.closed,
         wrote: !data.is_empty(),
         producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)),
-        records: (records_before, e.state.messages.len() as u64),
+        records: (records_before, e.state.records()),
     };
     Ok((at.lsn, out))
 }

@@ -35,6 +35,8 @@
 //! [`Journal`]; the integration tests fork through the real server.
 
 use sluice_shards::core::append::AppendInput;
+use sluice_shards::core::body::Point;
+use sluice_shards::core::stream::Blob;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::records::{self, RecordStart};
 use sluice_shards::decide::Journal;
@@ -222,7 +224,8 @@ impl Journal for SimJournal {
         }
         let pos = s.push(&frame);
         s.assigned += 1;
-        Appended { lsn: s.assigned, segment: s.active, data_pos: (pos + enc.data_at) as u64 }
+        let _ = (pos, enc);
+        Appended { lsn: s.assigned }
     }
 
     fn assigned(&self) -> u64 {
@@ -256,12 +259,6 @@ impl SimJournal {
         s.synced = (s.active, s.write_pos);
         s.durable = s.assigned;
         s.disk.head = Some(s.active);
-    }
-
-    /// The bytes at (segment, position) in the volatile image.
-    fn read(&self, segment: u32, pos: u64, len: u32) -> Vec<u8> {
-        let s = self.0.borrow();
-        s.image[&segment][pos as usize..pos as usize + len as usize].to_vec()
     }
 }
 
@@ -332,15 +329,15 @@ impl MStream {
     }
 
     /// Record ordinals readers see: (first retained, record tail).
-    fn ordinals(&self) -> (usize, usize) {
+    fn ordinals(&self) -> (u64, u64) {
         let visible = self.ends.iter().filter(|&&e| e <= self.visible).count();
         let first = self.ends.iter().filter(|&&e| e <= self.retained).count();
-        (first, visible)
+        (first as u64, visible as u64)
     }
 
-    /// Offset where record ordinal `r` starts.
-    fn record_start(&self, r: usize) -> u64 {
-        r.checked_sub(1).map_or(0, |i| self.ends[i])
+    /// Offset where record ordinal `r` starts (the tail for the record tail).
+    fn record_start(&self, r: u64) -> u64 {
+        (r as usize).checked_sub(1).map_or(0, |i| self.ends[i])
     }
 }
 
@@ -629,7 +626,7 @@ impl World {
     /// A reader's access, as `handlers::read::resolve` makes it: the live
     /// stream (expired ones are dropped), its TTL renewed; on a JSON stream
     /// a record-aware start (`record=`, `record=now`, `tail_records=`)
-    /// resolved to a record ordinal and its offset, against the model.
+    /// resolved to a record ordinal, which must start at the model's offset.
     fn read(&mut self, seed: u64, name: &str) {
         let live = live_in(&self.model, name, self.now);
         let start = match self.rng.below(3) {
@@ -655,19 +652,16 @@ impl World {
         let (first, tail) = m.ordinals();
         let expect = match start {
             RecordStart::Now | RecordStart::Tail(0) => Ok(tail),
-            RecordStart::Tail(n) => Ok(tail.saturating_sub(n as usize).max(first)),
-            RecordStart::At(r) if (r as usize) < first => Err(records::TRIMMED),
-            RecordStart::At(r) if r as usize > tail => Err(StoreError::RecordBeyondTail),
-            RecordStart::At(r) => Ok(r as usize),
+            RecordStart::Tail(n) => Ok(tail.saturating_sub(n).max(first)),
+            RecordStart::At(r) if r < first => Err(records::TRIMMED),
+            RecordStart::At(r) if r > tail => Err(StoreError::RecordBeyondTail),
+            RecordStart::At(r) => Ok(r),
         };
-        let expect_offset = expect.clone().map(|r| if r == tail { m.visible } else { m.record_start(r) });
         let got = records::resolve(&e.state, start);
-        let got_offset = got.clone().map(|r| e.state.record_offset(r).expect("resolved within the record tail"));
-        if got != expect || got_offset != expect_offset {
-            self.fail(
-                seed,
-                format!("read {name} from {start:?}: store {got:?} at {got_offset:?}, model {expect:?} at {expect_offset:?}"),
-            );
+        // The record the store finds at the model's offset for it.
+        let found = got.clone().map(|r| e.state.point_in_memory(m.record_start(r)).and_then(|p| p.record));
+        if got != expect || found.as_ref().is_ok_and(|f| *f != got.clone().ok()) {
+            self.fail(seed, format!("read {name} from {start:?}: store {got:?} (found {found:?}), model {expect:?}"));
         }
     }
 
@@ -687,8 +681,8 @@ impl World {
     fn sync(&mut self) {
         self.journal.sync();
         for e in self.store.streams.values_mut() {
-            let (tail, closed) = (e.state.tail, e.state.closed);
-            e.state.publish(tail, closed);
+            let (tail, records, closed) = (e.state.tail(), e.state.records(), e.state.closed);
+            e.state.publish(tail, records, closed);
         }
         for m in self.model.values_mut() {
             m.visible = m.data.len() as u64;
@@ -742,7 +736,7 @@ impl World {
             },
         };
         self.trace.push(format!("snapshot {name} at {offset} body {} expect {expect:?}", body.len()));
-        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let at = self.point(name, offset);
         let got = self.store.decide_snapshot(&self.journal, &key(name), at, "application/x-s", &body, None, self.now);
         let verdict = match &got {
             Ok(_) => Ok(expect == Ok(true)),
@@ -758,6 +752,12 @@ impl World {
         }
     }
 
+    /// The index's view of `offset` in stream `name` (all in memory here).
+    fn point(&self, name: &str, offset: u64) -> Point {
+        let e = self.store.streams.get(&key(name));
+        e.and_then(|e| e.state.point_in_memory(offset)).unwrap_or(Point { offset, record: None })
+    }
+
     fn retention(&mut self, seed: u64, name: &str) {
         let live = live_in(&self.model, name, self.now);
         let m = self.model.get(name).filter(|_| live).cloned();
@@ -771,7 +771,7 @@ impl World {
             },
         };
         self.trace.push(format!("retention {name} at {offset} expect {expect:?}"));
-        let at = sluice_shards::store::SnapshotAt::Offset(offset);
+        let at = self.point(name, offset);
         let got = self.store.decide_retention(&self.journal, &key(name), at, self.now);
         let verdict = match &got {
             Ok(_) => expect.map(|_| ()),
@@ -800,13 +800,8 @@ impl World {
         }
     }
 
-    /// Compares `store` with `model` at `now`, reading bytes with `read`.
-    fn compare(
-        store: &mut Store,
-        model: &Model,
-        now: u64,
-        read: impl Fn(u32, u64, u32) -> Vec<u8>,
-    ) -> Result<(), String> {
+    /// Compares `store` with `model` at `now`.
+    fn compare(store: &mut Store, model: &Model, now: u64) -> Result<(), String> {
         for i in 0..STREAMS {
             let name = format!("s{i}");
             let want = model.get(&name).filter(|_| live_in(model, &name, now));
@@ -817,11 +812,11 @@ impl World {
                 (None, Some(_)) => return Err(format!("{name}: present in the store, absent in the model")),
                 (Some(m), Some(e)) => {
                     let s = &e.state;
-                    let ends: Vec<u64> = s.messages.iter().map(|x| x.offset + u64::from(x.len)).collect();
-                    if s.tail != m.data.len() as u64 || s.closed != m.closed || ends != m.ends {
+                    let ends = &s.body.cache.ends;
+                    if s.tail() != m.data.len() as u64 || s.closed != m.closed || *ends != m.ends {
                         return Err(format!(
                             "{name}: store tail {} closed {} messages {}, model {} {} {}",
-                            s.tail,
+                            s.tail(),
                             s.closed,
                             ends.len(),
                             m.data.len(),
@@ -835,7 +830,10 @@ impl World {
                             s.visible.tail, s.retained, m.visible, m.retained
                         ));
                     }
-                    let snapshot = s.snapshot.as_ref().map(|x| (x.offset, read(x.segment, x.pos, x.len)));
+                    let snapshot = s.snapshot.as_ref().map(|x| match &x.blob {
+                        Blob::Pending(b) => (x.offset, b.as_ref().clone()),
+                        Blob::Stored(_) => unreachable!("the simulation never flushes"),
+                    });
                     if snapshot != m.snapshot {
                         return Err(format!("{name}: snapshot differs from the model"));
                     }
@@ -849,11 +847,19 @@ impl World {
                             s.first_message, s.visible.messages
                         ));
                     }
-                    let starts: Vec<Option<u64>> = (first..=tail + 1).map(|r| s.record_offset(r)).collect();
-                    let want: Vec<Option<u64>> =
-                        (first..tail).map(|r| Some(m.record_start(r))).chain([Some(m.visible), None]).collect();
-                    if starts != want {
-                        return Err(format!("{name}: record offsets {starts:?}, model {want:?}"));
+                    // Every visible record starts where the model says (a
+                    // message boundary names its record, a byte inside none).
+                    for r in first..=tail {
+                        let start = m.record_start(r);
+                        let inside = (r < tail && m.record_start(r + 1) > start + 1).then_some(start + 1);
+                        let at = |o: u64| s.point_in_memory(o).map(|p| p.record);
+                        if at(start) != Some(Some(r)) || inside.is_some_and(|o| at(o) != Some(None)) {
+                            return Err(format!(
+                                "{name}: record {r} at {start}: store {:?}, inside {:?}",
+                                at(start),
+                                inside.map(at)
+                            ));
+                        }
                     }
                     if s.json != m.json || s.lifetime.ttl_secs != m.ttl || s.lifetime.last_access_ms != m.last_access {
                         return Err(format!(
@@ -866,9 +872,7 @@ impl World {
                         return Err(format!("{name}: producer {producer:?}, model {:?}", m.producer));
                     }
                     let mut bytes = Vec::new();
-                    for msg in &s.messages {
-                        bytes.extend(read(msg.segment, msg.pos, msg.len));
-                    }
+                    s.body.copy_ram(0, s.tail(), &mut bytes);
                     if bytes != m.data {
                         return Err(format!("{name}: the bytes the index points at differ from the model"));
                     }
@@ -879,8 +883,7 @@ impl World {
     }
 
     fn check_live(&mut self, seed: u64) {
-        let journal = &self.journal;
-        if let Err(why) = Self::compare(&mut self.store, &self.model, self.now, |g, p, l| journal.read(g, p, l)) {
+        if let Err(why) = Self::compare(&mut self.store, &self.model, self.now) {
             self.fail(seed, format!("live state: {why}"));
         }
     }
@@ -921,7 +924,7 @@ impl World {
             self.fail(seed, "verifying changed the disk".into());
         }
         let mut store = Store::new(0, MAX_PRODUCERS);
-        let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, at| store.replay(r, at));
+        let scanned = scan_files(&mut MemFiles(&mut disk), Mode::Repair, |r, _| store.replay(r));
         let same = match (&verified, &scanned) {
             (Ok(v), Ok(r)) => (v.records, v.torn_bytes, &v.ends) == (r.records, r.torn_bytes, &r.ends),
             (Err(v), Err(r)) => v == r,
@@ -951,8 +954,7 @@ impl World {
             // Reads and refused appends renewed the TTL in memory only.
             m.last_access = m.logged_access;
         }
-        let read = |g: u32, p: u64, l: u32| disk.segments[&g][p as usize..p as usize + l as usize].to_vec();
-        if let Err(why) = Self::compare(&mut store, &model, self.now, read) {
+        if let Err(why) = Self::compare(&mut store, &model, self.now) {
             self.fail(seed, format!("recovered state: {why}"));
         }
         // Resume on the recovered log, as the shard does: segments after the

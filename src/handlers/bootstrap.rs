@@ -40,25 +40,35 @@ async fn assemble(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Re
         return Err(Error::Invalid("/bootstrap takes no query parameters (tail with ordinary reads afterwards)"));
     }
     let now = ctx.now_ms();
-    let (snapshot, parts, lens, tail, json, content_type, records) = {
+    let (snapshot, from, tail, json, content_type, records, handle) = {
         let mut st = ctx.shard.store.borrow_mut();
         let e = st.live(key, now).ok_or(Error::NoStream)?;
         e.state.lifetime.touch(now);
         let s = &e.state;
         let from = s.snapshot.as_ref().map_or(s.retained, |snap| snap.offset);
-        let first = s.message_at(from).max(s.first_message);
-        let msgs = &s.messages[first..s.visible.messages];
-        let parts: Vec<_> = msgs.iter().map(|m| (m.shard, m.segment, m.pos, m.len)).collect();
-        let lens: Vec<u32> = msgs.iter().map(|m| m.len).collect();
         let records = (s.first_message, s.visible.messages);
-        (s.snapshot.clone(), parts, lens, s.visible.tail, s.json, s.content_type.clone(), records)
+        (s.snapshot.clone(), from, s.visible.tail, s.json, s.content_type.clone(), records, s.handle)
     };
+    let failed = |e| read_failed(ctx, key, e);
     let blob = match &snapshot {
-        Some(s) => ctx.shard.read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)]).await,
-        None => Ok(Vec::new()),
+        Some(s) => ctx.shard.snapshot_blob(handle, s).await.map_err(failed)?,
+        None => Vec::new(),
     };
-    let blob = blob.map_err(|e| read_failed(ctx, key, e))?;
-    let data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
+    // The snapshot offset and the retention are message boundaries.
+    let first = match from < tail {
+        true => ctx.shard.record_at(key, from).await.map_err(failed)?.max(records.0),
+        false => records.1,
+    };
+    let data = ctx.shard.bytes(key, from, tail).await.map_err(failed)?;
+    let mut at = from;
+    let lens: Vec<u32> = ctx
+        .shard
+        .ends(key, first, records.1)
+        .await
+        .map_err(failed)?
+        .into_iter()
+        .map(|end| (end - std::mem::replace(&mut at, end)) as u32)
+        .collect();
     // A boundary must not occur inside any part.
     let mut boundary = format!("sluice-bootstrap-{:016x}", ctx.random());
     while contains(&blob, boundary.as_bytes()) || contains(&data, boundary.as_bytes()) {

@@ -190,7 +190,9 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             BucketRep::Done(Ok(()))
         }
         BucketReq::Count { bucket } => BucketRep::Count(ctx.shard.store.borrow().count_in_bucket(&bucket, now)),
-        BucketReq::ForkGrant { key, offset, sub } => BucketRep::Fork(ctx.shard.grant_fork(&key, offset, sub, now)),
+        BucketReq::ForkGrant { key, offset, sub } => {
+            BucketRep::Fork(ctx.shard.grant_fork(&key, offset, sub, now).await)
+        }
         BucketReq::ForkRelease { handle } => {
             ctx.shard.release_fork(handle).await;
             BucketRep::Done(Ok(()))

@@ -1,7 +1,7 @@
 //! Fork creation (`Stream-Forked-From`): a reference on the source stream,
-//! its inherited message index and the materialized sub-offset prefix.
+//! the ancestors' stream files the fork reads, and the copied part of a
+//! message the fork point falls inside.
 
-use super::refuse::read_failed;
 use super::Route;
 use crate::mesh::{BucketRep, BucketReq};
 use crate::shard::{Ctx, PEER_GONE};
@@ -17,8 +17,8 @@ use sluice_shards::offset::Offset;
 use sluice_shards::store::ForkPlan;
 use std::rc::Rc;
 
-/// Resolves fork headers: asks the source's shard for a reference, the
-/// inherited index and the sub-offset prefix, and fills in inherited settings.
+/// Resolves fork headers: asks the source's shard for a reference, what the
+/// fork inherits and the copied prefix, and fills in inherited settings.
 pub async fn fork_plan(
     ctx: &Rc<Ctx>,
     head: &Head,
@@ -71,13 +71,6 @@ pub async fn fork_plan(
         input.ttl_secs = grant.ttl_secs;
         input.expires_at_ms = grant.expires_at_ms;
     }
-    let prefix = match ctx.shard.read_messages(&grant.prefix).await {
-        Ok(p) => p,
-        Err(e) => {
-            release().await;
-            return Err(read_failed(ctx, &source, e));
-        }
-    };
     Ok(Some(ForkPlan {
         record: ForkRecord {
             parent_shard: owner as u32,
@@ -85,9 +78,11 @@ pub async fn fork_plan(
             from: from.to_string(),
             offset,
             sub,
-            inherited: grant.inherited,
+            ancestors: grant.ancestors,
+            retained: grant.retained,
+            first_record: grant.first_record,
         },
-        prefix,
+        prefix: grant.prefix,
         prefix_messages: grant.prefix_messages,
     }))
 }

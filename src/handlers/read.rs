@@ -23,17 +23,7 @@ use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// How much one batch may hold.
-#[derive(Clone, Copy, Debug)]
-pub struct Limit {
-    pub bytes: u64,
-    /// `max_bytes` was given: cut exactly (at a UTF-8 boundary for text and
-    /// JSON), inside a JSON record too unless `whole_json`.
-    pub exact: bool,
-    /// JSON streams are read in whole messages (the base surface's arrays).
-    pub whole_json: bool,
-    pub records: Option<u64>,
-}
+pub use sluice_shards::store::index::Limit;
 
 /// How a batch is rendered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +52,7 @@ pub struct Batch {
     pub content_type: String,
     pub etag: String,
     /// Record ordinals: first retained, first in batch, after the batch.
-    pub records: (usize, usize, usize),
+    pub records: (u64, u64, u64),
 }
 
 /// Whether a read cut by `max_bytes` must end on a UTF-8 character boundary.
@@ -71,7 +61,7 @@ fn utf8(content_type: &str) -> bool {
 }
 
 /// Resolves where a read starts for a live stream and renews its TTL.
-pub fn resolve(
+pub async fn resolve(
     ctx: &Ctx,
     key: &StreamKey,
     surface: Surface,
@@ -79,29 +69,38 @@ pub fn resolve(
     rq: Option<&RecordQuery>,
     now: u64,
 ) -> Result<u64, Error> {
-    let mut st = ctx.shard.store.borrow_mut();
-    let e = st.live(key, now).ok_or(Error::NoStream)?;
-    e.state.lifetime.touch(now);
-    let s = &e.state;
-    if let Some(rq) = rq {
-        if !s.json {
-            return Err(Error::Invalid("record coordinates need an application/json stream"));
+    let (from, check_boundary) = {
+        let mut st = ctx.shard.store.borrow_mut();
+        let e = st.live(key, now).ok_or(Error::NoStream)?;
+        e.state.lifetime.touch(now);
+        let s = &e.state;
+        if let Some(rq) = rq {
+            if !s.json {
+                return Err(Error::Invalid("record coordinates need an application/json stream"));
+            }
+            let r = records::resolve(s, rq.start)?;
+            drop(st);
+            return ctx.shard.record_offset(key, r).await.map_err(|e| read_failed(ctx, key, e));
         }
-        let r = records::resolve(s, rq.start)?;
-        return Ok(s.record_offset(r).expect("resolved within [F, N]"));
+        match q {
+            OffsetQuery::Start => (s.retained, false),
+            OffsetQuery::Now => (s.visible.tail, false),
+            OffsetQuery::At(Offset(o)) if o > s.visible.tail => {
+                return Err(Error::Invalid("offset is beyond the stream tail"))
+            }
+            OffsetQuery::At(Offset(o)) if o < s.retained => {
+                return Err(Error::Trimmed("data before the earliest retained offset is gone; use /bootstrap"))
+            }
+            OffsetQuery::At(Offset(o)) => (o, s.json && surface == Surface::Base),
+        }
+    };
+    if check_boundary {
+        let p = ctx.shard.point(key, from).await.map_err(|e| read_failed(ctx, key, e))?;
+        if p.record.is_none() {
+            return Err(Error::Invalid("offset is not a message boundary of this JSON stream"));
+        }
     }
-    match q {
-        OffsetQuery::Start => Ok(s.retained),
-        OffsetQuery::Now => Ok(s.visible.tail),
-        OffsetQuery::At(Offset(o)) if o > s.visible.tail => Err(Error::Invalid("offset is beyond the stream tail")),
-        OffsetQuery::At(Offset(o)) if o < s.retained => {
-            Err(Error::Trimmed("data before the earliest retained offset is gone; use /bootstrap"))
-        }
-        OffsetQuery::At(Offset(o)) if s.json && surface == Surface::Base && !s.is_boundary(o) => {
-            Err(Error::Invalid("offset is not a message boundary of this JSON stream"))
-        }
-        OffsetQuery::At(Offset(o)) => Ok(o),
-    }
+    Ok(from)
 }
 
 /// Reads visible bytes from `from` within `limit`: whole messages when
@@ -121,64 +120,26 @@ pub async fn read_batch(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> 
 }
 
 async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Result<Batch, Error> {
-    let (parts, mut batch) = {
-        let st = ctx.shard.store.borrow();
-        let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
-        let s = &e.state;
-        let whole_messages = s.json && limit.whole_json;
-        let mut parts = Vec::new();
-        let mut lengths = Vec::new();
-        let mut end = from;
-        let first = s.message_at(from);
-        let mut i = first;
-        while i < s.visible.messages {
-            let m = s.messages[i];
-            let skip = from.saturating_sub(m.offset);
-            let mut len = u64::from(m.len) - skip;
-            let room = limit.bytes.saturating_sub(end - from);
-            if limit.records.is_some_and(|n| (i - first) as u64 >= n) {
-                break;
-            }
-            if len > room {
-                if !whole_messages && (limit.exact || end == from) {
-                    // max_bytes, or one message larger than the whole read:
-                    // cut exactly at the limit.
-                    if room == 0 {
-                        break;
-                    }
-                    len = room;
-                } else if end > from {
-                    // Otherwise whole messages only, but at least one.
-                    break;
-                }
-            }
-            parts.push((m.shard, m.segment, m.pos + skip, len as u32));
-            lengths.push(len as u32);
-            end = m.offset + skip + len;
-            i += 1;
-            if len < u64::from(m.len) - skip {
-                break;
-            }
-        }
-        let up_to_date = end == s.visible.tail;
-        let closed = up_to_date && s.visible.closed;
-        let etag = format!("\"{}.{}.{}.{}{}\"", ctx.id, s.handle, from, end, if closed { ".c" } else { "" });
-        let next_record = s.messages[..s.visible.messages].partition_point(|m| m.offset < end);
-        let batch = Batch {
-            data: Vec::new(),
-            lengths,
-            end,
-            up_to_date,
-            closed,
-            json: s.json,
-            content_type: s.content_type.clone(),
-            etag,
-            records: (s.first_message, first, next_record),
-        };
-        (parts, batch)
-    };
-    batch.data = ctx.shard.read_messages(&parts).await.map_err(|e| read_failed(ctx, key, e))?;
-    Ok(batch)
+    let span = ctx.shard.read_span(key, from, limit).await.map_err(|e| read_failed(ctx, key, e))?;
+    let st = ctx.shard.store.borrow();
+    let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
+    let s = &e.state;
+    let end = span.end;
+    // The visible state may have moved on during the read: judge by the tail it had.
+    let up_to_date = end == s.visible.tail;
+    let closed = up_to_date && s.visible.closed;
+    let etag = format!("\"{}.{}.{}.{}{}\"", ctx.id, s.handle, from, end, if closed { ".c" } else { "" });
+    Ok(Batch {
+        data: span.data,
+        lengths: span.lengths,
+        end,
+        up_to_date,
+        closed,
+        json: s.json,
+        content_type: s.content_type.clone(),
+        etag,
+        records: (s.first_message, span.first, span.next),
+    })
 }
 
 /// Drops a trailing partial JSON record when a whole one comes before it:
@@ -233,7 +194,7 @@ pub fn messages(b: &Batch) -> impl Iterator<Item = &[u8]> {
 }
 
 /// One envelope line body: `{"record":N,"value":<message>}`.
-pub fn envelope(record: usize, value: &[u8], out: &mut Vec<u8>) {
+pub fn envelope(record: u64, value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("{{\"record\":{record},\"value\":").as_bytes());
     out.extend_from_slice(value);
     out.push(b'}');
@@ -248,7 +209,7 @@ pub fn render_body(b: &mut Batch, view: View) -> Vec<u8> {
         View::Array => render_array(&b.data, &mut out),
         View::Envelope => {
             for (i, m) in messages(b).enumerate() {
-                envelope(b.records.1 + i, m, &mut out);
+                envelope(b.records.1 + i as u64, m, &mut out);
                 out.push(b'\n');
             }
         }
@@ -378,7 +339,7 @@ async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result
     let offset = q.offset.unwrap_or(OffsetQuery::Start);
     let now = ctx.now_ms();
     bucket_exists(ctx, key)?;
-    let from = resolve(ctx, key, surface, offset, q.records.as_ref(), now)?;
+    let from = resolve(ctx, key, surface, offset, q.records.as_ref(), now).await?;
     let view = q.view(surface, json_stream(ctx, key));
     let cursor = || next_cursor(ctx.now_ms(), t.param("cursor"), ctx.random()).to_string();
     let reply = match q.live {

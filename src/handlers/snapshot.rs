@@ -55,7 +55,7 @@ fn path_offset(segment: &str) -> Result<u64, Error> {
 struct Current {
     snapshot: Option<Snapshot>,
     tail: u64,
-    records: Option<(usize, usize)>,
+    records: Option<(u64, u64)>,
 }
 
 fn current(ctx: &Ctx, key: &StreamKey) -> Result<Current, Error> {
@@ -122,11 +122,8 @@ async fn read(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> 
     let offset = path_offset(seg)?;
     let Current { snapshot, tail, records } = current(ctx, key)?;
     let s = snapshot.filter(|s| s.offset == offset).ok_or(Error::NotFound("snapshot not found"))?;
-    let blob = ctx
-        .shard
-        .read_messages(&[(ctx.id as u32, s.segment, s.pos, s.len)])
-        .await
-        .map_err(|e| read_failed(ctx, key, e))?;
+    let handle = ctx.shard.store.borrow().streams.get(key).map(|e| e.state.handle).ok_or(Error::NoStream)?;
+    let blob = ctx.shard.snapshot_blob(handle, &s).await.map_err(|e| read_failed(ctx, key, e))?;
     let mut r = Response::new(200)
         .header(h::CONTENT_TYPE, s.content_type.clone())
         .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset).to_string())

@@ -111,7 +111,7 @@ pub fn set_record_range(r: &mut Response, (start, next): (u64, u64)) {
 }
 
 /// Adds a JSON stream's retained record range: first retained and next record.
-pub fn set_record_bounds(r: &mut Response, first: usize, next: usize) {
+pub fn set_record_bounds(r: &mut Response, first: u64, next: u64) {
     r.set(h::STREAM_RECORD_FIRST, first.to_string());
     r.set(h::STREAM_RECORD_NEXT, next.to_string());
 }

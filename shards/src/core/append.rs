@@ -70,7 +70,7 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
         }
     }
     if let Some(expected) = input.record_match {
-        if expected != s.messages.len() as u64 {
+        if expected != s.records() {
             return Err(Error::RecordMismatch);
         }
     }
@@ -135,8 +135,6 @@ mod tests {
                 messages: vec![],
                 data: b"x",
             },
-            1,
-            0,
         );
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Duplicate { producer: None }));
         assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(Error::Closed));

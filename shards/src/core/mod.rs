@@ -9,6 +9,7 @@
 
 pub mod append;
 pub mod batch;
+pub mod body;
 pub mod create;
 pub mod cursor;
 pub mod error;
@@ -21,7 +22,7 @@ pub mod stream;
 pub mod ttl;
 
 pub use error::Error;
-pub use stream::{Message, StreamState};
+pub use stream::StreamState;
 
 /// The media type of a Content-Type value: lower-cased, parameters dropped.
 pub fn media_type(content_type: &str) -> String {

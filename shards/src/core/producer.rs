@@ -13,7 +13,7 @@ pub struct ProducerState {
     /// its record range, returned again to a deduplicated retry.
     pub ack: (u64, u64, u64),
     /// When this producer last wrote, counted in the stream's producer writes.
-    written: u64,
+    pub(crate) written: u64,
 }
 
 /// A stream's producers, at most `cap` of them: beyond it the least recently
@@ -35,6 +35,21 @@ impl Producers {
         Producers { by_id: HashMap::new(), cap, writes: 0 }
     }
 
+    /// A table as a checkpoint recorded it: `writes` so far and the producers.
+    pub fn restore(cap: usize, writes: u64, by_id: HashMap<String, ProducerState>) -> Producers {
+        let mut p = Producers::new(cap);
+        p.writes = writes;
+        p.by_id = by_id;
+        // A smaller cap than when checkpointed forgets the least recently written.
+        p.evict();
+        p
+    }
+
+    /// The write counter and every remembered producer, for a checkpoint.
+    pub fn entries(&self) -> (u64, impl Iterator<Item = (&String, &ProducerState)>) {
+        (self.writes, self.by_id.iter())
+    }
+
     pub fn get(&self, id: &str) -> Option<&ProducerState> {
         self.by_id.get(id)
     }
@@ -53,13 +68,15 @@ impl Producers {
         self.writes += 1;
         let state = ProducerState { epoch: stamp.epoch, last_seq: stamp.seq, ack, written: self.writes };
         self.by_id.insert(stamp.id.clone(), state);
-        if self.by_id.len() > self.cap {
+        self.evict();
+    }
+
+    /// Forgets the least recently written producers beyond the cap.
+    fn evict(&mut self) {
+        while self.by_id.len() > self.cap {
             let oldest = self.by_id.iter().min_by_key(|(_, p)| p.written).map(|(id, _)| id.clone());
-            if let Some(id) = oldest {
-                self.by_id.remove(&id);
-            }
+            self.by_id.remove(&oldest.expect("over the cap, so not empty"));
         }
-        debug_assert!(self.by_id.len() <= self.cap);
     }
 }
 

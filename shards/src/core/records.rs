@@ -79,9 +79,9 @@ pub fn parse<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Option<RecordQ
 pub const TRIMMED: Error = Error::Trimmed("record is older than the first retained record");
 
 /// Resolves a record start to a record ordinal in [F, N].
-pub fn resolve(s: &StreamState, start: RecordStart) -> Result<usize, Error> {
-    let first = s.first_message as u64;
-    let next = s.visible.messages as u64;
+pub fn resolve(s: &StreamState, start: RecordStart) -> Result<u64, Error> {
+    let first = s.first_message;
+    let next = s.visible.messages;
     let r = match start {
         RecordStart::Now | RecordStart::Tail(0) => next,
         RecordStart::Tail(n) => next.saturating_sub(n).max(first),
@@ -89,7 +89,7 @@ pub fn resolve(s: &StreamState, start: RecordStart) -> Result<usize, Error> {
         RecordStart::At(r) if r > next => return Err(Error::RecordBeyondTail),
         RecordStart::At(r) => r,
     };
-    Ok(r as usize)
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! published, when it is an idempotent repeat, how far retention may move,
 //! and when a snapshot may be deleted.
 
+use super::body::Point;
 use super::{Error, StreamState};
 use sha2::{Digest, Sha256};
 
@@ -20,15 +21,16 @@ pub fn digest(content_type: &str, body: &[u8]) -> String {
     s
 }
 
-/// Checks that `offset` is a committed message boundary that is still retained.
-fn check_boundary(s: &StreamState, offset: u64) -> Result<(), Error> {
+/// Checks that `p` is a committed message boundary that is still retained.
+fn check_boundary(s: &StreamState, p: Point) -> Result<(), Error> {
+    let offset = p.offset;
     if offset > s.visible.tail {
         return Err(BEYOND_TAIL);
     }
     if offset < s.retained {
         return Err(Error::Trimmed("offset is older than the earliest retained offset"));
     }
-    if !s.is_boundary(offset) && offset != 0 {
+    if p.record.is_none() {
         return Err(Error::Invalid("offset is not a committed message boundary"));
     }
     Ok(())
@@ -46,12 +48,13 @@ pub enum Publish {
 /// Decides `PUT {stream}/snapshot/{offset}`.
 pub fn decide_publish(
     s: &StreamState,
-    offset: u64,
+    p: Point,
     content_type: &str,
     body: &[u8],
     expected: Option<&str>,
 ) -> Result<Publish, Error> {
-    check_boundary(s, offset)?;
+    check_boundary(s, p)?;
+    let offset = p.offset;
     let d = digest(content_type, body);
     let current = s.snapshot.as_ref();
     if let Some(cur) = current.filter(|c| c.offset == offset) {
@@ -70,8 +73,9 @@ pub fn decide_publish(
 }
 
 /// Decides `PUT {stream}/retention/{offset}`: true when the boundary moves.
-pub fn decide_retention(s: &StreamState, offset: u64) -> Result<bool, Error> {
-    check_boundary(s, offset)?;
+pub fn decide_retention(s: &StreamState, p: Point) -> Result<bool, Error> {
+    check_boundary(s, p)?;
+    let offset = p.offset;
     if offset < s.retained {
         return Err(Error::Conflict("retention cannot move backward"));
     }
@@ -101,51 +105,60 @@ pub fn refuse_delete(s: &StreamState, offset: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::stream::{fixture, Snapshot};
+    use crate::core::stream::{fixture, Blob, Snapshot};
+    use std::rc::Rc;
 
+    /// A stream holding "abc" and "de": boundaries at 0, 3 and 5.
     fn stream() -> StreamState {
         let mut s = fixture::stream("text/plain");
         for chunk in [&b"abc"[..], b"de"] {
-            let t = s.apply_append(&fixture::append(chunk, vec![], false), 1, 0);
-            s.publish(t, false);
+            let t = s.apply_append(&fixture::append(chunk, vec![], false));
+            s.publish(t, s.records(), false);
         }
         s
+    }
+
+    fn at(offset: u64) -> Point {
+        let record = match offset {
+            0 => Some(0),
+            3 => Some(1),
+            5 => Some(2),
+            _ => None,
+        };
+        Point { offset, record }
+    }
+
+    fn snapshot(offset: u64, digest: &str) -> Option<Snapshot> {
+        let blob = Blob::Pending(Rc::new(Vec::new()));
+        Some(Snapshot { offset, content_type: "text/plain".into(), digest: digest.into(), len: 4, blob })
     }
 
     #[test]
     fn publish_rules() {
         let mut s = stream();
-        assert_eq!(decide_publish(&s, 9, "text/plain", b"x", None), Err(BEYOND_TAIL));
-        assert!(matches!(decide_publish(&s, 1, "text/plain", b"x", None), Err(Error::Invalid(_))));
+        assert_eq!(decide_publish(&s, at(9), "text/plain", b"x", None), Err(BEYOND_TAIL));
+        assert!(matches!(decide_publish(&s, at(1), "text/plain", b"x", None), Err(Error::Invalid(_))));
         let d = digest("text/plain", b"snap");
-        assert_eq!(decide_publish(&s, 3, "text/plain", b"snap", None), Ok(Publish::Write(d.clone())));
-        s.snapshot = Some(Snapshot {
-            offset: 3,
-            content_type: "text/plain".into(),
-            digest: d.clone(),
-            segment: 1,
-            pos: 0,
-            len: 4,
-        });
-        assert_eq!(decide_publish(&s, 3, "text/plain", b"snap", None), Ok(Publish::Same(d.clone())));
-        assert!(matches!(decide_publish(&s, 3, "text/plain", b"other", None), Err(Error::Conflict(_))));
-        assert!(matches!(decide_publish(&s, 5, "text/plain", b"n", Some("sha256:nope")), Err(Error::Conflict(_))));
-        assert!(decide_publish(&s, 5, "text/plain", b"n", Some(&d)).is_ok());
+        assert_eq!(decide_publish(&s, at(3), "text/plain", b"snap", None), Ok(Publish::Write(d.clone())));
+        s.snapshot = snapshot(3, &d);
+        assert_eq!(decide_publish(&s, at(3), "text/plain", b"snap", None), Ok(Publish::Same(d.clone())));
+        assert!(matches!(decide_publish(&s, at(3), "text/plain", b"other", None), Err(Error::Conflict(_))));
+        assert!(matches!(decide_publish(&s, at(5), "text/plain", b"n", Some("sha256:nope")), Err(Error::Conflict(_))));
+        assert!(decide_publish(&s, at(5), "text/plain", b"n", Some(&d)).is_ok());
     }
 
     #[test]
     fn retention_rules() {
         let mut s = stream();
-        assert!(matches!(decide_retention(&s, 3), Err(Error::Conflict(_))), "no snapshot covers it");
-        s.snapshot =
-            Some(Snapshot { offset: 3, content_type: "t".into(), digest: "d".into(), segment: 1, pos: 0, len: 0 });
-        assert!(matches!(decide_retention(&s, 5), Err(Error::Conflict(_))), "past the snapshot");
+        assert!(matches!(decide_retention(&s, at(3)), Err(Error::Conflict(_))), "no snapshot covers it");
+        s.snapshot = snapshot(3, "d");
+        assert!(matches!(decide_retention(&s, at(5)), Err(Error::Conflict(_))), "past the snapshot");
         assert!(matches!(refuse_delete(&s, 3), Error::Conflict(_)), "the latest snapshot stays before retention too");
-        assert_eq!(decide_retention(&s, 3), Ok(true));
-        s.retain_from(3);
+        assert_eq!(decide_retention(&s, at(3)), Ok(true));
+        s.retain_from(3, 1);
         assert_eq!(s.first_message, 1);
-        assert_eq!(decide_retention(&s, 3), Ok(false));
-        assert!(matches!(decide_retention(&s, 0), Err(Error::Trimmed(_))));
+        assert_eq!(decide_retention(&s, at(3)), Ok(false));
+        assert!(matches!(decide_retention(&s, at(0)), Err(Error::Trimmed(_))));
         assert!(matches!(refuse_delete(&s, 3), Error::Conflict(_)));
         assert!(matches!(refuse_delete(&s, 5), Error::NotFound(_)));
     }

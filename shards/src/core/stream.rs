@@ -1,26 +1,16 @@
 //! One stream's state: configuration, tail, closure, producers, record
-//! ordinals and the message index, plus the transitions that change them.
+//! ordinals and where its bytes live ([`Body`]), plus the transitions that
+//! change them.
 //!
-//! Two tails are kept. `tail` moves when an append is decided (so concurrent
-//! appends get disjoint offsets); `visible` moves when the append is durable,
-//! and is all that readers, HEAD and live tails ever see.
+//! Two tails are kept. The body's tail moves when an append is decided (so
+//! concurrent appends get disjoint offsets); `visible` moves when the append
+//! is durable, and is all that readers, HEAD and live tails ever see.
 
+use super::body::{Body, Layer, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
+use std::rc::Rc;
 use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
-
-/// One message (an append, or one JSON record) and where its bytes live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Message {
-    /// Stream offset of the first byte.
-    pub offset: u64,
-    pub len: u32,
-    /// The shard whose segments hold the bytes (an ancestor's, for forks).
-    pub shard: u32,
-    pub segment: u32,
-    /// File position in the segment.
-    pub pos: u64,
-}
 
 /// The durable, reader-visible part of the state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,7 +18,7 @@ pub struct Visible {
     pub tail: u64,
     pub closed: bool,
     /// Messages (and so JSON records) visible.
-    pub messages: usize,
+    pub messages: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -43,13 +33,13 @@ pub struct StreamState {
     pub lifetime: Lifetime,
     /// Canonical attribute JSON, empty when none.
     pub attrs: Vec<u8>,
-    pub tail: u64,
     pub closed: bool,
     /// The producer stamp whose request closed the stream.
     pub closed_by: Option<ProducerStamp>,
     pub last_stream_seq: Option<String>,
     pub producers: Producers,
-    pub messages: Vec<Message>,
+    /// Where the bytes and message boundaries live.
+    pub body: Body,
     pub visible: Visible,
     /// The shard this stream lives on.
     pub shard: u32,
@@ -64,9 +54,7 @@ pub struct StreamState {
     /// Earliest retained offset; reads below it get 410.
     pub retained: u64,
     /// Index of the first retained message (record ordinal F).
-    pub first_message: usize,
-    /// Log segment holding this stream's create record (its oldest record).
-    pub first_segment: u32,
+    pub first_message: u64,
 }
 
 /// A published snapshot and where its blob lives.
@@ -75,26 +63,32 @@ pub struct Snapshot {
     pub offset: u64,
     pub content_type: String,
     pub digest: String,
-    pub segment: u32,
-    pub pos: u64,
     pub len: u32,
+    pub blob: Blob,
+}
+
+/// Where a snapshot's bytes are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blob {
+    /// Not flushed yet: held in memory.
+    Pending(Rc<Vec<u8>>),
+    /// In the snapshot file the flush of this generation wrote.
+    Stored(u64),
 }
 
 impl StreamState {
     /// State of a stream as its create record describes it, remembering at
     /// most `max_producers` producers.
     pub fn from_create(c: &CreateRecord, shard: u32, max_producers: usize) -> StreamState {
-        let mut messages = Vec::new();
-        let mut tail = 0;
-        for e in c.fork.iter().flat_map(|f| f.inherited.iter()) {
-            messages.push(Message { offset: tail, len: e.len, shard: e.shard, segment: e.segment, pos: e.pos });
-            tail += u64::from(e.len);
-        }
-        let inherited = messages.len();
-        let mut fork = c.fork.clone();
-        if let Some(f) = &mut fork {
-            f.inherited = Vec::new();
-        }
+        let (body, retained, first_message) = match &c.fork {
+            None => (Body::new(Vec::new(), 0, 0), 0, 0),
+            Some(f) => {
+                let (base, base_record) = f.ancestors.last().map_or((0, 0), |a| (a.end, a.end_record));
+                (Body::new(f.ancestors.clone(), base, base_record), f.retained, f.first_record)
+            }
+        };
+        let tail = body.tail();
+        let messages = body.records();
         StreamState {
             handle: c.handle,
             bucket: c.bucket.clone(),
@@ -105,36 +99,39 @@ impl StreamState {
             last_write_ms: c.created_ms,
             lifetime: Lifetime { ttl_secs: c.ttl_secs, expires_at_ms: c.expires_at_ms, last_access_ms: c.created_ms },
             attrs: c.attrs.clone(),
-            tail,
             closed: c.closed,
             closed_by: None,
             last_stream_seq: None,
             producers: Producers::new(max_producers),
-            messages,
-            visible: Visible { tail, closed: c.closed, messages: inherited },
+            body,
+            visible: Visible { tail, closed: c.closed, messages },
             shard,
-            fork,
+            fork: c.fork.clone(),
             forks: 0,
             deleted: false,
             snapshot: None,
-            retained: 0,
-            first_message: 0,
-            first_segment: 0,
+            retained,
+            first_message,
         }
     }
 
-    /// Applies a decided append whose bytes sit at `(segment, data_pos)`.
+    /// The decided tail (what the next append starts at).
+    pub fn tail(&self) -> u64 {
+        self.body.tail()
+    }
+
+    /// Messages decided so far (the next record ordinal).
+    pub fn records(&self) -> u64 {
+        self.body.records()
+    }
+
+    /// Applies a decided append: its bytes join the unflushed tail.
     /// Returns the tail after it. Visibility is advanced separately.
-    pub fn apply_append(&mut self, a: &AppendRecord<'_>, segment: u32, data_pos: u64) -> u64 {
-        let records_before = self.messages.len() as u64;
-        let mut pos = data_pos;
-        if a.messages.is_empty() && !a.data.is_empty() {
-            self.push_message(a.data.len() as u32, segment, pos);
-        }
-        for &len in &a.messages {
-            self.push_message(len, segment, pos);
-            pos += u64::from(len);
-        }
+    pub fn apply_append(&mut self, a: &AppendRecord<'_>) -> u64 {
+        let records_before = self.records();
+        let single = [a.data.len() as u32];
+        let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
+        self.body.cache.push(a.data, lengths);
         if a.close {
             self.closed = true;
             self.closed_by = a.producer.clone();
@@ -143,71 +140,63 @@ impl StreamState {
             self.last_stream_seq = Some(s.clone());
         }
         if let Some(p) = &a.producer {
-            let ack = (self.tail, records_before, self.messages.len() as u64);
+            let ack = (self.tail(), records_before, self.records());
             self.producers.record(p, ack);
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
-        self.tail
+        self.tail()
     }
 
-    fn push_message(&mut self, len: u32, segment: u32, pos: u64) {
-        self.messages.push(Message { offset: self.tail, len, shard: self.shard, segment, pos });
-        self.tail += u64::from(len);
-    }
-
-    /// Makes everything decided so far visible to readers (called once durable
-    /// for the live path; at once during recovery).
-    pub fn publish(&mut self, up_to_tail: u64, closed: bool) {
-        assert!(up_to_tail <= self.tail, "visible tail {up_to_tail} beyond the decided tail {}", self.tail);
-        if up_to_tail >= self.visible.tail {
-            self.visible.tail = up_to_tail;
-            // Appends become durable in order: advance instead of searching.
-            let mut n = self.visible.messages;
-            while n < self.messages.len() && self.messages[n].offset < up_to_tail {
-                n += 1;
-            }
-            self.visible.messages = n;
+    /// Makes everything decided up to `(tail, records)` visible to readers
+    /// (called once durable for the live path; at once during recovery).
+    /// Appends become durable in order, so this only ever moves forward.
+    pub fn publish(&mut self, tail: u64, records: u64, closed: bool) {
+        assert!(tail <= self.tail(), "visible tail {tail} beyond the decided tail {}", self.tail());
+        assert!(records <= self.records(), "visible records {records} beyond the decided {}", self.records());
+        if tail >= self.visible.tail {
+            self.visible.tail = tail;
+            self.visible.messages = self.visible.messages.max(records);
         }
         self.visible.closed |= closed;
     }
 
-    /// Index of the first visible message that ends after `offset`.
-    pub fn message_at(&self, offset: u64) -> usize {
-        self.messages[..self.visible.messages].partition_point(|m| m.offset + u64::from(m.len) <= offset)
+    /// What memory alone says about visible `offset` (None when only the
+    /// stream files can tell; the shard's index then looks it up).
+    pub fn point_in_memory(&self, offset: u64) -> Option<Point> {
+        if offset >= self.visible.tail {
+            let record = (offset == self.visible.tail).then_some(self.visible.messages);
+            return Some(Point { offset, record });
+        }
+        match self.body.layer_at(self.shard, self.handle, offset) {
+            Layer::Ram(c) => {
+                let k = c.record_at(offset);
+                let start = if k == c.start_record { c.start } else { c.end_of(k - 1) };
+                Some(Point { offset, record: (start == offset).then_some(k) })
+            }
+            Layer::File(_) => None,
+        }
     }
 
-    /// Publishes the snapshot `r`, whose blob sits at `(segment, pos)`.
-    pub fn set_snapshot(&mut self, r: &SnapshotRecord<'_>, segment: u32, pos: u64) {
+    /// Publishes the snapshot `r`, whose blob is not flushed yet.
+    pub fn set_snapshot(&mut self, r: &SnapshotRecord<'_>) {
         self.snapshot = Some(Snapshot {
             offset: r.offset,
             content_type: r.content_type.clone(),
             digest: r.digest.clone(),
-            segment,
-            pos,
             len: r.body.len() as u32,
+            blob: Blob::Pending(Rc::new(r.body.to_vec())),
         });
     }
 
-    /// Moves the retention boundary to `offset` (a visible message boundary).
-    pub fn retain_from(&mut self, offset: u64) {
-        self.retained = self.retained.max(offset);
-        self.first_message = self.messages.partition_point(|m| m.offset < self.retained);
-    }
-
-    /// Offset of record ordinal `r` (the tail when `r` is the record tail).
-    pub fn record_offset(&self, r: usize) -> Option<u64> {
-        match r.cmp(&self.visible.messages) {
-            std::cmp::Ordering::Less => Some(self.messages[r].offset),
-            std::cmp::Ordering::Equal => Some(self.visible.tail),
-            std::cmp::Ordering::Greater => None,
+    /// Moves the retention boundary to `offset`, a visible message boundary
+    /// that starts record `record`.
+    pub fn retain_from(&mut self, offset: u64, record: u64) {
+        assert!(offset <= self.visible.tail && record <= self.visible.messages, "retention beyond the visible tail");
+        if offset > self.retained {
+            self.retained = offset;
+            self.first_message = record;
         }
-    }
-
-    /// Whether `offset` is a message boundary within the visible stream.
-    pub fn is_boundary(&self, offset: u64) -> bool {
-        offset == self.visible.tail
-            || self.messages[..self.visible.messages].binary_search_by_key(&offset, |m| m.offset).is_ok()
     }
 }
 
@@ -253,29 +242,33 @@ mod tests {
     }
 
     #[test]
-    fn appends_index_messages_and_publish_moves_visibility() {
+    fn appends_join_the_tail_and_publish_moves_visibility() {
         let mut s = create(false);
-        assert_eq!(s.apply_append(&append(b"hello", vec![], false), 1, 1000), 5);
-        assert_eq!(s.apply_append(&append(b"ab", vec![], true), 1, 2000), 7);
+        assert_eq!(s.apply_append(&append(b"hello", vec![], false)), 5);
+        assert_eq!(s.apply_append(&append(b"ab", vec![], true)), 7);
         assert_eq!(s.visible, Visible::default());
-        s.publish(5, false);
+        s.publish(5, 1, false);
         assert_eq!(s.visible, Visible { tail: 5, closed: false, messages: 1 });
-        s.publish(7, true);
+        s.publish(7, 2, true);
         assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
-        assert_eq!(s.messages[1], Message { offset: 5, len: 2, shard: 0, segment: 1, pos: 2000 });
-        assert_eq!(s.message_at(0), 0);
-        assert_eq!(s.message_at(5), 1);
-        assert_eq!(s.message_at(6), 1);
-        assert_eq!(s.message_at(7), 2);
-        assert!(s.is_boundary(5) && !s.is_boundary(3) && s.is_boundary(7));
+        // An older publish arriving late changes nothing.
+        s.publish(5, 1, false);
+        assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
+        assert_eq!(s.body.cache.ends, [5, 7]);
     }
 
     #[test]
     fn json_records_are_separate_messages() {
         let mut s = create(true);
-        s.apply_append(&append(b"1,22,", vec![2, 3], false), 1, 10);
-        s.publish(5, false);
-        assert_eq!(s.messages.len(), 2);
-        assert_eq!(s.messages[1], Message { offset: 2, len: 3, shard: 0, segment: 1, pos: 12 });
+        s.apply_append(&append(b"1\n22\n", vec![2, 3], false));
+        s.publish(5, 2, false);
+        assert_eq!(s.records(), 2);
+        assert_eq!(s.body.cache.ends, [2, 5]);
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond the decided")]
+    fn publishing_beyond_the_decided_tail_is_a_bug() {
+        create(false).publish(1, 0, false);
     }
 }

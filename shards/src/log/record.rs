@@ -5,6 +5,7 @@
 //! change a shard makes durable is one of these records.
 
 use crate::codec::{Cursor, Put};
+use crate::core::body::Ancestor;
 
 /// Bytes before the kind byte: length and CRC.
 pub const FRAME_HEADER: usize = 8;
@@ -47,18 +48,9 @@ impl CreateRecord {
     }
 }
 
-/// Where inherited bytes live: a message of an ancestor stream, possibly in
-/// another shard's segments. Forks share their parent's bytes this way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    pub shard: u32,
-    pub segment: u32,
-    pub pos: u64,
-    pub len: u32,
-}
-
 /// A fork's origin: the parent it holds a reference on, the request that made
-/// it (for idempotent re-creation), and the ancestor messages it inherits.
+/// it (for idempotent re-creation), the ancestors' stream files it reads its
+/// inherited bytes from, and the retention it inherits with them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForkRecord {
     pub parent_shard: u32,
@@ -66,7 +58,10 @@ pub struct ForkRecord {
     pub from: String,
     pub offset: Option<u64>,
     pub sub: u64,
-    pub inherited: Vec<Extent>,
+    pub ancestors: Vec<Ancestor>,
+    /// The parent's earliest retained offset and first record when forked.
+    pub retained: u64,
+    pub first_record: u64,
 }
 
 /// Idempotent-producer identity carried by an append.
@@ -144,9 +139,11 @@ pub enum Record<'a> {
         attrs: Vec<u8>,
     },
     Snapshot(SnapshotRecord<'a>),
+    /// Retention from `offset`, the start of record `record`.
     Retention {
         handle: u64,
         offset: u64,
+        record: u64,
     },
     SnapshotDelete {
         handle: u64,
@@ -212,12 +209,15 @@ impl Record<'_> {
                         out.put_bytes(f.from.as_bytes());
                         out.put_opt_u64(f.offset);
                         out.put_u64(f.sub);
-                        out.put_u32(f.inherited.len() as u32);
-                        for e in &f.inherited {
-                            out.put_u32(e.shard);
-                            out.put_u32(e.segment);
-                            out.put_u64(e.pos);
-                            out.put_u32(e.len);
+                        out.put_u64(f.retained);
+                        out.put_u64(f.first_record);
+                        out.put_u32(f.ancestors.len() as u32);
+                        for a in &f.ancestors {
+                            out.put_u32(a.shard);
+                            out.put_u64(a.handle);
+                            for v in [a.start, a.end, a.start_record, a.end_record] {
+                                out.put_u64(v);
+                            }
                         }
                     }
                 }
@@ -282,10 +282,11 @@ impl Record<'_> {
                 data_at = out.len() - start;
                 out.extend_from_slice(s.body);
             }
-            Record::Retention { handle, offset } => {
+            Record::Retention { handle, offset, record } => {
                 out.put_u8(K_RETENTION);
                 out.put_u64(*handle);
                 out.put_u64(*offset);
+                out.put_u64(*record);
             }
             Record::SnapshotDelete { handle, offset } => {
                 out.put_u8(K_SNAPSHOT_DELETE);
@@ -371,12 +372,21 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                     let from = c.string()?;
                     let offset = c.opt_u64()?;
                     let sub = c.u64()?;
+                    let retained = c.u64()?;
+                    let first_record = c.u64()?;
                     let n = c.u32()? as usize;
-                    let mut inherited = Vec::with_capacity(n.min(body.len() / 20));
+                    let mut ancestors = Vec::with_capacity(n.min(body.len() / 44));
                     for _ in 0..n {
-                        inherited.push(Extent { shard: c.u32()?, segment: c.u32()?, pos: c.u64()?, len: c.u32()? });
+                        ancestors.push(Ancestor {
+                            shard: c.u32()?,
+                            handle: c.u64()?,
+                            start: c.u64()?,
+                            end: c.u64()?,
+                            start_record: c.u64()?,
+                            end_record: c.u64()?,
+                        });
                     }
-                    Some(ForkRecord { parent_shard, parent_handle, from, offset, sub, inherited })
+                    Some(ForkRecord { parent_shard, parent_handle, from, offset, sub, ancestors, retained, first_record })
                 }
             };
             let attrs = c.bytes()?.to_vec();
@@ -438,7 +448,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let body = c.take(len)?;
             Record::Snapshot(SnapshotRecord { handle, offset, content_type, digest, body })
         }
-        K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()? },
+        K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()?, record: c.u64()? },
         K_SNAPSHOT_DELETE => Record::SnapshotDelete { handle: c.u64()?, offset: c.u64()? },
         K_SEAL => Record::Seal(Seal { previous: c.u32()?, len: c.u64()?, crc: c.u32()?, size: c.u64()? }),
         _ => return None,
@@ -469,7 +479,16 @@ mod tests {
                     from: "/v1/stream/p".into(),
                     offset: Some(40),
                     sub: 2,
-                    inherited: vec![Extent { shard: 1, segment: 2, pos: 3, len: 4 }],
+                    ancestors: vec![Ancestor {
+                        shard: 1,
+                        handle: 2,
+                        start: 0,
+                        end: 3,
+                        start_record: 0,
+                        end_record: 1,
+                    }],
+                    retained: 1,
+                    first_record: 1,
                 }),
                 attrs: br#"{"title":"t"}"#.to_vec(),
                 initial: b"[1][2]".to_vec(),
@@ -494,7 +513,7 @@ mod tests {
                 digest: "d".into(),
                 body: b"snap",
             }),
-            Record::Retention { handle: 3, offset: 5 },
+            Record::Retention { handle: 3, offset: 5, record: 2 },
             Record::SnapshotDelete { handle: 3, offset: 5 },
             Record::Seal(Seal { previous: 4, len: 70_000, crc: 0xdead_beef, size: 1 << 20 }),
         ]

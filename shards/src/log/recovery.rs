@@ -73,8 +73,8 @@ impl LogFiles for Dir {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Position {
     pub segment: u32,
-    /// File position of the record's bulk bytes.
-    pub data_pos: u64,
+    /// File position of the record's frame.
+    pub frame: u64,
 }
 
 /// The resumed tail.
@@ -214,8 +214,8 @@ pub fn scan_files<F: LogFiles>(
                 Frame::Record { .. } if pos == 0 => {
                     return Err(format!("{}: does not begin with its seal: damaged or not this log's", path));
                 }
-                Frame::Record { record, len, data_at } => {
-                    apply(record, Position { segment: no, data_pos: (pos + data_at) as u64 });
+                Frame::Record { record, len, .. } => {
+                    apply(record, Position { segment: no, frame: pos as u64 });
                     tail.records += 1;
                     pos += len;
                 }

@@ -12,7 +12,7 @@ use super::record::{Encoded, Record, Seal, SEAL_FRAME};
 use super::segment::{create_segment, Segment};
 use crate::signal::Signal;
 use crate::stats::{DiskUsage, LogStats};
-use glommio::io::{BufferedFile, ReadResult};
+use glommio::io::BufferedFile;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,14 +43,11 @@ pub enum LogError {
     Failed(String),
 }
 
-/// Where an appended record landed.
+/// What appending a record assigned it.
 #[derive(Clone, Copy, Debug)]
 pub struct Appended {
     /// Commit sequence number to wait for with [`Log::durable`].
     pub lsn: u64,
-    pub segment: u32,
-    /// File position of the record's bulk bytes.
-    pub data_pos: u64,
 }
 
 struct Chunk {
@@ -80,6 +77,8 @@ struct Inner {
     preparing: bool,
     assigned: u64,
     durable: u64,
+    /// Bytes of records appended since start.
+    appended_bytes: u64,
     failed: Option<String>,
     /// Why the last preallocation failed, reported to the next writer.
     prepare_error: Option<LogError>,
@@ -139,6 +138,7 @@ impl Log {
             preparing: false,
             assigned: 0,
             durable: 0,
+            appended_bytes: 0,
             failed: None,
             prepare_error: None,
         };
@@ -230,9 +230,10 @@ impl Log {
     /// Encodes `record` at the tail. Panics if [`Log::reserve`] was not called.
     pub fn append(&self, record: &Record<'_>) -> Appended {
         let mut s = self.inner.borrow_mut();
-        let (pos, data_at) = s.push(record);
+        let written = s.push(record);
         s.assigned += 1;
-        let out = Appended { lsn: s.assigned, segment: s.active.no, data_pos: pos + data_at as u64 };
+        s.appended_bytes += written as u64;
+        let out = Appended { lsn: s.assigned };
         drop(s);
         if let Record::Append(a) = record {
             self.stats.appends.set(self.stats.appends.get() + 1);
@@ -245,6 +246,34 @@ impl Log {
     /// The commit number of the newest appended record.
     pub fn assigned(&self) -> u64 {
         self.inner.borrow().assigned
+    }
+
+    /// Where the next record goes: (segment, byte position). Everything
+    /// appended so far lies before it.
+    pub fn position(&self) -> (u32, u64) {
+        let s = self.inner.borrow();
+        (s.active.no, s.write_pos)
+    }
+
+    /// Bytes of records appended since start (seals not counted).
+    pub fn appended_bytes(&self) -> u64 {
+        self.inner.borrow().appended_bytes
+    }
+
+    /// Stops taking writes: something the log's durability depends on
+    /// failed (fail-stop, as for a failed write or sync of the log itself).
+    pub fn fail(&self, why: String) {
+        let mut s = self.inner.borrow_mut();
+        if s.failed.is_none() {
+            s.failed = Some(why);
+        }
+        drop(s);
+        self.done.notify();
+    }
+
+    /// Whether the log stopped taking writes.
+    pub fn is_failed(&self) -> bool {
+        self.inner.borrow().failed.is_some()
     }
 
     /// The commit number of the newest durable record.
@@ -313,17 +342,6 @@ impl Log {
             }
             self.done.changed(seen).await;
         }
-    }
-
-    /// Reads `len` bytes at `pos` of segment `segment`.
-    pub async fn read(&self, segment: u32, pos: u64, len: usize) -> std::io::Result<ReadResult> {
-        let file = self.inner.borrow().segments.get(&segment).cloned();
-        let file = file.ok_or_else(|| std::io::Error::other(format!("segment {segment} is gone")))?;
-        let r = file.read_at(pos, len).await.map_err(std::io::Error::from)?;
-        if r.len() != len {
-            return Err(std::io::Error::other("short read from segment"));
-        }
-        Ok(r)
     }
 
     fn prepare_next(&self) {
@@ -410,15 +428,16 @@ impl Log {
 impl Inner {
     /// Encodes `record` at the tail; returns its position and where its
     /// bulk bytes sit in the frame.
-    fn push(&mut self, record: &Record<'_>) -> (u64, usize) {
+    /// Encodes `record` at the tail; returns its frame length.
+    fn push(&mut self, record: &Record<'_>) -> usize {
         let at = self.buf.len();
-        let Encoded { frame_len, data_at } = record.encode(&mut self.buf);
+        let Encoded { frame_len, .. } = record.encode(&mut self.buf);
         let pos = self.write_pos;
         assert!(pos + frame_len as u64 <= self.active.size, "log append without reserve");
         debug_assert_eq!(self.buf_pos + at as u64, pos);
         self.crc = crc32c::crc32c_append(self.crc, &self.buf[at..]);
         self.write_pos += frame_len as u64;
-        (pos, data_at)
+        frame_len
     }
 
     /// Moves to `next`, opening it with the seal of the segment left behind.

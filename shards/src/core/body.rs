@@ -1,0 +1,300 @@
+//! Where a stream's bytes and message boundaries live, by offset and by
+//! record ordinal, with no I/O.
+//!
+//! A stream's offsets `[0, tail)` are covered by layers, oldest first:
+//! - its ancestors' stream files (a fork's inherited prefix, `[0, base)`);
+//! - its own stream files (`[base, stored)`), written by the flusher;
+//! - the chunk being flushed (`frozen`), still served from memory;
+//! - the unflushed tail (`cache`), filled by appends as they are decided.
+//!
+//! Memory per stream is the layer bookkeeping plus the unflushed bytes and
+//! their message ends; the flusher bounds the latter, whatever the
+//! stream's message count.
+
+use std::rc::Rc;
+
+/// Bytes a fork inherits from one ancestor's own stream files: offsets
+/// `[start, end)` holding records `[start_record, end_record)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ancestor {
+    pub shard: u32,
+    pub handle: u64,
+    /// The ancestor's own first offset (its file position 0).
+    pub start: u64,
+    pub end: u64,
+    /// The ancestor's own first record ordinal (its index entry 0).
+    pub start_record: u64,
+    pub end_record: u64,
+}
+
+/// Messages held in memory: bytes `[start, start + bytes.len())`, records
+/// `[start_record, start_record + ends.len())`, each ending at `ends[i]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    pub start: u64,
+    pub start_record: u64,
+    pub bytes: Vec<u8>,
+    pub ends: Vec<u64>,
+}
+
+impl Chunk {
+    /// An empty chunk starting at `start` and record `start_record`.
+    pub fn at(start: u64, start_record: u64) -> Chunk {
+        Chunk { start, start_record, bytes: Vec::new(), ends: Vec::new() }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+
+    pub fn end_record(&self) -> u64 {
+        self.start_record + self.ends.len() as u64
+    }
+
+    /// Appends messages of `lengths` whose bytes are `data`.
+    pub fn push(&mut self, data: &[u8], lengths: &[u32]) {
+        let mut end = self.end();
+        for &len in lengths {
+            assert!(len > 0, "a message has at least one byte");
+            end += u64::from(len);
+            self.ends.push(end);
+        }
+        self.bytes.extend_from_slice(data);
+        assert_eq!(end, self.end(), "message lengths must add up to the appended bytes");
+    }
+
+    /// End offset of record `r` (which this chunk holds).
+    pub fn end_of(&self, r: u64) -> u64 {
+        self.ends[(r - self.start_record) as usize]
+    }
+
+    /// The record holding `offset` (in `[start, end)`).
+    pub fn record_at(&self, offset: u64) -> u64 {
+        self.start_record + self.ends.partition_point(|&e| e <= offset) as u64
+    }
+
+    /// Bytes `[from, to)` (within the chunk).
+    pub fn slice(&self, from: u64, to: u64) -> &[u8] {
+        &self.bytes[(from - self.start) as usize..(to - self.start) as usize]
+    }
+
+    /// Memory this chunk holds, for the flusher's budget.
+    pub fn weight(&self) -> usize {
+        self.bytes.len() + 8 * self.ends.len()
+    }
+}
+
+/// A visible position as the index resolved it: the offset, and the record
+/// that starts there when it is a message boundary (None inside a message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Point {
+    pub offset: u64,
+    pub record: Option<u64>,
+}
+
+/// A stream-file layer: whose files, what they cover, and the offset and
+/// record at position 0 of the data and index files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileLayer {
+    pub shard: u32,
+    pub handle: u64,
+    pub origin: u64,
+    pub origin_record: u64,
+    pub start: u64,
+    pub end: u64,
+    pub start_record: u64,
+    pub end_record: u64,
+}
+
+/// Where a lookup is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer<'a> {
+    File(FileLayer),
+    Ram(&'a Chunk),
+}
+
+/// A stream's layers (see the module header).
+#[derive(Clone, Debug, Default)]
+pub struct Body {
+    pub ancestors: Vec<Ancestor>,
+    pub base: u64,
+    pub base_record: u64,
+    /// Own stream files hold `[base, stored)` and records `[base_record, stored_records)`.
+    pub stored: u64,
+    pub stored_records: u64,
+    /// The chunk the flusher is writing: `[stored, frozen.end())`.
+    pub frozen: Option<Rc<Chunk>>,
+    /// Decided, not yet flushed: `[frozen end or stored, tail)`.
+    pub cache: Chunk,
+}
+
+impl Body {
+    /// A body whose own bytes start at `base` (record `base_record`), after
+    /// the inherited `ancestors`.
+    pub fn new(ancestors: Vec<Ancestor>, base: u64, base_record: u64) -> Body {
+        if let Some(last) = ancestors.last() {
+            assert_eq!((last.end, last.end_record), (base, base_record), "ancestors end where the stream begins");
+        }
+        Body {
+            ancestors,
+            base,
+            base_record,
+            stored: base,
+            stored_records: base_record,
+            frozen: None,
+            cache: Chunk::at(base, base_record),
+        }
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.cache.end()
+    }
+
+    pub fn records(&self) -> u64 {
+        self.cache.end_record()
+    }
+
+    /// Bytes and message ends held in memory.
+    pub fn weight(&self) -> usize {
+        self.cache.weight() + self.frozen.as_ref().map_or(0, |f| f.weight())
+    }
+
+    /// The own-file layer, as any reader (this shard's or a fork's) sees it.
+    pub fn own_files(&self, shard: u32, handle: u64) -> FileLayer {
+        FileLayer {
+            shard,
+            handle,
+            origin: self.base,
+            origin_record: self.base_record,
+            start: self.base,
+            end: self.stored,
+            start_record: self.base_record,
+            end_record: self.stored_records,
+        }
+    }
+
+    fn file_layers(&self, shard: u32, handle: u64) -> impl Iterator<Item = FileLayer> + '_ {
+        let inherited = self.ancestors.iter().map(|a| FileLayer {
+            shard: a.shard,
+            handle: a.handle,
+            origin: a.start,
+            origin_record: a.start_record,
+            start: a.start,
+            end: a.end,
+            start_record: a.start_record,
+            end_record: a.end_record,
+        });
+        inherited.chain(std::iter::once(self.own_files(shard, handle)))
+    }
+
+    fn ram(&self) -> impl Iterator<Item = &Chunk> {
+        self.frozen.as_deref().into_iter().chain(std::iter::once(&self.cache))
+    }
+
+    /// The layer holding byte `offset` (below the tail).
+    pub fn layer_at(&self, shard: u32, handle: u64, offset: u64) -> Layer<'_> {
+        assert!(offset < self.tail(), "offset {offset} is not below the tail {}", self.tail());
+        if let Some(f) = self.file_layers(shard, handle).find(|f| offset >= f.start && offset < f.end) {
+            return Layer::File(f);
+        }
+        Layer::Ram(self.ram().find(|c| offset >= c.start && offset < c.end()).expect("the layers cover [0, tail)"))
+    }
+
+    /// The layer holding record `r` (below the record count).
+    pub fn layer_of(&self, shard: u32, handle: u64, r: u64) -> Layer<'_> {
+        assert!(r < self.records(), "record {r} is not below the record count {}", self.records());
+        if let Some(f) = self.file_layers(shard, handle).find(|f| r >= f.start_record && r < f.end_record) {
+            return Layer::File(f);
+        }
+        Layer::Ram(self.ram().find(|c| r >= c.start_record && r < c.end_record()).expect("the layers cover every record"))
+    }
+
+    /// File pieces covering `[from, to)` up to the memory layers, and the
+    /// offset where memory takes over.
+    pub fn file_pieces(&self, shard: u32, handle: u64, from: u64, to: u64) -> (Vec<FileLayer>, u64) {
+        let mut pieces = Vec::new();
+        for f in self.file_layers(shard, handle) {
+            let (a, b) = (from.max(f.start), to.min(f.end));
+            if a < b {
+                pieces.push(FileLayer { start: a, end: b, ..f });
+            }
+        }
+        (pieces, from.max(self.stored).min(to))
+    }
+
+    /// Copies the in-memory bytes of `[from, to)` (all at or above `stored`).
+    pub fn copy_ram(&self, from: u64, to: u64, out: &mut Vec<u8>) {
+        assert!(from >= self.stored && to <= self.tail(), "[{from}, {to}) is not in memory");
+        for c in self.ram() {
+            let (a, b) = (from.max(c.start), to.min(c.end()));
+            if a < b {
+                out.extend_from_slice(c.slice(a, b));
+            }
+        }
+    }
+
+    /// Moves the unflushed tail into `frozen` for the flusher; returns it
+    /// (None when there is nothing to flush).
+    pub fn freeze(&mut self) -> Option<Rc<Chunk>> {
+        assert!(self.frozen.is_none(), "one flush at a time");
+        if self.cache.bytes.is_empty() {
+            return None;
+        }
+        let next = Chunk::at(self.cache.end(), self.cache.end_record());
+        let chunk = Rc::new(std::mem::replace(&mut self.cache, next));
+        self.frozen = Some(chunk.clone());
+        Some(chunk)
+    }
+
+    /// The frozen chunk is in the stream files: serve it from there.
+    pub fn stored_frozen(&mut self) {
+        let f = self.frozen.take().expect("a frozen chunk was flushed");
+        assert_eq!((f.start, f.start_record), (self.stored, self.stored_records), "flushes are contiguous");
+        self.stored = f.end();
+        self.stored_records = f.end_record();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ancestor() -> Ancestor {
+        Ancestor { shard: 1, handle: 7, start: 0, end: 10, start_record: 0, end_record: 2 }
+    }
+
+    #[test]
+    fn layers_cover_ancestors_files_frozen_and_cache() {
+        let mut b = Body::new(vec![ancestor()], 10, 2);
+        b.cache.push(b"abcdef", &[2, 4]);
+        assert_eq!((b.tail(), b.records()), (16, 4));
+        assert_eq!(b.freeze().map(|c| c.end()), Some(16));
+        b.cache.push(b"xyz", &[3]);
+        assert!(matches!(b.layer_at(0, 3, 9), Layer::File(f) if f.handle == 7));
+        assert!(matches!(b.layer_at(0, 3, 12), Layer::Ram(c) if c.start == 10));
+        assert!(matches!(b.layer_of(0, 3, 4), Layer::Ram(c) if c.start == 16));
+        let mut out = Vec::new();
+        b.copy_ram(11, 18, &mut out);
+        assert_eq!(out, b"bcdefxy");
+        b.stored_frozen();
+        assert_eq!((b.stored, b.stored_records), (16, 4));
+        assert!(matches!(b.layer_at(0, 3, 12), Layer::File(f) if f.handle == 3 && f.start == 10));
+        let (pieces, ram_from) = b.file_pieces(0, 3, 5, 18);
+        assert_eq!(pieces.iter().map(|p| (p.handle, p.start, p.end)).collect::<Vec<_>>(), [(7, 5, 10), (3, 10, 16)]);
+        assert_eq!(ram_from, 16);
+    }
+
+    #[test]
+    fn chunk_finds_records_by_offset() {
+        let mut c = Chunk::at(100, 5);
+        c.push(b"aabbb", &[2, 3]);
+        assert_eq!((c.record_at(100), c.record_at(101), c.record_at(102), c.record_at(104)), (5, 5, 6, 6));
+        assert_eq!(c.end_of(6), 105);
+    }
+
+    #[test]
+    #[should_panic(expected = "add up")]
+    fn lengths_must_match_the_bytes() {
+        Chunk::at(0, 0).push(b"abc", &[2]);
+    }
+}

@@ -1,0 +1,346 @@
+//! The checkpoint: everything a shard's store holds, as of one position in
+//! the journal, with every stream's bytes up to its tail in stream files.
+//!
+//! Layout: `SLUICECK`, a format version, the fields below, and a CRC32C of
+//! everything before it. Recovery loads it and replays only the journal
+//! written after `journal`; a checkpoint that does not decode or check out
+//! is damage, never an empty store.
+
+use crate::codec::{Cursor, Put};
+use crate::core::body::{Ancestor, Body, Chunk};
+use crate::core::producer::{ProducerState, Producers};
+use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
+use crate::core::ttl::Lifetime;
+use crate::log::{ForkRecord, ProducerStamp};
+use std::collections::HashMap;
+
+/// The checkpoint's file name in a shard directory.
+pub const CHECKPOINT: &str = "checkpoint";
+const MAGIC: &[u8; 8] = b"SLUICECK";
+const VERSION: u32 = 1;
+
+/// A decoded checkpoint.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// The flush generation that wrote it.
+    pub generation: u64,
+    /// Journal position (segment, byte) the state includes everything before.
+    pub journal: (u32, u64),
+    pub next_handle: u64,
+    pub home_buckets: Vec<(String, u64)>,
+    /// Stream files to delete: dropped by the state this checkpoint records.
+    pub doomed: Vec<String>,
+    pub streams: Vec<StreamState>,
+}
+
+/// What the flusher writes besides the streams.
+pub struct Header<'a> {
+    pub generation: u64,
+    pub journal: (u32, u64),
+    pub next_handle: u64,
+    pub home_buckets: &'a HashMap<String, u64>,
+    pub doomed: &'a [String],
+}
+
+/// Encodes a checkpoint of `streams` as they will be once the flush of
+/// `h.generation` has stored every stream's bytes up to its tail and every
+/// pending snapshot.
+pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a StreamState>) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.put_u32(VERSION);
+    out.put_u64(h.generation);
+    out.put_u32(h.journal.0);
+    out.put_u64(h.journal.1);
+    out.put_u64(h.next_handle);
+    out.put_u32(h.home_buckets.len() as u32);
+    for (b, at) in h.home_buckets {
+        out.put_bytes(b.as_bytes());
+        out.put_u64(*at);
+    }
+    out.put_u32(h.doomed.len() as u32);
+    for d in h.doomed {
+        out.put_bytes(d.as_bytes());
+    }
+    out.put_u32(streams.len() as u32);
+    for s in streams {
+        put_stream(&mut out, s, h.generation);
+    }
+    let crc = crc32c::crc32c(&out);
+    out.put_u32(crc);
+    out
+}
+
+fn put_opt_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {
+    match v {
+        Some(b) => {
+            out.put_u8(1);
+            out.put_bytes(b);
+        }
+        None => out.put_u8(0),
+    }
+}
+
+fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
+    out.put_u64(s.handle);
+    for v in [&s.bucket, &s.name, &s.content_type] {
+        out.put_bytes(v.as_bytes());
+    }
+    out.put_u64(s.created_ms);
+    out.put_u64(s.last_write_ms);
+    out.put_opt_u64(s.lifetime.ttl_secs);
+    out.put_opt_u64(s.lifetime.expires_at_ms);
+    out.put_u64(s.lifetime.last_access_ms);
+    out.put_bytes(&s.attrs);
+    out.put_u8(s.closed as u8);
+    out.put_u8(s.deleted as u8);
+    match &s.closed_by {
+        Some(p) => {
+            out.put_u8(1);
+            out.put_bytes(p.id.as_bytes());
+            out.put_u64(p.epoch);
+            out.put_u64(p.seq);
+        }
+        None => out.put_u8(0),
+    }
+    put_opt_bytes(out, s.last_stream_seq.as_deref().map(str::as_bytes));
+    let (writes, producers) = s.producers.entries();
+    out.put_u64(writes);
+    out.put_u32(s.producers.len() as u32);
+    for (id, p) in producers {
+        out.put_bytes(id.as_bytes());
+        for v in [p.epoch, p.last_seq, p.ack.0, p.ack.1, p.ack.2, p.written] {
+            out.put_u64(v);
+        }
+    }
+    let b = &s.body;
+    out.put_u32(b.ancestors.len() as u32);
+    for a in &b.ancestors {
+        out.put_u32(a.shard);
+        for v in [a.handle, a.start, a.end, a.start_record, a.end_record] {
+            out.put_u64(v);
+        }
+    }
+    for v in [b.base, b.base_record, s.tail(), s.records(), s.retained, s.first_message] {
+        out.put_u64(v);
+    }
+    match &s.fork {
+        Some(f) => {
+            out.put_u8(1);
+            out.put_u32(f.parent_shard);
+            out.put_u64(f.parent_handle);
+            out.put_bytes(f.from.as_bytes());
+            out.put_opt_u64(f.offset);
+            out.put_u64(f.sub);
+        }
+        None => out.put_u8(0),
+    }
+    match &s.snapshot {
+        Some(snap) => {
+            out.put_u8(1);
+            out.put_u64(snap.offset);
+            out.put_bytes(snap.content_type.as_bytes());
+            out.put_bytes(snap.digest.as_bytes());
+            out.put_u32(snap.len);
+            out.put_u64(match snap.blob {
+                Blob::Pending(_) => generation,
+                Blob::Stored(g) => g,
+            });
+        }
+        None => out.put_u8(0),
+    }
+}
+
+/// Decodes a checkpoint file; streams remember at most `max_producers`
+/// producers each. Errors name what is wrong.
+pub fn decode(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, String> {
+    let body_len = buf.len().checked_sub(4).ok_or("it is shorter than its checksum")?;
+    let crc = u32::from_le_bytes(buf[body_len..].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&buf[..body_len]) != crc {
+        return Err("its checksum does not match (damaged or zeroed)".into());
+    }
+    let mut c = Cursor::new(&buf[..body_len]);
+    if c.take(8) != Some(&MAGIC[..]) {
+        return Err("it is not a sluice checkpoint".into());
+    }
+    let version = c.u32().ok_or("truncated")?;
+    if version != VERSION {
+        return Err(format!("format version {version} is not {VERSION}"));
+    }
+    decode_fields(&mut c, shard, max_producers).ok_or_else(|| "a field does not decode".to_string())
+}
+
+fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<Checkpoint> {
+    let generation = c.u64()?;
+    let journal = (c.u32()?, c.u64()?);
+    let next_handle = c.u64()?;
+    let n = c.u32()?;
+    let mut home_buckets = Vec::new();
+    for _ in 0..n {
+        home_buckets.push((c.string()?, c.u64()?));
+    }
+    let n = c.u32()?;
+    let mut doomed = Vec::new();
+    for _ in 0..n {
+        doomed.push(c.string()?);
+    }
+    let n = c.u32()?;
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        streams.push(get_stream(c, shard, max_producers)?);
+    }
+    c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, streams })
+}
+
+fn get_opt_string(c: &mut Cursor<'_>) -> Option<Option<String>> {
+    match c.u8()? {
+        0 => Some(None),
+        1 => c.string().map(Some),
+        _ => None,
+    }
+}
+
+fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
+    let handle = c.u64()?;
+    let (bucket, name, content_type) = (c.string()?, c.string()?, c.string()?);
+    let created_ms = c.u64()?;
+    let last_write_ms = c.u64()?;
+    let lifetime = Lifetime { ttl_secs: c.opt_u64()?, expires_at_ms: c.opt_u64()?, last_access_ms: c.u64()? };
+    let attrs = c.bytes()?.to_vec();
+    let closed = c.u8()? != 0;
+    let deleted = c.u8()? != 0;
+    let closed_by = match c.u8()? {
+        0 => None,
+        _ => Some(ProducerStamp { id: c.string()?, epoch: c.u64()?, seq: c.u64()? }),
+    };
+    let last_stream_seq = get_opt_string(c)?;
+    let writes = c.u64()?;
+    let n = c.u32()?;
+    let mut by_id = HashMap::new();
+    for _ in 0..n {
+        let id = c.string()?;
+        let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
+        by_id.insert(id, ProducerState { epoch: v[0], last_seq: v[1], ack: (v[2], v[3], v[4]), written: v[5] });
+    }
+    let n = c.u32()?;
+    let mut ancestors = Vec::new();
+    for _ in 0..n {
+        let shard = c.u32()?;
+        let v: Vec<u64> = (0..5).map(|_| c.u64()).collect::<Option<_>>()?;
+        ancestors.push(Ancestor {
+            shard,
+            handle: v[0],
+            start: v[1],
+            end: v[2],
+            start_record: v[3],
+            end_record: v[4],
+        });
+    }
+    let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
+    let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
+    let consistent = ancestors.last().is_none_or(|a| (a.end, a.end_record) == (base, base_record))
+        && base <= tail
+        && base_record <= records
+        && retained <= tail
+        && first_message <= records;
+    if !consistent {
+        return None;
+    }
+    let fork = match c.u8()? {
+        0 => None,
+        _ => Some(ForkRecord {
+            parent_shard: c.u32()?,
+            parent_handle: c.u64()?,
+            from: c.string()?,
+            offset: c.opt_u64()?,
+            sub: c.u64()?,
+            ancestors: Vec::new(),
+            retained,
+            first_record: first_message,
+        }),
+    };
+    let snapshot = match c.u8()? {
+        0 => None,
+        _ => Some(Snapshot {
+            offset: c.u64()?,
+            content_type: c.string()?,
+            digest: c.string()?,
+            len: c.u32()?,
+            blob: Blob::Stored(c.u64()?),
+        }),
+    };
+    let mut body = Body::new(ancestors, base, base_record);
+    (body.stored, body.stored_records) = (tail, records);
+    body.cache = Chunk::at(tail, records);
+    Some(StreamState {
+        handle,
+        bucket,
+        name,
+        json: crate::core::is_json(&content_type),
+        content_type,
+        created_ms,
+        last_write_ms,
+        lifetime,
+        attrs,
+        closed,
+        closed_by,
+        last_stream_seq,
+        producers: Producers::restore(max_producers, writes, by_id),
+        body,
+        visible: Visible { tail, closed, messages: records },
+        shard,
+        fork,
+        forks: 0,
+        deleted,
+        snapshot,
+        retained,
+        first_message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::stream::fixture;
+
+    fn header<'a>(buckets: &'a HashMap<String, u64>, doomed: &'a [String]) -> Header<'a> {
+        Header { generation: 4, journal: (3, 4096), next_handle: 9, home_buckets: buckets, doomed }
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field() {
+        let mut s = fixture::stream("application/json");
+        s.apply_append(&fixture::append(b"1\n22\n", vec![2, 3], false));
+        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 2, seq: 7 }, (5, 0, 2));
+        s.last_stream_seq = Some("k".into());
+        s.attrs = b"{\"a\":1}".to_vec();
+        s.retain_from(0, 0);
+        let blob = Blob::Pending(std::rc::Rc::new(b"snap".to_vec()));
+        s.snapshot = Some(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob });
+        let buckets = HashMap::from([("b".to_string(), 77)]);
+        let doomed = ["0000000000000002.data".to_string()];
+        let bytes = encode(&header(&buckets, &doomed), [&s].into_iter());
+        let c = decode(&bytes, 0, 16).unwrap();
+        assert_eq!((c.generation, c.journal, c.next_handle), (4, (3, 4096), 9));
+        assert_eq!(c.home_buckets, [("b".to_string(), 77)]);
+        assert_eq!(c.doomed, doomed);
+        let r = &c.streams[0];
+        assert_eq!((r.tail(), r.records(), r.body.stored, r.body.stored_records), (5, 2, 5, 2));
+        assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
+        assert_eq!(r.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack)), Some((2, 7, (5, 0, 2))));
+        assert_eq!((r.last_stream_seq.as_deref(), &r.attrs[..], r.json), (Some("k"), &b"{\"a\":1}"[..], true));
+        assert_eq!(r.snapshot.as_ref().map(|s| s.blob.clone()), Some(Blob::Stored(4)), "pending blobs are stored by this flush");
+    }
+
+    #[test]
+    fn damage_is_reported_not_guessed() {
+        let buckets = HashMap::new();
+        let bytes = encode(&header(&buckets, &[]), std::iter::empty());
+        assert!(decode(&bytes, 0, 1).is_ok());
+        let mut flipped = bytes.clone();
+        flipped[12] ^= 1;
+        assert!(decode(&flipped, 0, 1).unwrap_err().contains("checksum"));
+        assert!(decode(&bytes[..bytes.len() - 1], 0, 1).is_err());
+        assert!(decode(&vec![0; bytes.len()], 0, 1).is_err());
+        assert!(decode(&[], 0, 1).is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! Stream files: each stream's own bytes, contiguous (`<handle>.data`,
+//! file position = offset - the stream's base), its ordinal index
+//! (`<handle>.idx`, one fixed-size entry per record: end offset and CRC32C
+//! of the record's bytes), and its latest snapshot (`<handle>.<gen>.snap`,
+//! named by the flush generation that wrote it). They live under
+//! `shard-N/streams/`; forks read their ancestors' files on any shard.
+//!
+//! Files below a stream's stored mark never change (except retention's
+//! hole punches), so any shard may read them through its own descriptors.
+
+use crate::core::body::FileLayer;
+use glommio::io::{BufferedFile, OpenOptions};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The directory under a shard's directory that holds its stream files.
+pub const STREAMS_DIR: &str = "streams";
+/// Bytes per ordinal-index entry: the record's end offset (u64) and the
+/// CRC32C of its bytes (u32).
+pub const INDEX_ENTRY: u64 = 12;
+/// Descriptors a shard keeps open before it closes them all and starts over.
+pub const MAX_OPEN_FILES: usize = 512;
+
+pub fn data_name(handle: u64) -> String {
+    format!("{handle:016x}.data")
+}
+
+pub fn index_name(handle: u64) -> String {
+    format!("{handle:016x}.idx")
+}
+
+pub fn snapshot_name(handle: u64, generation: u64) -> String {
+    format!("{handle:016x}.{generation:016x}.snap")
+}
+
+/// A stream's own data and index files.
+pub fn stream_names(handle: u64) -> [String; 2] {
+    [data_name(handle), index_name(handle)]
+}
+
+/// What a file name in a streams directory says it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileName {
+    Data(u64),
+    Index(u64),
+    Snapshot(u64, u64),
+}
+
+impl FileName {
+    pub fn parse(name: &str) -> Option<FileName> {
+        let hex = |s: &str| (s.len() == 16).then(|| u64::from_str_radix(s, 16).ok()).flatten();
+        if let Some(h) = name.strip_suffix(".data") {
+            return hex(h).map(FileName::Data);
+        }
+        if let Some(h) = name.strip_suffix(".idx") {
+            return hex(h).map(FileName::Index);
+        }
+        let (h, g) = name.strip_suffix(".snap")?.split_once('.')?;
+        Some(FileName::Snapshot(hex(h)?, hex(g)?))
+    }
+
+    pub fn handle(self) -> u64 {
+        match self {
+            FileName::Data(h) | FileName::Index(h) | FileName::Snapshot(h, _) => h,
+        }
+    }
+}
+
+/// One index entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub end: u64,
+    pub crc: u32,
+}
+
+impl IndexEntry {
+    pub fn encode(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.end.to_le_bytes());
+        out.extend_from_slice(&self.crc.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> IndexEntry {
+        assert_eq!(b.len() as u64, INDEX_ENTRY, "an index entry is {INDEX_ENTRY} bytes");
+        IndexEntry {
+            end: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+            crc: u32::from_le_bytes(b[8..].try_into().expect("4 bytes")),
+        }
+    }
+}
+
+/// A shard's view of every shard's stream files, with cached descriptors.
+pub struct StreamFiles {
+    /// The data directory (parent of every `shard-N`).
+    root: PathBuf,
+    shard: u32,
+    open: RefCell<HashMap<(u32, String), Rc<BufferedFile>>>,
+}
+
+impl StreamFiles {
+    pub fn new(root: &Path, shard: u32) -> StreamFiles {
+        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()) }
+    }
+
+    /// `shard`'s streams directory.
+    pub fn dir(&self, shard: u32) -> PathBuf {
+        self.root.join(format!("shard-{shard}")).join(STREAMS_DIR)
+    }
+
+    /// An open descriptor for `name` on `shard`: this shard's own files are
+    /// opened for writing too (and created), other shards' read-only.
+    async fn file(&self, shard: u32, name: &str) -> std::io::Result<Rc<BufferedFile>> {
+        let key = (shard, name.to_string());
+        if let Some(f) = self.open.borrow().get(&key) {
+            return Ok(f.clone());
+        }
+        let own = shard == self.shard;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(own)
+            .create(own)
+            .buffered_open(self.dir(shard).join(name))
+            .await
+            .map_err(std::io::Error::from)?;
+        let f = Rc::new(f);
+        let mut open = self.open.borrow_mut();
+        if open.len() >= MAX_OPEN_FILES {
+            open.clear();
+        }
+        open.insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
+    pub fn forget(&self, name: &str) {
+        self.open.borrow_mut().remove(&(self.shard, name.to_string()));
+    }
+
+    /// Exactly `len` bytes at `pos` of `name` on `shard`.
+    pub async fn read(&self, shard: u32, name: &str, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let f = self.file(shard, name).await?;
+        let r = f.read_at(pos, len).await.map_err(std::io::Error::from)?;
+        if r.len() != len {
+            return Err(std::io::Error::other(format!(
+                "short read: {} of {len} bytes at {pos} of shard-{shard}/{STREAMS_DIR}/{name}",
+                r.len()
+            )));
+        }
+        Ok(r.to_vec())
+    }
+
+    /// Appends the bytes of `[layer.start, layer.end)` to `out`.
+    pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let (pos, len) = (layer.start - layer.origin, (layer.end - layer.start) as usize);
+        out.extend_from_slice(&self.read(layer.shard, &data_name(layer.handle), pos, len).await?);
+        Ok(())
+    }
+
+    /// Index entries of records `[r0, r1)`, which `layer` holds.
+    pub async fn entries(&self, layer: FileLayer, r0: u64, r1: u64) -> std::io::Result<Vec<IndexEntry>> {
+        assert!(r0 <= r1 && r0 >= layer.start_record && r1 <= layer.end_record, "entries outside the layer");
+        let pos = (r0 - layer.origin_record) * INDEX_ENTRY;
+        let b = self.read(layer.shard, &index_name(layer.handle), pos, ((r1 - r0) * INDEX_ENTRY) as usize).await?;
+        Ok(b.chunks_exact(INDEX_ENTRY as usize).map(IndexEntry::decode).collect())
+    }
+
+    /// Writes all of `bytes` at `pos` of this shard's file `name`; returns the descriptor.
+    pub async fn write(&self, name: &str, pos: u64, bytes: Vec<u8>) -> std::io::Result<Rc<BufferedFile>> {
+        let f = self.file(self.shard, name).await?;
+        let mut done = 0;
+        while done < bytes.len() {
+            let n = f.write_at(bytes[done..].to_vec(), pos + done as u64).await.map_err(std::io::Error::from)?;
+            if n == 0 {
+                return Err(std::io::Error::other(format!("short write to {name}")));
+            }
+            done += n;
+        }
+        Ok(f)
+    }
+
+    /// Gives `[from, to)` of this shard's file `name` back to the file
+    /// system (whole pages only); the file keeps its size.
+    pub async fn punch(&self, name: &str, from: u64, to: u64) -> std::io::Result<()> {
+        const PAGE: u64 = 4096;
+        let (a, b) = (from.div_ceil(PAGE) * PAGE, to / PAGE * PAGE);
+        if a >= b {
+            return Ok(());
+        }
+        let f = self.file(self.shard, name).await?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on a descriptor this shard owns; no memory is shared.
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, a as libc::off_t, (b - a) as libc::off_t) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(FileName::parse(&data_name(7)), Some(FileName::Data(7)));
+        assert_eq!(FileName::parse(&index_name(u64::MAX)), Some(FileName::Index(u64::MAX)));
+        assert_eq!(FileName::parse(&snapshot_name(3, 9)), Some(FileName::Snapshot(3, 9)));
+        for bad in ["7.data", "x.idx", "checkpoint", "0000000000000003.snap", "000000000000000g.data"] {
+            assert_eq!(FileName::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn index_entries_round_trip() {
+        let mut b = Vec::new();
+        IndexEntry { end: 1 << 40, crc: 0xdead_beef }.encode(&mut b);
+        assert_eq!(b.len() as u64, INDEX_ENTRY);
+        assert_eq!(IndexEntry::decode(&b), IndexEntry { end: 1 << 40, crc: 0xdead_beef });
+    }
+}

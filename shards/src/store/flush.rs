@@ -1,0 +1,285 @@
+//! The flush: moves every stream's unflushed tail from memory into its
+//! stream files and writes a checkpoint, so the journal before it can go.
+//!
+//! Order (each step durable before the next; recovery's decision table in
+//! [`super::restore`] handles a crash between any two):
+//! 1. capture, with no await: freeze every stream's tail, note the journal
+//!    position and encode the checkpoint as of that instant;
+//! 2. wait until the journal holds everything captured (it is durable);
+//! 3. write data, then index entries, then new snapshot files, fdatasync
+//!    each, and sync the streams directory;
+//! 4. write the checkpoint to a temporary file, fdatasync it, rename it
+//!    over the old one, sync the shard directory;
+//! 5. serve the frozen chunks from the files, delete the files the
+//!    checkpoint no longer needs (deleted streams, replaced snapshots), give
+//!    retained-away ranges back (hole punch), delete journal segments
+//!    wholly before the captured position.
+
+use super::checkpoint::{self, Header, CHECKPOINT};
+use super::files::{data_name, index_name, snapshot_name, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
+use super::{Shard, StreamKey};
+use crate::core::body::Chunk;
+use crate::core::stream::{Blob, Snapshot};
+use crate::log::segment::sync_dir;
+use crate::log::LogError;
+use glommio::io::OpenOptions;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Streams whose files one flush writes and syncs at the same time.
+pub const FLUSH_CONCURRENCY: usize = 64;
+/// How often the flusher checks whether a flush is due.
+pub const FLUSH_POLL: Duration = Duration::from_millis(50);
+
+/// One stream's frozen chunk and where its files start.
+struct Job {
+    handle: u64,
+    origin: u64,
+    origin_record: u64,
+    chunk: Rc<Chunk>,
+}
+
+/// Retained-away ranges to give back: bytes and records, own-file relative.
+struct Punch {
+    handle: u64,
+    bytes: (u64, u64),
+    entries: (u64, u64),
+}
+
+/// Everything one flush captured.
+struct Capture {
+    generation: u64,
+    journal: (u32, u64),
+    lsn: u64,
+    jobs: Vec<Job>,
+    snapshots: Vec<(u64, Rc<Vec<u8>>)>,
+    punches: Vec<Punch>,
+    doomed: Vec<String>,
+    checkpoint: Vec<u8>,
+}
+
+fn io(what: &str) -> impl Fn(std::io::Error) -> LogError + '_ {
+    move |e| LogError::Failed(format!("flush: {what}: {e}"))
+}
+
+impl Shard {
+    /// Flushes whenever enough journal bytes piled up, or the interval
+    /// passed with anything to do. A failed flush stops the shard's writes
+    /// (fail-stop); the journal still holds everything, so a restart
+    /// recovers it.
+    pub async fn flush_loop(&self) {
+        let mut last = Instant::now();
+        loop {
+            glommio::timer::sleep(FLUSH_POLL).await;
+            if self.log.is_failed() || self.flushing.get() {
+                continue;
+            }
+            let behind = self.log.appended_bytes() - self.flushed.get();
+            let due = behind >= self.flush.bytes
+                || (last.elapsed() >= self.flush.every && (behind > 0 || self.store.borrow().flush_due));
+            if due {
+                last = Instant::now();
+                if let Err(e) = self.flush().await {
+                    tracing::error!(shard = self.id, error = ?e, "flush failed: the shard takes no more writes");
+                }
+            }
+        }
+    }
+
+    /// Waits until stream `handle` at `key` has its bytes below `offset` in
+    /// its stream files, flushing if needed.
+    pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
+        loop {
+            let stored = self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
+            match stored {
+                None => return Ok(()),
+                Some(s) if s >= offset => return Ok(()),
+                Some(_) if self.flushing.get() => {
+                    let seen = self.flush_done.generation();
+                    self.flush_done.changed(seen).await;
+                }
+                Some(_) => self.flush().await?,
+            }
+        }
+    }
+
+    /// One flush (see the module header). Not reentrant.
+    pub async fn flush(&self) -> Result<(), LogError> {
+        assert!(!self.flushing.get(), "one flush at a time");
+        self.flushing.set(true);
+        let r = self.flush_steps().await;
+        self.flushing.set(false);
+        self.flush_done.notify();
+        if let Err(LogError::Failed(why)) = &r {
+            self.log.fail(why.clone());
+        }
+        r
+    }
+
+    fn capture(&self) -> Capture {
+        let mut st = self.store.borrow_mut();
+        let journal = self.log.position();
+        let lsn = self.log.assigned();
+        self.flushed.set(self.log.appended_bytes());
+        st.generation += 1;
+        let generation = st.generation;
+        let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
+        let mut punch_pending = false;
+        for e in st.streams.values_mut() {
+            let s = &mut e.state;
+            let (origin, origin_record) = (s.body.base, s.body.base_record);
+            if let Some(chunk) = s.body.freeze() {
+                jobs.push(Job { handle: s.handle, origin, origin_record, chunk });
+            }
+            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = &s.snapshot {
+                snapshots.push((s.handle, b.clone()));
+            }
+            // Retention is given back one flush after it moved, so a read
+            // that resolved its start just before never meets a hole.
+            if s.forks == 0 && e.punch_next.0 > e.punched.0 {
+                let own = |v: u64, base: u64| v.max(base) - base;
+                punches.push(Punch {
+                    handle: s.handle,
+                    bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
+                    entries: (
+                        own(e.punched.1, origin_record) * INDEX_ENTRY,
+                        own(e.punch_next.1, origin_record) * INDEX_ENTRY,
+                    ),
+                });
+                e.punched = e.punch_next;
+            }
+            e.punch_next = (s.retained, s.first_message);
+            punch_pending |= e.punch_next.0 > e.punched.0;
+        }
+        st.flush_due = punch_pending;
+        let doomed = st.graveyard.clone();
+        let header = Header {
+            generation,
+            journal,
+            next_handle: st.next_handle,
+            home_buckets: &st.home_buckets,
+            doomed: &doomed,
+        };
+        let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
+        Capture { generation, journal, lsn, jobs, snapshots, punches, doomed, checkpoint }
+    }
+
+    async fn flush_steps(&self) -> Result<(), LogError> {
+        let c = self.capture();
+        self.log.durable(c.lsn).await?;
+        for batch in c.jobs.chunks(FLUSH_CONCURRENCY) {
+            let done = join_all(batch.iter().map(|j| self.store_chunk(j)).collect()).await;
+            done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io("stream files"))?;
+        }
+        for (handle, blob) in &c.snapshots {
+            let name = snapshot_name(*handle, c.generation);
+            let f = self.files.write(&name, 0, blob.as_ref().clone()).await.map_err(io(&name))?;
+            f.fdatasync().await.map_err(|e| io(&name)(e.into()))?;
+        }
+        let streams = self.files.dir(self.id as u32);
+        sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
+        self.write_checkpoint(&c.checkpoint).await?;
+        self.stored(&c);
+        for name in &c.doomed {
+            self.files.forget(name);
+            match std::fs::remove_file(streams.join(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(name)(e)),
+                _ => {}
+            }
+        }
+        for p in &c.punches {
+            self.files.punch(&data_name(p.handle), p.bytes.0, p.bytes.1).await.map_err(io("hole punch"))?;
+            self.files.punch(&index_name(p.handle), p.entries.0, p.entries.1).await.map_err(io("hole punch"))?;
+        }
+        self.log.reclaim_below(c.journal.0).await.map_err(io("journal reclamation"))?;
+        Ok(())
+    }
+
+    /// Writes one frozen chunk's bytes and index entries, and syncs both.
+    async fn store_chunk(&self, j: &Job) -> std::io::Result<()> {
+        let c = &j.chunk;
+        let mut entries = Vec::with_capacity(c.ends.len() * INDEX_ENTRY as usize);
+        let mut start = c.start;
+        for &end in &c.ends {
+            IndexEntry { end, crc: crc32c::crc32c(c.slice(start, end)) }.encode(&mut entries);
+            start = end;
+        }
+        let data = self.files.write(&data_name(j.handle), c.start - j.origin, c.bytes.clone()).await?;
+        let index =
+            self.files.write(&index_name(j.handle), (c.start_record - j.origin_record) * INDEX_ENTRY, entries).await?;
+        data.fdatasync().await.map_err(std::io::Error::from)?;
+        index.fdatasync().await.map_err(std::io::Error::from)?;
+        Ok(())
+    }
+
+    /// Replaces the checkpoint: temporary file, fdatasync, rename, directory sync.
+    async fn write_checkpoint(&self, bytes: &[u8]) -> Result<(), LogError> {
+        let dir = self.files.dir(self.id as u32);
+        let dir = dir.parent().expect("the streams directory is inside the shard directory");
+        let tmp = dir.join(format!("{CHECKPOINT}.tmp"));
+        let err = io(CHECKPOINT);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .buffered_open(&tmp)
+            .await
+            .map_err(|e| err(e.into()))?;
+        let n = f.write_at(bytes.to_vec(), 0).await.map_err(|e| err(e.into()))?;
+        if n != bytes.len() {
+            return Err(err(std::io::Error::other("short write")));
+        }
+        f.fdatasync().await.map_err(|e| err(e.into()))?;
+        f.rename(dir.join(CHECKPOINT)).await.map_err(|e| err(e.into()))?;
+        f.close().await.map_err(|e| err(e.into()))?;
+        sync_dir(dir).await.map_err(err)
+    }
+
+    /// After the checkpoint: readers get frozen chunks from the files, and
+    /// files written for streams or snapshots that went away meanwhile join
+    /// the graveyard.
+    fn stored(&self, c: &Capture) {
+        let mut st = self.store.borrow_mut();
+        for j in &c.jobs {
+            if let Some(e) = st.by_handle(j.handle) {
+                e.state.body.stored_frozen();
+            }
+        }
+        for (handle, blob) in &c.snapshots {
+            let name = snapshot_name(*handle, c.generation);
+            let current = st.by_handle(*handle).and_then(|e| e.state.snapshot.as_mut());
+            match current {
+                Some(s) if matches!(&s.blob, Blob::Pending(b) if Rc::ptr_eq(b, blob)) => s.blob = Blob::Stored(c.generation),
+                _ => st.graveyard.push(name),
+            }
+        }
+        let buried = st.graveyard.drain(..c.doomed.len()).collect::<Vec<_>>();
+        assert_eq!(buried, c.doomed, "the graveyard only grows between a capture and its checkpoint");
+        st.journal_start = c.journal.0;
+    }
+}
+
+/// Runs `futures` concurrently on this executor; results in order.
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
+            match f.as_mut().poll(cx) {
+                Poll::Ready(v) => *o = Some(v),
+                Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("every future finished")).collect()
+}

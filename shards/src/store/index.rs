@@ -1,0 +1,234 @@
+//! Reads and record lookups across a stream's layers (see
+//! [`crate::core::body`]): memory answers at once, stream files through the
+//! ordinal index. A lookup takes what it needs from the store, then awaits
+//! file reads without holding a borrow; what it looks up lies below the
+//! visible tail, where boundaries never change.
+
+use super::files::IndexEntry;
+use super::{Shard, StreamKey};
+use crate::core::body::{FileLayer, Layer, Point};
+use crate::core::stream::{Blob, Snapshot};
+use std::io;
+
+/// Index entries read in one piece once a binary search has narrowed to them.
+const SEARCH_BLOCK: u64 = 341;
+
+/// How much one read may hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limit {
+    pub bytes: u64,
+    /// `max_bytes` was given: cut exactly (at a UTF-8 boundary for text and
+    /// JSON), inside a JSON record too unless `whole_json`.
+    pub exact: bool,
+    /// JSON streams are read in whole messages (the base surface's arrays).
+    pub whole_json: bool,
+    pub records: Option<u64>,
+}
+
+/// Visible bytes `[from, end)` of a stream.
+#[derive(Debug, Default)]
+pub struct Span {
+    pub data: Vec<u8>,
+    /// Length of each message piece in `data` (JSON streams; one piece otherwise).
+    pub lengths: Vec<u32>,
+    pub end: u64,
+    /// The record holding `from`, and the records starting before `end`.
+    pub first: u64,
+    pub next: u64,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, "the stream was deleted during the read")
+}
+
+impl Shard {
+    /// Where record `r` of `key` is, or its end offset when memory holds it.
+    fn locate_record(&self, key: &StreamKey, r: u64) -> io::Result<Result<u64, FileLayer>> {
+        let st = self.store.borrow();
+        let s = &st.streams.get(key).ok_or_else(gone)?.state;
+        Ok(match s.body.layer_of(self.id as u32, s.handle, r) {
+            Layer::Ram(c) => Ok(c.end_of(r)),
+            Layer::File(f) => Err(f),
+        })
+    }
+
+    /// End offset of record `r` (decided).
+    pub async fn end_of(&self, key: &StreamKey, r: u64) -> io::Result<u64> {
+        match self.locate_record(key, r)? {
+            Ok(end) => Ok(end),
+            Err(f) => Ok(self.files.entries(f, r, r + 1).await?[0].end),
+        }
+    }
+
+    /// Offset where record `r` starts.
+    pub async fn record_offset(&self, key: &StreamKey, r: u64) -> io::Result<u64> {
+        match r {
+            0 => Ok(0),
+            _ => self.end_of(key, r - 1).await,
+        }
+    }
+
+    /// The record holding byte `offset` (below the decided tail).
+    pub async fn record_at(&self, key: &StreamKey, offset: u64) -> io::Result<u64> {
+        let f = {
+            let st = self.store.borrow();
+            let s = &st.streams.get(key).ok_or_else(gone)?.state;
+            match s.body.layer_at(self.id as u32, s.handle, offset) {
+                Layer::Ram(c) => return Ok(c.record_at(offset)),
+                Layer::File(f) => f,
+            }
+        };
+        // First record of the layer ending after `offset`.
+        let (mut lo, mut hi) = (f.start_record, f.end_record);
+        while hi - lo > SEARCH_BLOCK {
+            let mid = lo + (hi - lo) / 2;
+            if self.files.entries(f, mid, mid + 1).await?[0].end <= offset {
+                lo = mid + 1;
+            } else {
+                hi = mid + 1;
+            }
+        }
+        let block = self.files.entries(f, lo, hi).await?;
+        let r = lo + block.partition_point(|e| e.end <= offset) as u64;
+        assert!(r < f.end_record, "offset {offset} lies inside layer {f:?}");
+        Ok(r)
+    }
+
+    /// What the index says about visible `offset` (at most the visible tail).
+    pub async fn point(&self, key: &StreamKey, offset: u64) -> io::Result<Point> {
+        let (tail, records) = self.visible(key)?;
+        assert!(offset <= tail, "point {offset} beyond the visible tail {tail}");
+        if offset == tail {
+            return Ok(Point { offset, record: Some(records) });
+        }
+        let k = self.record_at(key, offset).await?;
+        let start = self.record_offset(key, k).await?;
+        Ok(Point { offset, record: (start == offset).then_some(k) })
+    }
+
+    fn visible(&self, key: &StreamKey) -> io::Result<(u64, u64)> {
+        let st = self.store.borrow();
+        let s = &st.streams.get(key).ok_or_else(gone)?.state;
+        Ok((s.visible.tail, s.visible.messages))
+    }
+
+    /// End offsets of records `[r0, r1)`.
+    pub async fn ends(&self, key: &StreamKey, r0: u64, r1: u64) -> io::Result<Vec<u64>> {
+        let mut out = Vec::with_capacity((r1 - r0) as usize);
+        let mut r = r0;
+        while r < r1 {
+            let f = {
+                let st = self.store.borrow();
+                let s = &st.streams.get(key).ok_or_else(gone)?.state;
+                match s.body.layer_of(self.id as u32, s.handle, r) {
+                    Layer::Ram(c) => {
+                        let to = r1.min(c.end_record());
+                        out.extend((r..to).map(|x| c.end_of(x)));
+                        r = to;
+                        continue;
+                    }
+                    Layer::File(f) => f,
+                }
+            };
+            let to = r1.min(f.end_record);
+            out.extend(self.files.entries(f, r, to).await?.into_iter().map(|e: IndexEntry| e.end));
+            r = to;
+        }
+        Ok(out)
+    }
+
+    /// The bytes `[from, to)` (decided, below the tail).
+    pub async fn bytes(&self, key: &StreamKey, from: u64, to: u64) -> io::Result<Vec<u8>> {
+        let (pieces, ram) = {
+            let st = self.store.borrow();
+            let s = &st.streams.get(key).ok_or_else(gone)?.state;
+            let (pieces, ram_from) = s.body.file_pieces(self.id as u32, s.handle, from, to);
+            let mut ram = Vec::with_capacity((to - ram_from) as usize);
+            if ram_from < to {
+                s.body.copy_ram(ram_from, to, &mut ram);
+            }
+            (pieces, ram)
+        };
+        let mut out = Vec::with_capacity((to - from) as usize);
+        for p in pieces {
+            self.files.read_bytes(p, &mut out).await?;
+        }
+        out.extend_from_slice(&ram);
+        Ok(out)
+    }
+
+    /// Reads visible bytes from `from` within `limit`: whole messages when
+    /// `whole_json` applies to a JSON stream (at least one); otherwise cut at
+    /// the limit when exact, or when a single message exceeds it, and at the
+    /// last message boundary within it otherwise.
+    pub async fn read_span(&self, key: &StreamKey, from: u64, limit: Limit) -> io::Result<Span> {
+        let (tail, records, json) = {
+            let st = self.store.borrow();
+            let s = &st.streams.get(key).ok_or_else(gone)?.state;
+            (s.visible.tail, s.visible.messages, s.json)
+        };
+        assert!(from <= tail, "read from {from} beyond the visible tail {tail}");
+        if from == tail {
+            return Ok(Span { end: from, first: records, next: records, ..Span::default() });
+        }
+        let whole = json && limit.whole_json;
+        let first = self.record_at(key, from).await?;
+        let mut cap = tail.min(from.saturating_add(limit.bytes));
+        if let Some(n) = limit.records.filter(|n| first.saturating_add(*n) < records) {
+            cap = cap.min(self.record_offset(key, first + n).await?);
+        }
+        let end = if cap == tail {
+            tail
+        } else {
+            let k = self.record_at(key, cap).await?;
+            let start = self.record_offset(key, k).await?;
+            if start == cap || (limit.exact && !whole) {
+                cap
+            } else if start > from {
+                start
+            } else if whole {
+                self.end_of(key, k).await?
+            } else {
+                cap
+            }
+        };
+        let next = if end == tail {
+            records
+        } else {
+            let k = self.record_at(key, end).await?;
+            if self.record_offset(key, k).await? == end {
+                k
+            } else {
+                k + 1
+            }
+        };
+        let data = self.bytes(key, from, end).await?;
+        let lengths = if json {
+            let mut at = from;
+            let ends = self.ends(key, first, next).await?;
+            ends.into_iter()
+                .map(|e| {
+                    let len = e.min(end) - at;
+                    at = e.min(end);
+                    len as u32
+                })
+                .collect()
+        } else if end > from {
+            vec![(end - from) as u32]
+        } else {
+            Vec::new()
+        };
+        Ok(Span { data, lengths, end, first, next })
+    }
+
+    /// A snapshot's bytes, from memory or its file.
+    pub async fn snapshot_blob(&self, handle: u64, s: &Snapshot) -> io::Result<Vec<u8>> {
+        match &s.blob {
+            Blob::Pending(b) => Ok(b.as_ref().clone()),
+            Blob::Stored(generation) => {
+                let name = super::files::snapshot_name(handle, *generation);
+                self.files.read(self.id as u32, &name, 0, s.len as usize).await
+            }
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! A shard's streams and buckets.
+//!
+//! The store is split by job:
+//! - this module: the in-memory [`Store`] and the one `apply` path that both
+//!   replay and live decisions ([`crate::decide`]) change it through;
+//! - [`shard`]: the shard's write operations (reserve, decide, wait durable, publish);
+//! - [`index`]: reads and record lookups across a stream's layers;
+//! - [`files`]: stream files (data, ordinal index, snapshots) and their names;
+//! - [`flush`]: the background flush from the journal's memory tail into
+//!   stream files, the checkpoint, and space reclamation;
+//! - [`checkpoint`]: the checkpoint's encoding;
+//! - [`restore`]: recovery, as a decision table over the checkpoint, the
+//!   stream files and the journal;
+//! - [`forks`]: fork grants and references.
+//!
+//! Everything here runs on the shard's own executor thread; no state is shared
+//! with other shards. Bucket existence is replicated to every shard by the
+//! bucket's home shard (see the binary's `mesh` module).
+
+pub mod checkpoint;
+pub mod files;
+pub mod flush;
+pub mod forks;
+pub mod index;
+pub mod restore;
+mod shard;
+
+pub use shard::{FlushConfig, Shard, ShardConfig, FLUSH_BACKLOG};
+
+use crate::core::StreamState;
+use crate::ids::BUILTIN_BUCKET;
+use crate::core::body::Ancestor;
+use crate::core::stream::Blob;
+use crate::log::{CreateRecord, Record};
+use crate::signal::Signal;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+/// `(bucket_id, stream_id)`.
+pub type StreamKey = (String, String);
+
+/// A live stream and the signal its live readers park on.
+pub struct Entry {
+    pub state: StreamState,
+    pub signal: Rc<Signal>,
+    /// The newest live event, encoded once for every reader at its position.
+    pub shared_event: Option<Rc<SharedEvent>>,
+    /// Commit number of the newest change readers can observe outside the
+    /// append path (create, attrs, retention, snapshot, soft delete):
+    /// readers wait until it is durable ([`Shard::settle`]).
+    pub settle: u64,
+    /// Commit number of its create record.
+    pub created: u64,
+    /// Retained-away bytes and records of its own files already given back
+    /// (hole-punched), and the retention the next flush gives back.
+    pub punched: (u64, u64),
+    pub punch_next: (u64, u64),
+}
+
+impl Entry {
+    /// Whether a bucket listing taken at durable mark `durable` (see
+    /// [`Shard::listing_mark`]) shows this stream at `now_ms`: its create is
+    /// durable, and no durable delete or expiry hides it.
+    pub fn listed(&self, durable: u64, now_ms: u64) -> bool {
+        self.created <= durable
+            && !(self.state.deleted && self.settle <= durable)
+            && !self.state.lifetime.expired(now_ms)
+    }
+}
+
+/// An encoded live-read event (SSE data + control) covering `[from, end)`,
+/// shared by every subscriber that reaches `from` while it is current.
+pub struct SharedEvent {
+    pub from: u64,
+    pub end: u64,
+    pub closed: bool,
+    /// The cursor interval the event carries.
+    pub cursor: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Bucket as this shard knows it.
+#[derive(Clone, Copy, Debug)]
+pub struct BucketInfo {
+    pub created_ms: u64,
+    /// A delete is being decided: no new streams meanwhile.
+    pub deleting: bool,
+}
+
+#[derive(Default)]
+pub struct Store {
+    /// Streams by name, sorted so bucket listings are range scans.
+    pub streams: BTreeMap<StreamKey, Entry>,
+    handles: HashMap<u64, StreamKey>,
+    pub(crate) next_handle: u64,
+    /// Buckets every shard knows about (replicated).
+    pub buckets: HashMap<String, BucketInfo>,
+    /// Buckets whose authoritative record lives in this shard's log.
+    pub home_buckets: HashMap<String, u64>,
+    /// This shard's id.
+    pub shard: u32,
+    /// Fork references to drop on other shards: (parent shard, parent handle).
+    pub releases: Vec<(u32, u64)>,
+    /// Notified when `releases` grows.
+    pub release_signal: Rc<Signal>,
+    /// Stream files to delete once a checkpoint without them is durable.
+    pub graveyard: Vec<String>,
+    /// The last flush's generation (names its snapshot files).
+    pub generation: u64,
+    /// The journal segment the last checkpoint resumes in: older ones go.
+    pub journal_start: u32,
+    /// Something was deleted: flush soon to give the space back.
+    pub flush_due: bool,
+    /// Commit number of the newest hard delete: a reader that finds no
+    /// stream answers only once it is durable.
+    pub(crate) removed: u64,
+    /// Producers each stream remembers (see `core::producer::Producers`).
+    max_producers: usize,
+}
+
+/// What a parent shard hands a new fork: the ancestors' files it reads, the
+/// retention it inherits, and the materialized sub-offset prefix.
+#[derive(Debug, Clone)]
+pub struct ForkGrant {
+    pub parent_handle: u64,
+    pub content_type: String,
+    pub ttl_secs: Option<u64>,
+    pub expires_at_ms: Option<u64>,
+    pub ancestors: Vec<Ancestor>,
+    pub retained: u64,
+    pub first_record: u64,
+    /// The first `sub` units after the fork offset, copied into the fork.
+    pub prefix: Vec<u8>,
+    pub prefix_messages: Vec<u32>,
+}
+
+/// What a PUT did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreateOutcome {
+    pub created: bool,
+    pub tail: u64,
+    pub closed: bool,
+    /// Record ordinals the initial body created: [start, next).
+    pub records: (u64, u64),
+}
+
+/// A snapshot or retention position as the request named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotAt {
+    Offset(u64),
+    /// `?record=N` on a JSON stream.
+    Record(u64),
+}
+
+/// A fork ready to be created on this shard.
+#[derive(Debug, Clone)]
+pub struct ForkPlan {
+    pub record: crate::log::ForkRecord,
+    /// Materialized prefix bytes and (JSON) their message lengths.
+    pub prefix: Vec<u8>,
+    pub prefix_messages: Vec<u32>,
+}
+
+/// The store's failures are the protocol's errors.
+pub use crate::core::Error as StoreError;
+
+/// What an append did, for the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Tail after this append (its Stream-Next-Offset).
+    pub next_offset: u64,
+    pub closed: bool,
+    /// New data was written (vs. duplicate / close-only).
+    pub wrote: bool,
+    /// Producer epoch and seq to echo.
+    pub producer: Option<(u64, u64)>,
+    /// Record ordinals assigned: [start, next).
+    pub records: (u64, u64),
+}
+
+impl Store {
+    /// An empty store for shard `shard` whose streams remember at most
+    /// `max_producers` idempotent producers each.
+    pub fn new(shard: u32, max_producers: usize) -> Store {
+        assert!(max_producers > 0, "a producer table must hold at least one producer");
+        Store { shard, max_producers, ..Store::default() }
+    }
+
+    /// Replays one recovered record (the journal written since the checkpoint).
+    pub fn replay(&mut self, record: Record<'_>) {
+        match record {
+            Record::BucketCreate { bucket, at_ms } => {
+                self.home_buckets.insert(bucket, at_ms);
+            }
+            Record::BucketDelete { bucket } => {
+                self.home_buckets.remove(&bucket);
+            }
+            Record::Create(c) => {
+                self.next_handle = self.next_handle.max(c.handle + 1);
+                self.apply_create(&c);
+            }
+            Record::Append(a) => {
+                if let Some(e) = self.by_handle(a.handle) {
+                    let tail = e.state.apply_append(&a);
+                    let records = e.state.records();
+                    e.state.publish(tail, records, a.close);
+                }
+            }
+            Record::Delete { handle } => {
+                if let Some(key) = self.handles.remove(&handle) {
+                    if let Some(e) = self.streams.remove(&key) {
+                        self.bury(&e);
+                    }
+                }
+            }
+            Record::SoftDelete { handle } => {
+                if let Some(e) = self.by_handle(handle) {
+                    e.state.deleted = true;
+                }
+            }
+            Record::Attrs { handle, attrs } => {
+                if let Some(e) = self.by_handle(handle) {
+                    e.state.attrs = attrs;
+                }
+            }
+            Record::Snapshot(r) => self.apply_snapshot(&r),
+            Record::Retention { handle, offset, record } => {
+                if let Some(e) = self.by_handle(handle) {
+                    e.state.retain_from(offset, record);
+                }
+            }
+            Record::SnapshotDelete { handle, offset } => {
+                let Some(e) = self.by_handle(handle) else { return };
+                if e.state.snapshot.as_ref().is_some_and(|s| s.offset == offset) {
+                    let old = e.state.snapshot.take();
+                    self.bury_snapshot(handle, old);
+                }
+            }
+            // Seals are checked by the scan and change no stream.
+            Record::Seal(_) => {}
+        }
+    }
+
+    /// Inserts the stream a create record describes, with its initial body
+    /// visible at once (readers wait for the create to be durable through
+    /// `settle`). Returns the record ordinal the initial body starts at.
+    pub(crate) fn apply_create(&mut self, c: &CreateRecord) -> u64 {
+        self.insert(StreamState::from_create(c, self.shard, self.max_producers));
+        let e = self.by_handle(c.handle).expect("just inserted");
+        let start = e.state.records();
+        if let Some(a) = c.initial_append() {
+            let tail = e.state.apply_append(&a);
+            let records = e.state.records();
+            e.state.publish(tail, records, c.closed);
+        }
+        start
+    }
+
+    /// Publishes snapshot `r` (its blob stays in memory until flushed); the
+    /// file of the snapshot it replaces goes to the graveyard.
+    pub(crate) fn apply_snapshot(&mut self, r: &crate::log::SnapshotRecord<'_>) {
+        let Some(e) = self.by_handle(r.handle) else { return };
+        let old = e.state.snapshot.take();
+        e.state.set_snapshot(r);
+        self.bury_snapshot(r.handle, old);
+    }
+
+    fn bury_snapshot(&mut self, handle: u64, old: Option<crate::core::stream::Snapshot>) {
+        if let Some(Blob::Stored(generation)) = old.map(|s| s.blob) {
+            self.graveyard.push(files::snapshot_name(handle, generation));
+        }
+    }
+
+    /// Queues a removed stream's own files for deletion after the next checkpoint.
+    fn bury(&mut self, e: &Entry) {
+        let handle = e.state.handle;
+        self.graveyard.extend(files::stream_names(handle));
+        self.bury_snapshot(handle, e.state.snapshot.clone());
+        self.flush_due = true;
+    }
+
+    /// Inserts a stream (created, or restored from a checkpoint), replacing
+    /// any of the same name.
+    pub(crate) fn insert(&mut self, state: StreamState) {
+        let key = (state.bucket.clone(), state.name.clone());
+        if let Some(old) = self.streams.remove(&key) {
+            self.handles.remove(&old.state.handle);
+        }
+        self.handles.insert(state.handle, key.clone());
+        let punched = (state.retained, state.first_message);
+        self.streams.insert(
+            key,
+            Entry {
+                state,
+                signal: Rc::new(Signal::default()),
+                shared_event: None,
+                settle: 0,
+                created: 0,
+                punched: (0, 0),
+                punch_next: punched,
+            },
+        );
+    }
+
+    /// Producers each stream remembers.
+    pub fn max_producers(&self) -> usize {
+        self.max_producers
+    }
+
+    pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
+        let key = self.handles.get(&handle)?;
+        self.streams.get_mut(key)
+    }
+
+    /// Whether a bucket exists (the built-in one always does).
+    pub fn bucket_exists(&self, bucket: &str) -> bool {
+        bucket == BUILTIN_BUCKET || self.buckets.contains_key(bucket)
+    }
+
+    /// The live entry for a key, dropping it first if it has expired.
+    /// Expired streams are removed from memory; the caller logs the delete.
+    pub fn live(&mut self, key: &StreamKey, now_ms: u64) -> Option<&mut Entry> {
+        let e = self.streams.get_mut(key)?;
+        if e.state.deleted {
+            return None;
+        }
+        let expired = e.state.lifetime.expired(now_ms);
+        if expired && e.state.forks > 0 {
+            // Forks still read its bytes: keep it as a tombstone.
+            e.state.deleted = true;
+            e.signal.notify();
+            return None;
+        }
+        if expired {
+            let handle = e.state.handle;
+            self.remove_hard(handle);
+            return None;
+        }
+        self.streams.get_mut(key)
+    }
+
+    /// Removes a stream for good, queues its files for deletion and the
+    /// release of its fork parent.
+    pub fn remove_hard(&mut self, handle: u64) {
+        let Some(key) = self.handles.remove(&handle) else { return };
+        if let Some(e) = self.streams.remove(&key) {
+            self.bury(&e);
+            e.signal.notify();
+            if let Some(f) = &e.state.fork {
+                self.releases.push((f.parent_shard, f.parent_handle));
+                self.release_signal.notify();
+            }
+        }
+    }
+
+    /// The stream at `key` for a write: missing is 404, a tombstone 410.
+    pub fn entry(&mut self, key: &StreamKey) -> Result<&mut Entry, StoreError> {
+        match self.streams.get_mut(key) {
+            None => Err(StoreError::NoStream),
+            Some(e) if e.state.deleted => Err(StoreError::Gone),
+            Some(e) => Ok(e),
+        }
+    }
+
+    /// Whether `key` is a soft-deleted stream that forks still depend on (410).
+    pub fn is_tombstone(&self, key: &StreamKey) -> bool {
+        self.streams.get(key).is_some_and(|e| e.state.deleted)
+    }
+
+    /// Number of live streams in a bucket at `now_ms`.
+    pub fn count_in_bucket(&self, bucket: &str, now_ms: u64) -> u64 {
+        self.bucket_range(bucket).filter(|(_, e)| !e.state.lifetime.expired(now_ms)).count() as u64
+    }
+
+    /// Streams of a bucket, in stream-id order.
+    pub fn bucket_range<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+        self.streams.range((bucket.to_string(), String::new())..).take_while(move |(k, _)| k.0 == bucket)
+    }
+}
+

@@ -1,0 +1,247 @@
+//! Recovery: the store from the checkpoint, checked against the stream
+//! files, then the journal written since replayed on top.
+//!
+//! Decision table (every refusal names the file and what is wrong):
+//!
+//! | found                                                  | start (repair)         | `sluice check` |
+//! |--------------------------------------------------------|------------------------|----------------|
+//! | no checkpoint, journal starts at segment 1              | replay all             | clean          |
+//! | no checkpoint, journal segments were deleted            | refuse                 | damaged        |
+//! | checkpoint does not decode or its CRC fails             | refuse                 | damaged        |
+//! | checkpoint resumes before the journal's first segment   | refuse (stale copy)    | damaged        |
+//! | file the checkpoint dooms (deleted stream, old snapshot)| delete                 | clean          |
+//! | stream file of a handle created after the checkpoint    | delete (rewritten)     | clean          |
+//! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
+//! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
+//! | stream file shorter, missing, or with a bad last record | refuse                 | damaged        |
+//! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
+//!
+//! `sluice check` also verifies every retained record's CRC and that the
+//! index entries are ascending and end at the stored tail.
+
+use super::checkpoint::{self, Checkpoint, CHECKPOINT};
+use super::files::{data_name, index_name, snapshot_name, FileName, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
+use super::{BucketInfo, Store};
+use crate::core::stream::{Blob, StreamState};
+use crate::log::marks::{self, LOG_START};
+use crate::log::recovery::{self, Mode, Tail};
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// A restored shard: its store, and where its journal resumes.
+pub struct Restored {
+    pub store: Store,
+    pub tail: Tail,
+}
+
+/// Restores shard `shard` from `dir` (see the module header). In
+/// [`Mode::Verify`] nothing is changed.
+pub fn restore(dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Result<Restored, String> {
+    let path = dir.join(CHECKPOINT);
+    let ck = match std::fs::read(&path) {
+        Ok(b) => Some(checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let start = marks::read(dir, LOG_START)?.unwrap_or(1);
+    let journal = match &ck {
+        None if start > 1 => {
+            return Err(format!(
+                "{}: missing, but the journal before segment {start} was deleted after a checkpoint",
+                path.display()
+            ))
+        }
+        None => (0, 0),
+        Some(c) if c.journal.0 < start => {
+            return Err(format!(
+                "{}: resumes in journal segment {}, before the journal's first segment {start}: a stale copy",
+                path.display(),
+                c.journal.0
+            ))
+        }
+        Some(c) => c.journal,
+    };
+    let mut store = Store::new(shard, max_producers);
+    let (generation, next_handle, doomed) = match ck {
+        None => (0, 0, Vec::new()),
+        Some(Checkpoint { generation, next_handle, home_buckets, doomed, streams, .. }) => {
+            store.next_handle = next_handle;
+            store.generation = generation;
+            store.home_buckets = home_buckets.into_iter().collect();
+            for s in streams {
+                store.insert(s);
+            }
+            (generation, next_handle, doomed)
+        }
+    };
+    check_files(&dir.join(STREAMS_DIR), &store, generation, next_handle, &doomed, mode)?;
+    let tail = recovery::scan(dir, mode, |r, at| {
+        if (at.segment, at.frame) >= journal {
+            store.replay(r);
+        }
+    })?;
+    store.journal_start = journal.0.max(start);
+    for (b, at) in &store.home_buckets {
+        store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
+    }
+    Ok(Restored { store, tail })
+}
+
+fn remove(path: &Path, mode: Mode) -> Result<(), String> {
+    match mode {
+        Mode::Verify => Ok(()),
+        Mode::Repair => std::fs::remove_file(path).map_err(|e| format!("{}: cannot remove: {e}", path.display())),
+    }
+}
+
+/// Checks one stream file's length against what the checkpoint records:
+/// shorter is damage, longer is a flush the crash cut off (truncated).
+fn check_len(path: &Path, need: u64, mode: Mode) -> Result<(), String> {
+    let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+    if len < need {
+        return Err(format!("{}: holds {len} bytes, the checkpoint records {need}: truncated", path.display()));
+    }
+    if len > need && mode == Mode::Repair {
+        let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        f.set_len(need).and_then(|_| f.sync_data()).map_err(|e| format!("{}: cannot truncate: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn check_files(
+    dir: &Path,
+    store: &Store,
+    generation: u64,
+    next_handle: u64,
+    doomed: &[String],
+    mode: Mode,
+) -> Result<(), String> {
+    let by_handle: HashMap<u64, &StreamState> = store.streams.values().map(|e| (e.state.handle, &e.state)).collect();
+    let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
+    let mut seen = HashSet::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(d) => d.collect::<Result<Vec<_>, _>>().map_err(|e| format!("{}: {e}", dir.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    for entry in entries {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let path = entry.path();
+        if doomed.contains(name.as_str()) {
+            remove(&path, mode)?;
+            continue;
+        }
+        let Some(file) = FileName::parse(&name) else {
+            return Err(format!("{}: not a stream file (an extra file)", path.display()));
+        };
+        let Some(s) = by_handle.get(&file.handle()) else {
+            if file.handle() >= next_handle {
+                remove(&path, mode)?;
+                continue;
+            }
+            return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path.display()));
+        };
+        let b = &s.body;
+        match file {
+            FileName::Data(_) => check_len(&path, b.stored - b.base, mode)?,
+            FileName::Index(_) => check_len(&path, (b.stored_records - b.base_record) * INDEX_ENTRY, mode)?,
+            FileName::Snapshot(_, g) if g > generation => {
+                remove(&path, mode)?;
+                continue;
+            }
+            FileName::Snapshot(_, g) => match &s.snapshot {
+                Some(snap) if snap.blob == Blob::Stored(g) => check_len(&path, u64::from(snap.len), Mode::Verify)?,
+                _ => return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display())),
+            },
+        }
+        seen.insert(name);
+    }
+    for s in by_handle.values() {
+        let b = &s.body;
+        let mut need = Vec::new();
+        if b.stored > b.base {
+            need.extend([data_name(s.handle), index_name(s.handle)]);
+        }
+        if let Some(Blob::Stored(g)) = s.snapshot.as_ref().map(|x| &x.blob) {
+            need.push(snapshot_name(s.handle, *g));
+        }
+        if let Some(missing) = need.iter().find(|n| !seen.contains(*n)) {
+            return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing).display()));
+        }
+        if b.stored > b.base {
+            verify_records(dir, s, mode)?;
+        }
+    }
+    Ok(())
+}
+
+/// A file read sequentially from `pos`, errors naming it.
+struct Sequential<'a> {
+    path: &'a Path,
+    r: std::io::BufReader<std::fs::File>,
+}
+
+impl<'a> Sequential<'a> {
+    fn open(path: &'a Path, pos: u64) -> Result<Sequential<'a>, String> {
+        let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        f.seek(SeekFrom::Start(pos)).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Sequential { path, r: std::io::BufReader::with_capacity(1 << 20, f) })
+    }
+
+    fn next(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        self.r.read_exact(buf).map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+}
+
+/// Checks a stream's stored records against its index: the last one at
+/// start, every retained one when verifying.
+fn verify_records(dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String> {
+    let b = &s.body;
+    let (data, index) = (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)));
+    // Records before the retention may be hole-punched: never read them.
+    let (retained_record, retained) =
+        if s.first_message >= b.base_record { (s.first_message, s.retained) } else { (b.base_record, b.base) };
+    let first = match mode {
+        Mode::Repair => retained_record.max(b.stored_records - 1),
+        Mode::Verify => retained_record,
+    };
+    if first >= b.stored_records {
+        return Ok(());
+    }
+    let mut entry = [0u8; INDEX_ENTRY as usize];
+    // Where `first` starts: the retention, or the end of the record before it.
+    let mut start = retained;
+    if first > retained_record {
+        let mut before = Sequential::open(&index, (first - 1 - b.base_record) * INDEX_ENTRY)?;
+        before.next(&mut entry)?;
+        start = IndexEntry::decode(&entry).end;
+    }
+    if start >= b.stored {
+        return Err(format!("{}: record {first} starts at {start}, past the stored tail {}", index.display(), b.stored));
+    }
+    let mut entries = Sequential::open(&index, (first - b.base_record) * INDEX_ENTRY)?;
+    let mut bytes = Sequential::open(&data, start - b.base)?;
+    let mut buf = Vec::new();
+    for r in first..b.stored_records {
+        entries.next(&mut entry)?;
+        let e = IndexEntry::decode(&entry);
+        if e.end <= start || e.end > b.stored {
+            return Err(format!("{}: entry of record {r} ends at {}, out of order: damaged", index.display(), e.end));
+        }
+        buf.resize((e.end - start) as usize, 0);
+        bytes.next(&mut buf)?;
+        if crc32c::crc32c(&buf) != e.crc {
+            return Err(format!(
+                "{}: record {r} (bytes {start}..{}) does not match its index checksum: damaged, zeroed or replaced",
+                data.display(),
+                e.end
+            ));
+        }
+        start = e.end;
+    }
+    if start != b.stored {
+        return Err(format!("{}: records end at {start}, the checkpoint records {}", index.display(), b.stored));
+    }
+    Ok(())
+}

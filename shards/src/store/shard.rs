@@ -1,0 +1,415 @@
+//! A shard's write operations: reserve journal room, decide through the
+//! protocol core ([`crate::decide`]), wait until durable, then publish to
+//! readers; and opening a shard (restore, then resume the journal).
+
+use super::files::StreamFiles;
+use super::restore::{self, Restored};
+use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Store, StoreError, StreamKey};
+use crate::core::append::AppendInput;
+use crate::core::body::Point;
+use crate::core::create::CreateInput;
+use crate::log::recovery::Mode;
+use crate::log::{Log, LogConfig, LogError, Record};
+use crate::signal::Signal;
+use std::cell::{Cell, RefCell};
+
+/// How many flushes' worth of journal bytes writers may run ahead of the
+/// flusher before they wait for it.
+pub const FLUSH_BACKLOG: u64 = 4;
+
+/// How a shard keeps its unflushed tail bounded.
+#[derive(Clone, Copy, Debug)]
+pub struct FlushConfig {
+    /// Flush once this many journal bytes were appended since the last flush.
+    pub bytes: u64,
+    /// Flush at least this often when anything changed.
+    pub every: std::time::Duration,
+}
+
+/// Everything a shard is opened with.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    pub log: LogConfig,
+    /// Producers each stream remembers.
+    pub max_producers: usize,
+    pub flush: FlushConfig,
+}
+
+/// A shard: its store, its journal and its stream files.
+pub struct Shard {
+    pub id: usize,
+    pub store: RefCell<Store>,
+    pub log: Log,
+    pub files: StreamFiles,
+    pub flush: FlushConfig,
+    /// `log.appended_bytes()` when the last flush took its capture.
+    pub(crate) flushed: Cell<u64>,
+    /// Notified when a flush ends.
+    pub(crate) flush_done: Signal,
+    pub(crate) flushing: Cell<bool>,
+}
+
+impl Shard {
+    /// Opens shard `id` under `cfg.log.dir`: restores its store from the
+    /// checkpoint, its stream files and the journal written since.
+    pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
+        let ShardConfig { log: cfg, max_producers, flush } = cfg;
+        let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
+        let files = StreamFiles::new(&root, id as u32);
+        let streams = files.dir(id as u32);
+        std::fs::create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
+        crate::log::segment::sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
+        let Restored { mut store, tail } = restore::restore(&cfg.dir, id as u32, max_producers, Mode::Repair)?;
+        let torn_bytes = tail.torn_bytes;
+        // Segments after the newest one with records were prepared, or rolled
+        // into, but never written before the stop. Writing resumes where the
+        // records end; the first blank one is reused as the next segment if
+        // whole, and the others are removed, newest first (so a stop midway
+        // leaves no gap), so a blank segment never sits between written ones.
+        let written = tail.ends.iter().rposition(|&e| e > 0).map_or(1, |i| i + 1).min(tail.segments.len());
+        let mut segments = Vec::new();
+        for &no in &tail.segments[..written] {
+            segments.push(
+                crate::log::segment::open_segment(&cfg.dir, no)
+                    .await
+                    .map_err(|e| format!("cannot open segment {no}: {e}"))?,
+            );
+        }
+        let remove = |no: u32| {
+            std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, no))
+                .map_err(|e| format!("cannot remove unwritten segment {no}: {e}"))
+        };
+        let mut next = None;
+        if let Some((&first, rest)) = tail.segments[written..].split_first() {
+            for &no in rest.iter().rev() {
+                remove(no)?;
+            }
+            let blank = crate::log::segment::open_segment(&cfg.dir, first)
+                .await
+                .map_err(|e| format!("cannot open segment {first}: {e}"))?;
+            if blank.size >= cfg.segment_size {
+                next = Some(blank);
+            } else {
+                remove(first)?;
+            }
+        }
+        let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let active = match segments.pop() {
+            Some(s) => s,
+            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
+                .await
+                .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
+        };
+        // A segment without records gets its seal first: of the segment
+        // before it, or, when that was reclaimed (the log-start segment's
+        // seal is never checked) or never existed, of nothing.
+        let before = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
+        let seal = (write_pos == 0).then(|| crate::log::Seal {
+            previous: active.no - 1,
+            len: before.0,
+            crc: before.1,
+            size: active.size,
+        });
+        for (b, at) in &store.home_buckets {
+            store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
+        }
+        let head_file = crate::log::marks::Head::open(&cfg.dir)
+            .await
+            .map_err(|e| format!("cannot open {}/log-head: {e}", cfg.dir.display()))?;
+        let resume =
+            crate::log::Resume { active, write_pos, crc, older: segments, next, head: tail.head, head_file, seal };
+        let log = Log::start(cfg, resume);
+        log.stats.torn_bytes.set(torn_bytes);
+        let flushed = log.appended_bytes();
+        Ok(Shard {
+            id,
+            store: RefCell::new(store),
+            log,
+            files,
+            flush,
+            flushed: Cell::new(flushed),
+            flush_done: Signal::default(),
+            flushing: Cell::new(false),
+        })
+    }
+
+    /// Reserves log room for a write of about `bytes` (plus slack for a lazy
+    /// expiry record); no await may come between this and the append.
+    /// Waits first while the flusher is too far behind, so the memory the
+    /// unflushed tail holds stays bounded.
+    pub(crate) async fn reserve(&self, bytes: usize) -> Result<(), LogError> {
+        self.flush_room().await;
+        self.log.reserve(bytes + 256).await
+    }
+
+    /// Log room for the data and message lengths an append of `body` can
+    /// encode to: JSON normalization keeps at most the body plus one comma,
+    /// and each message (at most one per comma, plus one) adds a 4-byte length.
+    fn append_room(body: &[u8]) -> usize {
+        let messages = body.iter().filter(|&&b| b == b',').count() + 1;
+        body.len() + 1 + 4 * messages
+    }
+
+    /// PUT: create a stream or confirm an existing one.
+    pub async fn create(
+        &self,
+        key: &StreamKey,
+        input: &CreateInput,
+        body: &[u8],
+        fork: Option<ForkPlan>,
+        now_ms: u64,
+    ) -> Result<CreateOutcome, StoreError> {
+        let inherited = fork
+            .as_ref()
+            .map_or(0, |f| f.record.ancestors.len() * 44 + f.prefix.len() + 4 * f.prefix_messages.len() + 4);
+        self.reserve(
+            Self::append_room(body)
+                + inherited
+                + key.0.len()
+                + key.1.len()
+                + input.content_type.len()
+                + input.attrs.len(),
+        )
+        .await?;
+        let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
+        let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
+        self.publish(handle, tail, next, closed);
+        Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
+    }
+
+    /// POST: append (and/or close).
+    pub async fn append(
+        &self,
+        key: &StreamKey,
+        input: &AppendInput<'_>,
+        now_ms: u64,
+    ) -> Result<AppendOutcome, StoreError> {
+        let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
+        self.reserve(Self::append_room(input.body) + extra).await?;
+        let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
+        let (handle, out) = self.settle_outcome(key, decided).await?;
+        self.publish(handle, out.next_offset, out.records.1, out.closed);
+        Ok(out)
+    }
+
+    /// Append-batch: each frame is its own append; one durable wait for all.
+    pub async fn append_batch(
+        &self,
+        key: &StreamKey,
+        content_type: &str,
+        frames: &[&[u8]],
+        now_ms: u64,
+    ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
+        let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
+        self.reserve(total).await?;
+        let decided = (|| {
+            let mut st = self.store.borrow_mut();
+            st.expire(&self.log, key, now_ms);
+            let e = st.entry(key)?;
+            let mut lsn = self.log.assigned();
+            let mut results = Vec::with_capacity(frames.len());
+            for frame in frames {
+                let input = AppendInput {
+                    content_type: Some(content_type),
+                    body: frame,
+                    close: false,
+                    stream_seq: None,
+                    producer: None,
+                    record_match: None,
+                };
+                results.push(crate::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
+                    lsn = l;
+                    out
+                }));
+            }
+            // Refused frames report the tail as decided here: durable below.
+            Ok((lsn, (e.state.handle, e.state.tail(), e.state.records(), e.state.closed, results)))
+        })();
+        let (handle, tail, records, closed, results) = self.settle_outcome(key, decided).await?;
+        self.publish(handle, tail, records, closed);
+        Ok(results)
+    }
+
+    /// Answers only from durable state: a decision waits for its records
+    /// (`lsn`); a refusal waits for everything decided before it, and the
+    /// stream's tail as decided then is published, so the error reports a
+    /// durable tail, never one a crash could take back.
+    async fn settle_outcome<T>(&self, key: &StreamKey, decided: Result<(u64, T), StoreError>) -> Result<T, StoreError> {
+        match decided {
+            Ok((lsn, out)) => {
+                self.log.durable(lsn).await?;
+                Ok(out)
+            }
+            Err(refusal) => {
+                let lsn = self.log.assigned();
+                let tail = self
+                    .store
+                    .borrow()
+                    .streams
+                    .get(key)
+                    .map(|e| (e.state.handle, e.state.tail(), e.state.records(), e.state.closed));
+                self.log.durable(lsn).await?;
+                if let Some((handle, tail, records, closed)) = tail {
+                    self.publish(handle, tail, records, closed);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Waits until every hard delete decided so far is durable, and returns
+    /// the durable mark a listing filters the rest with ([`Entry::listed`]).
+    /// Call right before listing, with no await in between.
+    pub async fn listing_mark(&self) -> Result<u64, LogError> {
+        loop {
+            let need = self.store.borrow().removed;
+            self.log.durable(need).await?;
+            if self.store.borrow().removed <= need {
+                return Ok(self.log.durable_mark());
+            }
+        }
+    }
+
+    /// Waits until everything a reader of `key` could observe is durable:
+    /// the stream's newest create/attrs/retention/snapshot/delete change, or,
+    /// when there is no such stream, the newest hard delete. Call right
+    /// before reading the stream's state, with no await in between.
+    pub async fn settle(&self, key: &StreamKey) -> Result<(), LogError> {
+        loop {
+            let need = {
+                let st = self.store.borrow();
+                st.streams.get(key).map_or(st.removed, |e| e.settle)
+            };
+            self.log.durable(need).await?;
+            let st = self.store.borrow();
+            if st.streams.get(key).map_or(st.removed, |e| e.settle) <= need {
+                return Ok(());
+            }
+        }
+    }
+
+    fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
+        if let Some(e) = self.store.borrow_mut().by_handle(handle) {
+            e.state.publish(tail, records, closed);
+            e.signal.notify();
+        }
+    }
+
+    /// Resolves a snapshot or retention position to a point the index
+    /// vouches for: a record ordinal becomes its offset, an offset learns
+    /// whether a record starts there.
+    async fn resolve(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<Point, StoreError> {
+        let (tail, first, records) = {
+            let mut st = self.store.borrow_mut();
+            let s = &st.live(key, now_ms).ok_or(StoreError::NoStream)?.state;
+            (s.visible.tail, s.first_message, s.visible.messages)
+        };
+        let found = match at {
+            SnapshotAt::Record(r) if r < first => return Err(crate::core::records::TRIMMED),
+            SnapshotAt::Record(r) if r > records => return Err(crate::core::snapshot::BEYOND_TAIL),
+            SnapshotAt::Record(r) => self.record_offset(key, r).await.map(|offset| Point { offset, record: Some(r) }),
+            // The core refuses it as beyond the tail.
+            SnapshotAt::Offset(o) if o > tail => return Ok(Point { offset: o, record: None }),
+            SnapshotAt::Offset(o) => self.point(key, o).await,
+        };
+        found.map_err(|e| {
+            tracing::error!(shard = self.id, bucket = %key.0, stream = %key.1, error = %e, "index lookup failed");
+            StoreError::ReadFailed
+        })
+    }
+
+    /// Waits while the journal holds more unflushed bytes than the flusher
+    /// may fall behind by ([`FLUSH_BACKLOG`] flushes' worth).
+    async fn flush_room(&self) {
+        loop {
+            let behind = self.log.appended_bytes() - self.flushed.get();
+            if behind <= self.flush.bytes.saturating_mul(FLUSH_BACKLOG) || self.log.is_failed() {
+                return;
+            }
+            let seen = self.flush_done.generation();
+            self.flush_done.changed(seen).await;
+        }
+    }
+
+    /// PUT {stream}/snapshot/{offset}: publishes a snapshot; returns its digest.
+    pub async fn publish_snapshot(
+        &self,
+        key: &StreamKey,
+        at: SnapshotAt,
+        content_type: &str,
+        body: &[u8],
+        expected: Option<&str>,
+        now_ms: u64,
+    ) -> Result<(u64, String), StoreError> {
+        let at = self.resolve(key, at, now_ms).await?;
+        self.reserve(body.len() + content_type.len() + 128).await?;
+        let decided = self.store.borrow_mut().decide_snapshot(&self.log, key, at, content_type, body, expected, now_ms);
+        self.settle_outcome(key, decided).await
+    }
+
+    /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
+    pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
+        let at = self.resolve(key, at, now_ms).await?;
+        self.reserve(48).await?;
+        let decided = self.store.borrow_mut().decide_retention(&self.log, key, at, now_ms);
+        self.settle_outcome(key, decided).await
+    }
+
+    /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
+    pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
+        self.reserve(16).await?;
+        let decided = self.store.borrow_mut().decide_delete(&self.log, key, now_ms);
+        self.settle_outcome(key, decided).await
+    }
+
+    /// Disk space by use: the journal's segments (those the next flush
+    /// deletes count as reclaimable) and the stream files.
+    pub fn disk_usage(&self) -> crate::stats::DiskUsage {
+        let st = self.store.borrow();
+        let mut u = self.log.disk_usage(st.journal_start);
+        for e in st.streams.values() {
+            let b = &e.state.body;
+            let own = b.stored - b.base;
+            let punched = e.punched.0.saturating_sub(b.base).min(own);
+            u.live += own - punched + (b.stored_records - b.base_record) * super::files::INDEX_ENTRY;
+        }
+        u
+    }
+
+    /// Replaces a stream's attributes.
+    pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
+        self.reserve(attrs.len()).await?;
+        let decided = self.store.borrow_mut().decide_attrs(&self.log, key, attrs, now_ms);
+        self.settle_outcome(key, decided).await
+    }
+
+    /// Deletes every stream whose TTL or Expires-At has passed, so streams
+    /// nobody touches again still give their space back. Returns how many.
+    pub async fn sweep_expired(&self, now_ms: u64) -> usize {
+        let expired: Vec<StreamKey> = self
+            .store
+            .borrow()
+            .streams
+            .iter()
+            .filter(|(_, e)| !e.state.deleted && e.state.lifetime.expired(now_ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &expired {
+            if self.reserve(16).await.is_err() {
+                return 0;
+            }
+            let mut st = self.store.borrow_mut();
+            st.expire(&self.log, key, now_ms);
+        }
+        expired.len()
+    }
+
+    /// Logs a bucket record in this (home) shard and waits until durable.
+    pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
+        self.reserve(128).await?;
+        let at = self.log.append(&record);
+        self.store.borrow_mut().replay(record);
+        self.log.durable(at.lsn).await?;
+        Ok(())
+    }
+}
