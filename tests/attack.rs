@@ -242,24 +242,30 @@ fn two_thousand_parked_long_polls_do_not_stall_the_server() {
 
 #[test]
 fn hostile_paths_are_refused_and_change_nothing() {
-    let s = Server::start_logged(&["--segment-bytes", "1048576"]);
+    let s = Server::start_logged(&["--segment-bytes", "1048576", "--flush-interval", "100ms"]);
     let data = &s.data_dir;
     assert_eq!(s.req("PUT", "/hostile", &[], b"").status, 201);
     s.create("/hostile/ok", "text/plain");
-    let snapshot = || -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
-        for shard in std::fs::read_dir(data).unwrap() {
-            let shard = shard.unwrap().path();
-            if shard.is_dir() {
-                for f in std::fs::read_dir(&shard).unwrap() {
-                    let f = f.unwrap().path();
-                    out.push((f.display().to_string(), std::fs::read(&f).unwrap()));
-                }
+    // Every file under the data dir, recursively.
+    fn files(dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for f in std::fs::read_dir(dir).unwrap() {
+            let f = f.unwrap().path();
+            if f.is_dir() {
+                files(&f, out);
+            } else {
+                out.push((f.display().to_string(), std::fs::read(&f).unwrap()));
             }
         }
+    }
+    let snapshot = || -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        files(data, &mut out);
         out.sort();
         out
     };
+    // The flush after the creates rewrites the checkpoint; refusals write
+    // nothing, so nothing flushes after it.
+    std::thread::sleep(std::time::Duration::from_millis(600));
     let before = snapshot();
 
     let cases = [

@@ -1,4 +1,4 @@
-//! A stored segment that can no longer be read gets one answer on every read
+//! A stream file that can no longer be read gets one answer on every read
 //! path: 503 with a short reason and Retry-After (never 404, never a hang),
 //! and an SSE stream ends after its last complete event. The server stays up.
 
@@ -9,18 +9,22 @@ use common::{build, offset, Server, TempDir};
 #[test]
 fn unreadable_segments_answer_503_on_every_read_path() {
     let dir = TempDir::new("read-errors");
-    let s = Server::start_in(dir.path(), 1, &[]);
+    let s = Server::start_in(dir.path(), 1, &["--flush-interval", "100ms"]);
     s.req("PUT", "/reads", &[], b"").expect(201);
     let p = "/reads/s";
     s.put(p, "text/plain", b"hello").expect(201);
     s.req("PUT", &format!("{p}/snapshot/{}", offset(5)), &[("Content-Type", "text/plain")], b"SNAP").expect(204);
     s.post(p, "text/plain", b" world").expect(204);
-    // Every byte the shard stored is gone from under it.
-    for entry in std::fs::read_dir(dir.path().join("shard-0")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "seg") {
-            std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
-        }
+    // Once flushed, every byte in the shard's stream files is gone from under it.
+    let streams = dir.path().join("shard-0/streams");
+    let flushed = || std::fs::read_dir(&streams).unwrap().count() == 3;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !flushed() {
+        assert!(std::time::Instant::now() < deadline, "no flush wrote the data, index and snapshot files");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for entry in std::fs::read_dir(&streams).unwrap() {
+        std::fs::OpenOptions::new().write(true).open(entry.unwrap().path()).unwrap().set_len(0).unwrap();
     }
     for target in [
         format!("{p}?offset=-1"),
@@ -40,7 +44,7 @@ fn unreadable_segments_answer_503_on_every_read_path() {
     let text = String::from_utf8_lossy(&raw);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(!text.contains("event:"), "no event after a failed read: {text}");
-    // Metadata does not read segments, and the server keeps serving.
+    // Metadata does not read stream files, and the server keeps serving.
     assert_eq!(s.head(p).expect(200).next_offset(), offset(11));
     s.get("/v1/healthz").expect(200);
 }

@@ -1,16 +1,19 @@
-//! Space reclamation: deleting and expiring streams gives whole log segments
-//! back, oldest first, and a restart afterwards finds every live stream and
-//! bucket intact.
+//! Space: the flusher moves stream bytes into stream files and deletes the
+//! journal behind them, so an old long-lived stream pins nothing; deleted and
+//! expired streams' files go, retained-away bytes are hole-punched, and a
+//! restart afterwards finds every live stream and bucket intact.
 
 mod common;
 
-use common::{Server, TempDir};
+use common::{offset, Server, TempDir};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 const TEXT: &str = "text/plain";
+const FLAGS: [&str; 4] = ["--segment-bytes", "65536", "--flush-interval", "100ms"];
 
-/// Segment files of shard 0, ascending.
+/// Journal segment numbers of shard 0, ascending.
 fn segments(data: &Path) -> Vec<u32> {
     let mut v: Vec<u32> = std::fs::read_dir(data.join("shard-0"))
         .unwrap()
@@ -20,15 +23,17 @@ fn segments(data: &Path) -> Vec<u32> {
     v
 }
 
-/// Waits (the reclaimer runs every 2 s) until the oldest segment is past `past`.
-fn wait_for_oldest_above(data: &Path, past: u32) -> Vec<u32> {
-    let deadline = Instant::now() + Duration::from_secs(8);
-    loop {
-        let segs = segments(data);
-        if segs.first().is_some_and(|s| *s > past) || Instant::now() > deadline {
-            return segs;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+/// Bytes the file system really holds for shard 0's stream files (holes excluded).
+fn stream_file_blocks(data: &Path) -> u64 {
+    std::fs::read_dir(data.join("shard-0/streams")).unwrap().map(|e| e.unwrap().metadata().unwrap().blocks() * 512).sum()
+}
+
+/// Waits until `done` holds (flushes run every 100 ms here).
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -41,53 +46,53 @@ fn fill(s: &Server, path: &str, appends: usize) {
 }
 
 #[test]
-fn deleted_streams_free_old_segments_and_live_ones_survive_restart() {
+fn an_old_live_stream_pins_nothing_and_deletes_give_space_back() {
     let dir = TempDir::new("space-delete");
-    let flags = ["--segment-bytes", "65536"];
-    let mut s = Server::start_in(dir.path(), 1, &flags);
-    // A bucket created first: its record sits in the oldest segment.
+    let mut s = Server::start_in(dir.path(), 1, &FLAGS);
+    // A bucket and a stream created first: their records sit in the oldest segment.
     s.req("PUT", "/keepers", &[], b"").expect(201);
+    s.put("/keepers/old", TEXT, b"old").expect(201);
     fill(&s, "/v1/stream/big", 12);
-    s.put("/keepers/small", TEXT, b"still here").expect(201);
-    let before = segments(dir.path());
-    assert!(before.len() >= 4, "12 x 20 KB over 64 KiB segments: {before:?}");
+    let first = segments(dir.path())[0];
+    wait_until("the journal before the flush is deleted", || segments(dir.path())[0] > first);
+    wait_until("the big stream is in its stream file", || stream_file_blocks(dir.path()) >= 240_000);
     s.delete("/v1/stream/big").expect(204);
-    let after = wait_for_oldest_above(dir.path(), before[0]);
-    assert!(after[0] > before[0], "old segments reclaimed: {before:?} -> {after:?}");
-    assert!(after.len() < before.len());
+    wait_until("the deleted stream's files are gone", || stream_file_blocks(dir.path()) < 64 << 10);
     s.restart_after_kill();
-    assert_eq!(s.get("/keepers/small").expect(200).text(), "still here");
+    assert_eq!(s.get("/keepers/old").expect(200).text(), "old");
     s.get("/v1/stream/big").expect(404);
     let v = s.get("/keepers").expect(200).json();
-    assert_eq!(v["streams"], 1, "the bucket record was copied forward: {v}");
+    assert_eq!(v["streams"], 1, "the bucket survives in the checkpoint: {v}");
 }
 
 #[test]
-fn a_live_stream_in_the_oldest_segment_keeps_it() {
-    let dir = TempDir::new("space-pinned");
-    let s = Server::start_in(dir.path(), 1, &["--segment-bytes", "65536"]);
-    s.put("/v1/stream/old", TEXT, b"old").expect(201);
-    fill(&s, "/v1/stream/big", 8);
-    let before = segments(dir.path());
-    s.delete("/v1/stream/big").expect(204);
-    std::thread::sleep(Duration::from_millis(2600));
-    assert_eq!(segments(dir.path())[0], before[0], "the oldest live stream pins its segment");
-    assert_eq!(s.get("/v1/stream/old").expect(200).text(), "old");
+fn retained_away_bytes_are_given_back() {
+    let dir = TempDir::new("space-retention");
+    let s = Server::start_in(dir.path(), 1, &FLAGS);
+    s.req("PUT", "/keep", &[], b"").expect(201);
+    fill(&s, "/keep/r", 20);
+    wait_until("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 400_000);
+    let at = offset(18 * 20_000);
+    s.req("PUT", &format!("/keep/r/snapshot/{at}"), &[("Content-Type", TEXT)], b"state").expect(204);
+    s.req("PUT", &format!("/keep/r/retention/{at}"), &[], b"").expect(204);
+    wait_until("90% of the stream is hole-punched", || stream_file_blocks(dir.path()) < 100_000);
+    let tail = s.get(&format!("/keep/r?offset={at}")).expect(200);
+    assert_eq!(tail.body.len(), 40_000, "the retained bytes are still served");
+    s.get(&format!("/keep/r?offset={}", offset(0))).expect(410);
 }
 
 #[test]
 fn expired_streams_free_space_too() {
     let dir = TempDir::new("space-ttl");
-    let s = Server::start_in(dir.path(), 1, &["--segment-bytes", "65536"]);
+    let s = Server::start_in(dir.path(), 1, &FLAGS);
     s.req("PUT", "/v1/stream/short", &[("content-type", TEXT), ("stream-ttl", "1")], b"").expect(201);
     let chunk = vec![b'y'; 20_000];
     for _ in 0..8 {
         s.post("/v1/stream/short", TEXT, &chunk).expect(204);
     }
-    let before = segments(dir.path());
+    wait_until("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 160_000);
     std::thread::sleep(Duration::from_millis(1100));
-    // Touching the expired stream deletes it; the reclaimer then frees its segments.
+    // Touching the expired stream deletes it; the next flushes free its files.
     s.get("/v1/stream/short").expect(404);
-    let after = wait_for_oldest_above(dir.path(), before[0]);
-    assert!(after[0] > before[0], "{before:?} -> {after:?}");
+    wait_until("the expired stream's files are gone", || stream_file_blocks(dir.path()) < 16 << 10);
 }
