@@ -36,9 +36,9 @@
 
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
-use sluice_shards::core::stream::Blob;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::records::{self, RecordStart};
+use sluice_shards::core::stream::Blob;
 use sluice_shards::decide::Journal;
 use sluice_shards::ids::BUILTIN_BUCKET as BUCKET;
 use sluice_shards::log::record::{Seal, SEAL_FRAME};
