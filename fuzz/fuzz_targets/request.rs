@@ -45,6 +45,20 @@ const RELEASE_TURNS: usize = 10_000;
 /// The data directory of this process's shard, removed at exit.
 static DATA_DIR: OnceLock<PathBuf> = OnceLock::new();
 
+/// Data directories are named this plus the fuzzing process's id.
+const DIR_PREFIX: &str = "sluice-fuzz-";
+
+/// Removes the data directories of runs that crashed (a crash skips `atexit`).
+fn remove_dead_runs(base: &std::path::Path) {
+    for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX));
+        if pid.is_some_and(|pid| !std::path::Path::new("/proc").join(pid).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 extern "C" fn remove_data_dir() {
     if let Some(dir) = DATA_DIR.get() {
         let _ = std::fs::remove_dir_all(dir);
@@ -62,7 +76,8 @@ thread_local! {
 
 fn start() -> Server {
     let base = if std::path::Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-    let dir = DATA_DIR.get_or_init(|| base.join(format!("sluice-fuzz-{}", std::process::id())));
+    remove_dead_runs(&base);
+    let dir = DATA_DIR.get_or_init(|| base.join(format!("{DIR_PREFIX}{}", std::process::id())));
     let _ = std::fs::remove_dir_all(dir);
     unsafe { libc::atexit(remove_data_dir) };
     let dir = dir.to_str().expect("temporary paths are UTF-8");
