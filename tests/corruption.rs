@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 // ------------------------------------------------------------------ helpers
 
 /// Small segments keep preallocation quick.
-const SMALL: &[&str] = &["--segment-bytes", "1048576"];
+/// Small segments; no flush within a test, so every journal segment stays.
+const SMALL: &[&str] = &["--segment-bytes", "1048576", "--flush-interval", "30s"];
 /// Several segments from a few hundred KiB of data.
 const TINY: &[&str] = &["--segment-bytes", "65536"];
 

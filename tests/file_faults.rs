@@ -25,7 +25,7 @@ fn launch(dir: &Path) -> Launch {
     Launch {
         shards: 1,
         io_timeout: Duration::from_secs(10),
-        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT])
+        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT, "--flush-interval", "30s"])
     }
 }
 
@@ -57,9 +57,13 @@ fn restore(dir: &Path, files: &BTreeMap<PathBuf, Vec<u8>>) {
 
 /// Appends `n` records of 1000 B; returns what was acknowledged.
 fn append(s: &Server, from: usize, n: usize, acked: &mut Vec<u8>) {
+    append_to(s, STREAM, from, n, acked)
+}
+
+fn append_to(s: &Server, stream: &str, from: usize, n: usize, acked: &mut Vec<u8>) {
     for i in from..from + n {
         let body: Vec<u8> = format!("{i:06}").bytes().cycle().take(1000).collect();
-        let r = s.req("POST", STREAM, &[("Content-Type", "text/plain")], &body).expect(204);
+        let r = s.req("POST", stream, &[("Content-Type", "text/plain")], &body).expect(204);
         acked.extend_from_slice(&body);
         assert_eq!(offset_pos(&r.next_offset()), acked.len() as u64);
     }
@@ -142,6 +146,101 @@ fn every_file_fault_is_refused_by_name_or_loses_nothing() {
                 }
                 Err((status, refusal)) => {
                     assert!(!harmless(file, name), "{case}: refused: {refusal}");
+                    assert_ne!(status.code(), Some(0), "{case}");
+                    let named = file.file_name().unwrap().to_str().unwrap();
+                    assert!(refusal.contains(named), "{case}: the refusal does not name the file: {refusal}");
+                    assert_eq!(code, 1, "{case}: check: {out}");
+                    assert!(out.contains(named), "{case}: check does not name the file: {out}");
+                }
+            }
+        }
+    }
+}
+
+/// A server that flushes to stream files every 100 ms.
+fn flushing(dir: &Path) -> Launch {
+    Launch {
+        shards: 1,
+        io_timeout: Duration::from_secs(10),
+        ..Launch::logged(&dir.join("server.log"), &["--segment-bytes", SEGMENT, "--flush-interval", "100ms"])
+    }
+}
+
+/// Waits until shard 0's stream data file holds `len` bytes, then a few
+/// flush intervals more (the checkpoint follows the data in the same flush).
+fn wait_flushed(data: &Path, len: u64) {
+    let streams = data.join("shard-0/streams");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = std::fs::read_dir(&streams)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".data"))
+            .map(|e| e.metadata().unwrap().len())
+            .max();
+        if stored == Some(len) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no flush stored {len} bytes: {stored:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+}
+
+/// The same for the checkpoint and the stream files behind it: each kind
+/// deleted, truncated, halved, or replaced by an older copy (a zero-filled
+/// one where no older copy exists) is refused by name, or nothing is lost.
+#[test]
+fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
+    const BUCKETED: &str = "/faults/s";
+    let tmp = TempDir::new("stream-file-faults");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    s.req("PUT", "/faults", &[], b"").expect(201);
+    s.put(BUCKETED, "text/plain", b"").expect(201);
+    let snapshot = |s: &Server, at: usize, body: &[u8]| {
+        let path = format!("{BUCKETED}/snapshot/{}", common::offset(at as u64));
+        s.req("PUT", &path, &[("Content-Type", "text/plain")], body).expect(204);
+    };
+    let mut acked = Vec::new();
+    append_to(&s, BUCKETED, 0, 100, &mut acked);
+    snapshot(&s, 50_000, b"first state");
+    wait_flushed(&data, acked.len() as u64);
+    let half_way = files(&data);
+    append_to(&s, BUCKETED, 100, 100, &mut acked);
+    snapshot(&s, 150_000, b"second state");
+    wait_flushed(&data, acked.len() as u64);
+    s.kill();
+    let clean = files(&data);
+    assert_eq!(check(&data).0, 0, "a clean data dir: {}", check(&data).1);
+    let kind = |suffix: &str| -> PathBuf {
+        clean
+            .keys()
+            .find(|p| p.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {suffix} file"))
+            .clone()
+    };
+    let checkpoint = PathBuf::from("shard-0/checkpoint");
+    assert!(clean.contains_key(&checkpoint) && half_way[&checkpoint] != clean[&checkpoint]);
+    for file in [checkpoint.clone(), kind(".data"), kind(".idx"), kind(".snap")] {
+        for (name, fault) in FAULTS {
+            let case = format!("{} {name}", file.display());
+            restore(&data, &clean);
+            fault(&data.join(&file), half_way.get(&file));
+            let (code, out) = check(&data);
+            match Server::try_launch(&data, flushing(tmp.path())) {
+                Ok(mut s) => {
+                    // Only an older checkpoint whose journal is still whole may start.
+                    assert!(file == checkpoint && name == "older copy", "{case}: the server started: {out}");
+                    let (got, tail) = s.read_all(BUCKETED);
+                    assert!(tail == acked.len() as u64 && got == acked, "{case}: bytes differ");
+                    let snap = s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000))).expect(200);
+                    assert_eq!(snap.body, b"second state", "{case}");
+                    s.kill();
+                    assert_eq!(code, 0, "{case}: check: {out}");
+                }
+                Err((status, refusal)) => {
                     assert_ne!(status.code(), Some(0), "{case}");
                     let named = file.file_name().unwrap().to_str().unwrap();
                     assert!(refusal.contains(named), "{case}: the refusal does not name the file: {refusal}");

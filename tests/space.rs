@@ -25,7 +25,10 @@ fn segments(data: &Path) -> Vec<u32> {
 
 /// Bytes the file system really holds for shard 0's stream files (holes excluded).
 fn stream_file_blocks(data: &Path) -> u64 {
-    std::fs::read_dir(data.join("shard-0/streams")).unwrap().map(|e| e.unwrap().metadata().unwrap().blocks() * 512).sum()
+    std::fs::read_dir(data.join("shard-0/streams"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().blocks() * 512)
+        .sum()
 }
 
 /// Waits until `done` holds (flushes run every 100 ms here).

@@ -24,7 +24,9 @@ usage: sluice-bench --scenario write|pool|batch|healthz|fanout|catchup|idle|rest
   --subscribers N      fanout: SSE subscribers on the one stream              [100]
   --rate N             fanout: appends per second                              [50]
   --bytes BYTES        catchup: stream size to fill and read back             [1GiB]
-  --append-bytes BYTES catchup: body size of each fill append                 [1MiB]
+  --append-bytes BYTES catchup: body size of each fill append (bucket surface:
+                       of each append-batch frame, --frames per request)     [1MiB]
+  --interleave N       catchup: fill N streams round-robin, read the first     [1]
   --connections N      pool: writer connections; idle/setup: concurrent
                        creating connections                                   [128]
   --threads N          client event-loop threads                                [2]
@@ -87,6 +89,8 @@ pub struct Config {
     pub rate: u32,
     pub bytes: u64,
     pub append_bytes: usize,
+    /// catchup: streams filled round-robin (the first is read back).
+    pub interleave: usize,
     pub connections: usize,
     pub threads: usize,
     pub server_pid: Option<u32>,
@@ -114,6 +118,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         rate: 50,
         bytes: 1 << 30,
         append_bytes: 1 << 20,
+        interleave: 1,
         connections: 128,
         threads: 2,
         server_pid: None,
@@ -169,6 +174,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--rate" => c.rate = count(name, v)? as u32,
             "--bytes" => c.bytes = size(name, v)?,
             "--append-bytes" => c.append_bytes = size(name, v)? as usize,
+            "--interleave" => c.interleave = count(name, v)?,
             "--connections" => c.connections = count(name, v)?,
             "--threads" => c.threads = count(name, v)?,
             "--server-pid" => c.server_pid = Some(count(name, v)? as u32),

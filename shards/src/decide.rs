@@ -7,8 +7,8 @@
 //! [`Store::replay`].
 
 use crate::core::append::{self, AppendDecision, AppendInput};
-use crate::core::create::{self, CreateDecision, CreateInput};
 use crate::core::body::Point;
+use crate::core::create::{self, CreateDecision, CreateInput};
 use crate::core::snapshot;
 use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
 use crate::store::{AppendOutcome, Entry, ForkPlan, Store, StoreError, StreamKey};
@@ -203,13 +203,7 @@ impl Store {
     }
 
     /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
-    pub fn decide_retention(
-        &mut self,
-        log: &impl Journal,
-        key: &StreamKey,
-        at: Point,
-        now_ms: u64,
-    ) -> Decided<u64> {
+    pub fn decide_retention(&mut self, log: &impl Journal, key: &StreamKey, at: Point, now_ms: u64) -> Decided<u64> {
         self.expire(log, key, now_ms);
         let e = self.live(key, now_ms).ok_or(StoreError::NoStream)?;
         let offset = at.offset;

@@ -1,14 +1,16 @@
 //! sluice-shards: everything one shard owns, below the HTTP edge.
 //!
-//! - [`core`]: the deterministic protocol core (no I/O, no clock).
+//! - [`core`]: the deterministic protocol core (no I/O, no clock), the
+//!   `sluice-core` crate.
 //! - [`log`]: framed records in preallocated segments, group commit, recovery.
 //! - [`store`]: a shard's streams and buckets, applying core decisions to the log.
 //! - [`decide`]: the store's write decisions over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 
-pub mod codec;
-pub mod core;
+/// The protocol core lives in its own crate, without glommio.
+pub use sluice_core as core;
+pub use sluice_core::codec;
 pub mod decide;
 pub mod ids;
 pub mod log;

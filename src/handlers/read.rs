@@ -69,19 +69,24 @@ pub async fn resolve(
     rq: Option<&RecordQuery>,
     now: u64,
 ) -> Result<u64, Error> {
-    let (from, check_boundary) = {
+    let record = {
         let mut st = ctx.shard.store.borrow_mut();
         let e = st.live(key, now).ok_or(Error::NoStream)?;
         e.state.lifetime.touch(now);
-        let s = &e.state;
-        if let Some(rq) = rq {
-            if !s.json {
-                return Err(Error::Invalid("record coordinates need an application/json stream"));
+        match rq {
+            Some(_) if !e.state.json => {
+                return Err(Error::Invalid("record coordinates need an application/json stream"))
             }
-            let r = records::resolve(s, rq.start)?;
-            drop(st);
-            return ctx.shard.record_offset(key, r).await.map_err(|e| read_failed(ctx, key, e));
+            Some(rq) => Some(records::resolve(&e.state, rq.start)?),
+            None => None,
         }
+    };
+    if let Some(r) = record {
+        return ctx.shard.record_offset(key, r).await.map_err(|e| read_failed(ctx, key, e));
+    }
+    let (from, check_boundary) = {
+        let mut st = ctx.shard.store.borrow_mut();
+        let s = &st.live(key, now).ok_or(Error::NoStream)?.state;
         match q {
             OffsetQuery::Start => (s.retained, false),
             OffsetQuery::Now => (s.visible.tail, false),

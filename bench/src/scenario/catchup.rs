@@ -1,8 +1,15 @@
-//! Catch-up: fill one stream to `--bytes` with `--append-bytes` appends (from
+//! Catch-up: fill a stream to `--bytes` with `--append-bytes` appends (from
 //! a few concurrent writers, so group commit applies), then time reading it
 //! all from `offset=-1`, following Stream-Next-Offset until
 //! Stream-Up-To-Date. The read is repeated (`PASSES`) and each pass reported.
+//!
+//! With `--interleave N`, N streams are filled round-robin (each to
+//! `--bytes`) and the first is read back: its messages sit between the
+//! others' in the server's journal, as on a real ingestion host. On the
+//! bucket surface each fill request is an append-batch of `--frames`
+//! messages of `--append-bytes`, so millions of small messages fill fast.
 
+use super::closed::frames;
 use super::{add_process_facts, base_report, setup, Cpu, CpuWindows};
 use crate::args::Config;
 use crate::blocking::Client;
@@ -27,30 +34,53 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     let printer = progress.spawn_printer("bytes");
     progress.set_phase("setup");
     setup::surface(cfg)?;
-    let path = format!("{}{}catchup", crate::request::path_base(cfg), cfg.prefix);
+    let paths: Vec<String> =
+        (0..cfg.interleave).map(|i| format!("{}{}catchup{i}", crate::request::path_base(cfg), cfg.prefix)).collect();
+    let path = &paths[0];
     let ct = "application/octet-stream";
     let mut c = Client::connect(cfg.addr).map_err(|e| format!("connect: {e}"))?;
-    let (h, body) = c.request("PUT", &path, &cfg.host, Some(ct), b"").map_err(|e| format!("PUT: {e}"))?;
-    if !(200..300).contains(&h.status) {
-        return Err(format!("PUT {path}: {} {}", h.status, String::from_utf8_lossy(&body)));
+    for p in &paths {
+        let (h, body) = c.request("PUT", p, &cfg.host, Some(ct), b"").map_err(|e| format!("PUT: {e}"))?;
+        if !(200..300).contains(&h.status) {
+            return Err(format!("PUT {p}: {} {}", h.status, String::from_utf8_lossy(&body)));
+        }
     }
 
-    // Fill.
+    // Fill: request k goes to stream k mod N.
     progress.set_phase("fill");
-    let appends = cfg.bytes.div_ceil(cfg.append_bytes as u64);
-    let req = rendered("POST", &path, &cfg.host, Some(ct), &filler(cfg.append_bytes));
+    let batch = cfg.surface == crate::args::Surface::Bucket;
+    let per_request = if batch { cfg.frames } else { 1 };
+    let request_bytes = (per_request * cfg.append_bytes) as u64;
+    let appends = cfg.bytes.div_ceil(request_bytes) * cfg.interleave as u64;
+    let reqs: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| match batch {
+            true => rendered(
+                "POST",
+                &format!("{p}/append-batch"),
+                &cfg.host,
+                Some(ct),
+                &frames(cfg.frames, cfg.append_bytes),
+            ),
+            false => rendered("POST", p, &cfg.host, Some(ct), &filler(cfg.append_bytes)),
+        })
+        .collect();
     let next = AtomicU64::new(0);
     let fill_start = Instant::now();
     let fill_errors: u64 = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..FILL_WRITERS)
             .map(|t| {
-                let (req, next, progress) = (&req, &next, &progress);
+                let (reqs, next, progress) = (&reqs, &next, &progress);
                 scope.spawn(move || {
                     let mut errors = 0;
                     let Ok(mut c) = Client::connect(cfg.addr) else { return 1 };
-                    while next.fetch_add(1, Ordering::Relaxed) < appends && fill_start.elapsed() < FILL_LIMIT {
-                        match c.exchange(req, |_| {}) {
-                            Ok(h) if (200..300).contains(&h.status) => progress.done[t].add(cfg.append_bytes as u64),
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= appends || fill_start.elapsed() >= FILL_LIMIT {
+                            break;
+                        }
+                        match c.exchange(&reqs[(k % reqs.len() as u64) as usize], |_| {}) {
+                            Ok(h) if (200..300).contains(&h.status) => progress.done[t].add(request_bytes),
                             _ => {
                                 errors += 1;
                                 progress.errors[t].add(1);
@@ -67,15 +97,25 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
         hs.into_iter().map(|h| h.join().expect("fill thread")).sum()
     });
     let fill_secs = fill_start.elapsed().as_secs_f64();
-    let filled = progress.totals().0;
+    let filled_all = progress.totals().0;
+    let filled = filled_all / cfg.interleave as u64;
     if fill_errors > 0 {
         progress.finish(printer);
         return Err(format!("fill failed: {fill_errors} errors after {filled} bytes"));
     }
     r.row(
         "filled",
-        format!("{} MiB in {fill_secs:.2} s ({:.1} MB/s durable)", filled >> 20, filled as f64 / fill_secs / 1e6),
+        format!(
+            "{} MiB in {} streams in {fill_secs:.2} s ({:.1} MB/s durable), {} messages of {} B",
+            filled_all >> 20,
+            cfg.interleave,
+            filled_all as f64 / fill_secs / 1e6,
+            filled_all / cfg.append_bytes as u64,
+            cfg.append_bytes
+        ),
     );
+    r.set("interleave", cfg.interleave);
+    r.set("messages", filled_all / cfg.append_bytes as u64);
     r.set("filled_bytes", filled);
     r.set("append_bytes", cfg.append_bytes);
     r.set("fill_secs", round3(fill_secs));
@@ -87,7 +127,7 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     for pass in 0..PASSES {
         progress.set_phase(&format!("read pass {}", pass + 1));
         let w = CpuWindows::begin(cfg);
-        let (bytes, responses, secs) = read_all(cfg, &path, &progress)?;
+        let (bytes, responses, secs) = read_all(cfg, path, &progress)?;
         cpu = w.end();
         let gbps = bytes as f64 / secs / 1e9;
         r.row(

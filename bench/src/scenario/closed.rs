@@ -50,7 +50,8 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
             eprintln!("warning: only {} of {n} streams were created ({})", made.tally.ok, made.tally.statuses_text());
         }
         let base = crate::request::path_base(cfg);
-        let (suffix, body) = if batch { ("/append-batch", frames(cfg)) } else { ("", filler(cfg.payload)) };
+        let (suffix, body) =
+            if batch { ("/append-batch", frames(cfg.frames, cfg.frame_bytes)) } else { ("", filler(cfg.payload)) };
         let path = |i| format!("{base}{name}{i}{suffix}");
         (0..n).map(|i| rendered("POST", &path(i), &cfg.host, Some("text/plain"), &body)).collect()
     } else {
@@ -105,12 +106,12 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     Ok(r)
 }
 
-/// An append-batch body: `--frames` frames, each a u32 big-endian length and
-/// `--frame-bytes` of payload.
-fn frames(cfg: &Config) -> Vec<u8> {
-    let frame = filler(cfg.frame_bytes);
-    let mut body = Vec::with_capacity(cfg.frames * (4 + frame.len()));
-    for _ in 0..cfg.frames {
+/// An append-batch body: `n` frames, each a u32 big-endian length and
+/// `bytes` of payload.
+pub fn frames(n: usize, bytes: usize) -> Vec<u8> {
+    let frame = filler(bytes);
+    let mut body = Vec::with_capacity(n * (4 + frame.len()));
+    for _ in 0..n {
         body.extend_from_slice(&(frame.len() as u32).to_be_bytes());
         body.extend_from_slice(&frame);
     }

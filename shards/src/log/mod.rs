@@ -1,7 +1,7 @@
 //! The shard's append-only log: framed records in preallocated segment files.
 
 pub mod marks;
-pub mod record;
+pub use sluice_core::record;
 pub mod recovery;
 pub mod segment;
 pub mod writer;

@@ -34,14 +34,7 @@ pub struct LogConfig {
     pub fsync: FsyncMode,
 }
 
-/// Why the log cannot take or acknowledge a write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LogError {
-    /// No space for a new segment; nothing was written. Retry later.
-    NoSpace,
-    /// A write or sync failed; the shard accepts no more writes.
-    Failed(String),
-}
+pub use sluice_core::error::LogError;
 
 /// What appending a record assigned it.
 #[derive(Clone, Copy, Debug)]
@@ -260,18 +253,7 @@ impl Log {
         self.inner.borrow().appended_bytes
     }
 
-    /// Stops taking writes: something the log's durability depends on
-    /// failed (fail-stop, as for a failed write or sync of the log itself).
-    pub fn fail(&self, why: String) {
-        let mut s = self.inner.borrow_mut();
-        if s.failed.is_none() {
-            s.failed = Some(why);
-        }
-        drop(s);
-        self.done.notify();
-    }
-
-    /// Whether the log stopped taking writes.
+    /// Whether the log stopped taking writes (a write or sync failed).
     pub fn is_failed(&self) -> bool {
         self.inner.borrow().failed.is_some()
     }
@@ -486,7 +468,8 @@ fn is_no_space(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::ENOSPC) || e.to_string().contains("No space left")
 }
 
-fn io_to_log(e: std::io::Error) -> LogError {
+/// A failed write as the log reports it: no space (507, retry later), or failed.
+pub fn io_to_log(e: std::io::Error) -> LogError {
     if is_no_space(&e) {
         LogError::NoSpace
     } else {

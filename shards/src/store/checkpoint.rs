@@ -226,14 +226,7 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     for _ in 0..n {
         let shard = c.u32()?;
         let v: Vec<u64> = (0..5).map(|_| c.u64()).collect::<Option<_>>()?;
-        ancestors.push(Ancestor {
-            shard,
-            handle: v[0],
-            start: v[1],
-            end: v[2],
-            start_record: v[3],
-            end_record: v[4],
-        });
+        ancestors.push(Ancestor { shard, handle: v[0], start: v[1], end: v[2], start_record: v[3], end_record: v[4] });
     }
     let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
     let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
@@ -300,7 +293,25 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::stream::fixture;
+    use crate::log::{AppendRecord, CreateRecord};
+
+    fn json_stream() -> StreamState {
+        let c = CreateRecord {
+            handle: 1,
+            bucket: "b".into(),
+            stream: "s".into(),
+            content_type: "application/json".into(),
+            created_ms: 100,
+            ttl_secs: Some(60),
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            attrs: vec![],
+            initial: vec![],
+            initial_messages: vec![],
+        };
+        StreamState::from_create(&c, 0, 16)
+    }
 
     fn header<'a>(buckets: &'a HashMap<String, u64>, doomed: &'a [String]) -> Header<'a> {
         Header { generation: 4, journal: (3, 4096), next_handle: 9, home_buckets: buckets, doomed }
@@ -308,8 +319,17 @@ mod tests {
 
     #[test]
     fn round_trip_keeps_every_field() {
-        let mut s = fixture::stream("application/json");
-        s.apply_append(&fixture::append(b"1\n22\n", vec![2, 3], false));
+        let mut s = json_stream();
+        let data = b"1\n22\n";
+        s.apply_append(&AppendRecord {
+            handle: 1,
+            at_ms: 200,
+            stream_seq: None,
+            producer: None,
+            close: false,
+            messages: vec![2, 3],
+            data,
+        });
         s.producers.record(&ProducerStamp { id: "p".into(), epoch: 2, seq: 7 }, (5, 0, 2));
         s.last_stream_seq = Some("k".into());
         s.attrs = b"{\"a\":1}".to_vec();
@@ -328,7 +348,11 @@ mod tests {
         assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
         assert_eq!(r.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack)), Some((2, 7, (5, 0, 2))));
         assert_eq!((r.last_stream_seq.as_deref(), &r.attrs[..], r.json), (Some("k"), &b"{\"a\":1}"[..], true));
-        assert_eq!(r.snapshot.as_ref().map(|s| s.blob.clone()), Some(Blob::Stored(4)), "pending blobs are stored by this flush");
+        assert_eq!(
+            r.snapshot.as_ref().map(|s| s.blob.clone()),
+            Some(Blob::Stored(4)),
+            "pending blobs are stored by this flush"
+        );
     }
 
     #[test]

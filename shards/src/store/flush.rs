@@ -21,6 +21,7 @@ use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
 use crate::core::stream::{Blob, Snapshot};
 use crate::log::segment::sync_dir;
+use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use glommio::io::OpenOptions;
 use std::future::Future;
@@ -45,6 +46,8 @@ struct Job {
 /// Retained-away ranges to give back: bytes and records, own-file relative.
 struct Punch {
     handle: u64,
+    /// What was punched before, restored if the flush fails.
+    from: (u64, u64),
     bytes: (u64, u64),
     entries: (u64, u64),
 }
@@ -54,6 +57,8 @@ struct Capture {
     generation: u64,
     journal: (u32, u64),
     lsn: u64,
+    /// `flushed` before this capture.
+    flushed_before: u64,
     jobs: Vec<Job>,
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
@@ -62,14 +67,19 @@ struct Capture {
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> LogError + '_ {
-    move |e| LogError::Failed(format!("flush: {what}: {e}"))
+    move |e| match io_to_log(e) {
+        LogError::Failed(why) => LogError::Failed(format!("flush: {what}: {why}")),
+        no_space => no_space,
+    }
 }
 
 impl Shard {
     /// Flushes whenever enough journal bytes piled up, or the interval
-    /// passed with anything to do. A failed flush stops the shard's writes
-    /// (fail-stop); the journal still holds everything, so a restart
-    /// recovers it.
+    /// passed with anything to do. A failed flush changes nothing a restart
+    /// depends on (the journal still holds everything and the old checkpoint
+    /// stands): its chunks go back to memory and the next flush writes them
+    /// again, whatever the page cache lost. Writers get the error once they
+    /// would run too far ahead ([`Shard::reserve`]).
     pub async fn flush_loop(&self) {
         let mut last = Instant::now();
         loop {
@@ -78,12 +88,13 @@ impl Shard {
                 continue;
             }
             let behind = self.log.appended_bytes() - self.flushed.get();
+            let retry = self.flush_error.borrow().is_some();
             let due = behind >= self.flush.bytes
-                || (last.elapsed() >= self.flush.every && (behind > 0 || self.store.borrow().flush_due));
+                || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
             if due {
                 last = Instant::now();
                 if let Err(e) = self.flush().await {
-                    tracing::error!(shard = self.id, error = ?e, "flush failed: the shard takes no more writes");
+                    tracing::warn!(shard = self.id, error = ?e, "flush failed; retrying");
                 }
             }
         }
@@ -93,7 +104,8 @@ impl Shard {
     /// its stream files, flushing if needed.
     pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
         loop {
-            let stored = self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
+            let stored =
+                self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
             match stored {
                 None => return Ok(()),
                 Some(s) if s >= offset => return Ok(()),
@@ -110,20 +122,40 @@ impl Shard {
     pub async fn flush(&self) -> Result<(), LogError> {
         assert!(!self.flushing.get(), "one flush at a time");
         self.flushing.set(true);
-        let r = self.flush_steps().await;
+        let c = self.capture();
+        let r = self.flush_steps(&c).await;
+        if r.is_err() {
+            self.undo(&c);
+        }
+        *self.flush_error.borrow_mut() = r.clone().err();
         self.flushing.set(false);
         self.flush_done.notify();
-        if let Err(LogError::Failed(why)) = &r {
-            self.log.fail(why.clone());
-        }
         r
+    }
+
+    /// A flush failed before its checkpoint: memory serves everything again
+    /// and the next flush redoes the work.
+    fn undo(&self, c: &Capture) {
+        let mut st = self.store.borrow_mut();
+        for j in &c.jobs {
+            if let Some(e) = st.by_handle(j.handle) {
+                e.state.body.thaw();
+            }
+        }
+        for p in &c.punches {
+            if let Some(e) = st.by_handle(p.handle) {
+                e.punched = p.from;
+            }
+        }
+        // The journal bytes the capture covered are unflushed again.
+        self.flushed.set(c.flushed_before);
     }
 
     fn capture(&self) -> Capture {
         let mut st = self.store.borrow_mut();
         let journal = self.log.position();
         let lsn = self.log.assigned();
-        self.flushed.set(self.log.appended_bytes());
+        let flushed_before = self.flushed.replace(self.log.appended_bytes());
         st.generation += 1;
         let generation = st.generation;
         let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
@@ -143,6 +175,7 @@ impl Shard {
                 let own = |v: u64, base: u64| v.max(base) - base;
                 punches.push(Punch {
                     handle: s.handle,
+                    from: e.punched,
                     bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
                     entries: (
                         own(e.punched.1, origin_record) * INDEX_ENTRY,
@@ -164,15 +197,14 @@ impl Shard {
             doomed: &doomed,
         };
         let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
-        Capture { generation, journal, lsn, jobs, snapshots, punches, doomed, checkpoint }
+        Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint }
     }
 
-    async fn flush_steps(&self) -> Result<(), LogError> {
-        let c = self.capture();
+    async fn flush_steps(&self, c: &Capture) -> Result<(), LogError> {
         self.log.durable(c.lsn).await?;
         for batch in c.jobs.chunks(FLUSH_CONCURRENCY) {
             let done = join_all(batch.iter().map(|j| self.store_chunk(j)).collect()).await;
-            done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io("stream files"))?;
+            done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io_to_log)?;
         }
         for (handle, blob) in &c.snapshots {
             let name = snapshot_name(*handle, c.generation);
@@ -182,7 +214,7 @@ impl Shard {
         let streams = self.files.dir(self.id as u32);
         sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
         self.write_checkpoint(&c.checkpoint).await?;
-        self.stored(&c);
+        self.stored(c);
         for name in &c.doomed {
             self.files.forget(name);
             match std::fs::remove_file(streams.join(name)) {
@@ -252,7 +284,9 @@ impl Shard {
             let name = snapshot_name(*handle, c.generation);
             let current = st.by_handle(*handle).and_then(|e| e.state.snapshot.as_mut());
             match current {
-                Some(s) if matches!(&s.blob, Blob::Pending(b) if Rc::ptr_eq(b, blob)) => s.blob = Blob::Stored(c.generation),
+                Some(s) if matches!(&s.blob, Blob::Pending(b) if Rc::ptr_eq(b, blob)) => {
+                    s.blob = Blob::Stored(c.generation)
+                }
                 _ => st.graveyard.push(name),
             }
         }

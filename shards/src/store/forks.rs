@@ -46,7 +46,9 @@ impl Shard {
             (true, Some(r)) if r.saturating_add(sub) > records => {
                 return Err(StoreError::Invalid("Stream-Fork-Sub-Offset is past the end of the source"))
             }
-            (true, Some(r)) => Boundary { offset: self.record_offset(key, r + sub).await.map_err(read_failed)?, record: r + sub },
+            (true, Some(r)) => {
+                Boundary { offset: self.record_offset(key, r + sub).await.map_err(read_failed)?, record: r + sub }
+            }
             (false, _) if at.saturating_add(sub) > tail => {
                 return Err(StoreError::Invalid("Stream-Fork-Sub-Offset is past the end of the source"))
             }
@@ -130,7 +132,6 @@ impl Shard {
             self.log.append(&Record::Delete { handle });
         }
     }
-
 }
 
 /// A message boundary: its offset and the record starting there.

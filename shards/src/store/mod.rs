@@ -27,10 +27,10 @@ mod shard;
 
 pub use shard::{FlushConfig, Shard, ShardConfig, FLUSH_BACKLOG};
 
-use crate::core::StreamState;
-use crate::ids::BUILTIN_BUCKET;
 use crate::core::body::Ancestor;
 use crate::core::stream::Blob;
+use crate::core::StreamState;
+use crate::ids::BUILTIN_BUCKET;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
 use std::collections::{BTreeMap, HashMap};
@@ -377,4 +377,3 @@ impl Store {
         self.streams.range((bucket.to_string(), String::new())..).take_while(move |(k, _)| k.0 == bucket)
     }
 }
-

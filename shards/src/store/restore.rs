@@ -14,6 +14,7 @@
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
 //! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
 //! | stream file shorter, missing, or with a bad last record | refuse                 | damaged        |
+//! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
 //!
 //! `sluice check` also verifies every retained record's CRC and that the
@@ -151,8 +152,18 @@ fn check_files(
                 continue;
             }
             FileName::Snapshot(_, g) => match &s.snapshot {
-                Some(snap) if snap.blob == Blob::Stored(g) => check_len(&path, u64::from(snap.len), Mode::Verify)?,
-                _ => return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display())),
+                Some(snap) if snap.blob == Blob::Stored(g) => {
+                    let body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    if crate::core::snapshot::digest(&snap.content_type, &body) != snap.digest {
+                        return Err(format!(
+                            "{}: does not match its digest: damaged, zeroed or replaced",
+                            path.display()
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display()))
+                }
             },
         }
         seen.insert(name);
@@ -218,7 +229,11 @@ fn verify_records(dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String>
         start = IndexEntry::decode(&entry).end;
     }
     if start >= b.stored {
-        return Err(format!("{}: record {first} starts at {start}, past the stored tail {}", index.display(), b.stored));
+        return Err(format!(
+            "{}: record {first} starts at {start}, past the stored tail {}",
+            index.display(),
+            b.stored
+        ));
     }
     let mut entries = Sequential::open(&index, (first - b.base_record) * INDEX_ENTRY)?;
     let mut bytes = Sequential::open(&data, start - b.base)?;

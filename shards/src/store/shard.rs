@@ -47,6 +47,8 @@ pub struct Shard {
     /// Notified when a flush ends.
     pub(crate) flush_done: Signal,
     pub(crate) flushing: Cell<bool>,
+    /// Why the last flush failed (cleared by the next that succeeds).
+    pub(crate) flush_error: RefCell<Option<LogError>>,
 }
 
 impl Shard {
@@ -130,6 +132,7 @@ impl Shard {
             flushed: Cell::new(flushed),
             flush_done: Signal::default(),
             flushing: Cell::new(false),
+            flush_error: RefCell::new(None),
         })
     }
 
@@ -138,7 +141,7 @@ impl Shard {
     /// Waits first while the flusher is too far behind, so the memory the
     /// unflushed tail holds stays bounded.
     pub(crate) async fn reserve(&self, bytes: usize) -> Result<(), LogError> {
-        self.flush_room().await;
+        self.flush_room().await?;
         self.log.reserve(bytes + 256).await
     }
 
@@ -319,12 +322,16 @@ impl Shard {
     }
 
     /// Waits while the journal holds more unflushed bytes than the flusher
-    /// may fall behind by ([`FLUSH_BACKLOG`] flushes' worth).
-    async fn flush_room(&self) {
+    /// may fall behind by ([`FLUSH_BACKLOG`] flushes' worth); refuses with the
+    /// flusher's error when flushes are failing (a full disk: 507).
+    async fn flush_room(&self) -> Result<(), LogError> {
         loop {
             let behind = self.log.appended_bytes() - self.flushed.get();
             if behind <= self.flush.bytes.saturating_mul(FLUSH_BACKLOG) || self.log.is_failed() {
-                return;
+                return Ok(());
+            }
+            if let Some(e) = self.flush_error.borrow().clone() {
+                return Err(e);
             }
             let seen = self.flush_done.generation();
             self.flush_done.changed(seen).await;

@@ -1,7 +1,7 @@
 //! Idempotent producers: epoch fencing and per-request sequence numbers,
 //! scoped to one (stream, Producer-Id).
 
-use crate::log::ProducerStamp;
+use crate::record::ProducerStamp;
 use std::collections::HashMap;
 
 /// What the stream remembers about one producer.
@@ -13,7 +13,7 @@ pub struct ProducerState {
     /// its record range, returned again to a deduplicated retry.
     pub ack: (u64, u64, u64),
     /// When this producer last wrote, counted in the stream's producer writes.
-    pub(crate) written: u64,
+    pub written: u64,
 }
 
 /// A stream's producers, at most `cap` of them: beyond it the least recently

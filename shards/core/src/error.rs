@@ -3,7 +3,6 @@
 //! variant names what went wrong and carries a short reason; the HTTP edge
 //! maps variants to status codes and headers in exactly one place.
 
-use crate::log::LogError;
 use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +133,15 @@ impl From<LogError> for Error {
     fn from(e: LogError) -> Self {
         Error::Log(e)
     }
+}
+
+/// Why the log cannot take or acknowledge a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogError {
+    /// No space for a new segment; nothing was written. Retry later.
+    NoSpace,
+    /// A write or sync failed; the shard accepts no more writes.
+    Failed(String),
 }
 
 #[cfg(test)]

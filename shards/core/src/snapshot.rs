@@ -105,7 +105,7 @@ pub fn refuse_delete(s: &StreamState, offset: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::stream::{fixture, Blob, Snapshot};
+    use crate::stream::{fixture, Blob, Snapshot};
     use std::rc::Rc;
 
     /// A stream holding "abc" and "de": boundaries at 0, 3 and 5.

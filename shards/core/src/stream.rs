@@ -9,8 +9,8 @@
 use super::body::{Body, Layer, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
+use crate::record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 use std::rc::Rc;
-use crate::log::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 
 /// The durable, reader-visible part of the state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -204,7 +204,7 @@ impl StreamState {
 #[cfg(test)]
 pub(crate) mod fixture {
     use super::StreamState;
-    use crate::log::{AppendRecord, CreateRecord};
+    use crate::record::{AppendRecord, CreateRecord};
 
     /// A fresh stream of `content_type` created at t=100 ms.
     pub fn stream(content_type: &str) -> StreamState {

@@ -4,8 +4,8 @@
 //! zero `len` marks the unwritten (zero-filled) end of a segment. Every state
 //! change a shard makes durable is one of these records.
 
+use crate::body::Ancestor;
 use crate::codec::{Cursor, Put};
-use crate::core::body::Ancestor;
 
 /// Bytes before the kind byte: length and CRC.
 pub const FRAME_HEADER: usize = 8;
@@ -386,7 +386,16 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
                             end_record: c.u64()?,
                         });
                     }
-                    Some(ForkRecord { parent_shard, parent_handle, from, offset, sub, ancestors, retained, first_record })
+                    Some(ForkRecord {
+                        parent_shard,
+                        parent_handle,
+                        from,
+                        offset,
+                        sub,
+                        ancestors,
+                        retained,
+                        first_record,
+                    })
                 }
             };
             let attrs = c.bytes()?.to_vec();
@@ -479,14 +488,7 @@ mod tests {
                     from: "/v1/stream/p".into(),
                     offset: Some(40),
                     sub: 2,
-                    ancestors: vec![Ancestor {
-                        shard: 1,
-                        handle: 2,
-                        start: 0,
-                        end: 3,
-                        start_record: 0,
-                        end_record: 1,
-                    }],
+                    ancestors: vec![Ancestor { shard: 1, handle: 2, start: 0, end: 3, start_record: 0, end_record: 1 }],
                     retained: 1,
                     first_record: 1,
                 }),

@@ -5,7 +5,7 @@
 use super::json::normalize;
 use super::producer::{check, ProducerCheck};
 use super::{media_type, Error, StreamState};
-use crate::log::ProducerStamp;
+use crate::record::ProducerStamp;
 use std::borrow::Cow;
 
 /// A POST after header parsing.
@@ -88,9 +88,9 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::AppendRecord;
+    use crate::record::AppendRecord;
 
-    use crate::core::stream::fixture::stream;
+    use crate::stream::fixture::stream;
 
     fn input<'a>(ct: Option<&'a str>, body: &'a [u8]) -> AppendInput<'a> {
         AppendInput { content_type: ct, body, close: false, stream_seq: None, producer: None, record_match: None }
@@ -125,17 +125,15 @@ mod tests {
         let mut close = input(None, b"");
         close.close = true;
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Close));
-        s.apply_append(
-            &AppendRecord {
-                handle: 1,
-                at_ms: 0,
-                stream_seq: None,
-                producer: Some(stamp(0, 0)),
-                close: true,
-                messages: vec![],
-                data: b"x",
-            },
-        );
+        s.apply_append(&AppendRecord {
+            handle: 1,
+            at_ms: 0,
+            stream_seq: None,
+            producer: Some(stamp(0, 0)),
+            close: true,
+            messages: vec![],
+            data: b"x",
+        });
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Duplicate { producer: None }));
         assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(Error::Closed));
         let mut retry = input(Some("text/plain"), b"other body");

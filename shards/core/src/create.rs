@@ -65,7 +65,7 @@ mod tests {
             Ok(CreateDecision::Create { data: vec![], messages: vec![] })
         );
         assert_eq!(decide(None, &input("application/json"), b"{"), Err(Error::Invalid("body is not valid JSON")));
-        let mut s = crate::core::stream::fixture::stream("text/plain");
+        let mut s = crate::stream::fixture::stream("text/plain");
         s.lifetime.ttl_secs = Some(5);
         let mut same = input("TEXT/PLAIN");
         same.ttl_secs = Some(5);

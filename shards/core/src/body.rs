@@ -206,7 +206,9 @@ impl Body {
         if let Some(f) = self.file_layers(shard, handle).find(|f| r >= f.start_record && r < f.end_record) {
             return Layer::File(f);
         }
-        Layer::Ram(self.ram().find(|c| r >= c.start_record && r < c.end_record()).expect("the layers cover every record"))
+        Layer::Ram(
+            self.ram().find(|c| r >= c.start_record && r < c.end_record()).expect("the layers cover every record"),
+        )
     }
 
     /// File pieces covering `[from, to)` up to the memory layers, and the
@@ -246,6 +248,16 @@ impl Body {
         Some(chunk)
     }
 
+    /// A flush failed: the frozen chunk goes back in front of the unflushed
+    /// tail, for the next flush to write again.
+    pub fn thaw(&mut self) {
+        let Some(f) = self.frozen.take() else { return };
+        let mut c = Rc::try_unwrap(f).unwrap_or_else(|shared| (*shared).clone());
+        c.bytes.extend_from_slice(&self.cache.bytes);
+        c.ends.extend_from_slice(&self.cache.ends);
+        self.cache = c;
+    }
+
     /// The frozen chunk is in the stream files: serve it from there.
     pub fn stored_frozen(&mut self) {
         let f = self.frozen.take().expect("a frozen chunk was flushed");
@@ -276,12 +288,15 @@ mod tests {
         let mut out = Vec::new();
         b.copy_ram(11, 18, &mut out);
         assert_eq!(out, b"bcdefxy");
+        b.thaw();
+        assert_eq!((b.frozen.is_none(), b.cache.start, b.cache.ends.clone()), (true, 10, vec![12, 16, 19]));
+        assert!(b.freeze().is_some());
         b.stored_frozen();
-        assert_eq!((b.stored, b.stored_records), (16, 4));
+        assert_eq!((b.stored, b.stored_records), (19, 5));
         assert!(matches!(b.layer_at(0, 3, 12), Layer::File(f) if f.handle == 3 && f.start == 10));
         let (pieces, ram_from) = b.file_pieces(0, 3, 5, 18);
-        assert_eq!(pieces.iter().map(|p| (p.handle, p.start, p.end)).collect::<Vec<_>>(), [(7, 5, 10), (3, 10, 16)]);
-        assert_eq!(ram_from, 16);
+        assert_eq!(pieces.iter().map(|p| (p.handle, p.start, p.end)).collect::<Vec<_>>(), [(7, 5, 10), (3, 10, 18)]);
+        assert_eq!(ram_from, 18);
     }
 
     #[test]

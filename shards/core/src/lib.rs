@@ -1,5 +1,6 @@
-//! The protocol core: per-stream state and the decisions the Durable Streams
-//! protocol asks for, with no I/O and no clock.
+//! sluice-core: the protocol core: per-stream state and the decisions the
+//! Durable Streams protocol asks for, the journal's record kinds and their
+//! codec, with no I/O, no clock and no executor (no glommio).
 //!
 //! Like quinn-proto, it is deterministic: callers pass the current time in
 //! milliseconds and get back a decision (what to log, what to answer). The
@@ -10,12 +11,14 @@
 pub mod append;
 pub mod batch;
 pub mod body;
+pub mod codec;
 pub mod create;
 pub mod cursor;
 pub mod error;
 pub mod int;
 pub mod json;
 pub mod producer;
+pub mod record;
 pub mod records;
 pub mod snapshot;
 pub mod stream;
