@@ -68,7 +68,7 @@ for round in $(seq "$ROUNDS"); do
         stop_server
         echo "== $which round $round: restart"
         timeout 300 "$BENCH" --url "$URL" --scenario restart --server-cmd "$(serve_cmd "$bin" "$data")" \
-            --label "$which-restart" --json "$OUT/$which-restart-$round.json" 2>/dev/null | grep -E "ready|RSS|restart" || true
+            --label "$which-restart" --json "$OUT/$which-restart-$round.json" 2>/dev/null | grep -vE "^== " || true
         rm -rf "$data"
         start_server "$bin" "$data"
         echo "== $which round $round: large"

@@ -138,8 +138,8 @@ impl StreamFiles {
         self.open.borrow_mut().remove(&(self.shard, name.to_string()));
     }
 
-    /// Exactly `len` bytes at `pos` of `name` on `shard`.
-    pub async fn read(&self, shard: u32, name: &str, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    /// Appends exactly `len` bytes at `pos` of `name` on `shard` to `out`.
+    pub async fn read_into(&self, shard: u32, name: &str, pos: u64, len: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
         let f = self.file(shard, name).await?;
         let r = f.read_at(pos, len).await.map_err(std::io::Error::from)?;
         if r.len() != len {
@@ -148,14 +148,21 @@ impl StreamFiles {
                 r.len()
             )));
         }
-        Ok(r.to_vec())
+        out.extend_from_slice(&r);
+        Ok(())
+    }
+
+    /// Exactly `len` bytes at `pos` of `name` on `shard`.
+    pub async fn read(&self, shard: u32, name: &str, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len);
+        self.read_into(shard, name, pos, len, &mut out).await?;
+        Ok(out)
     }
 
     /// Appends the bytes of `[layer.start, layer.end)` to `out`.
     pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
         let (pos, len) = (layer.start - layer.origin, (layer.end - layer.start) as usize);
-        out.extend_from_slice(&self.read(layer.shard, &data_name(layer.handle), pos, len).await?);
-        Ok(())
+        self.read_into(layer.shard, &data_name(layer.handle), pos, len, out).await
     }
 
     /// Index entries of records `[r0, r1)`, which `layer` holds.

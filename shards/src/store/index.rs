@@ -137,19 +137,25 @@ impl Shard {
         Ok(out)
     }
 
-    /// The bytes `[from, to)` (decided, below the tail).
+    /// The bytes `[from, to)` (decided, below the tail). Memory is copied
+    /// before any await (a flush may move it into files meanwhile); reads of
+    /// a single layer copy once.
     pub async fn bytes(&self, key: &StreamKey, from: u64, to: u64) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity((to - from) as usize);
         let (pieces, ram) = {
             let st = self.store.borrow();
             let s = &st.streams.get(key).ok_or_else(gone)?.state;
             let (pieces, ram_from) = s.body.file_pieces(self.id as u32, s.handle, from, to);
-            let mut ram = Vec::with_capacity((to - ram_from) as usize);
+            if pieces.is_empty() {
+                s.body.copy_ram(from, to, &mut out);
+                return Ok(out);
+            }
+            let mut ram = Vec::new();
             if ram_from < to {
                 s.body.copy_ram(ram_from, to, &mut ram);
             }
             (pieces, ram)
         };
-        let mut out = Vec::with_capacity((to - from) as usize);
         for p in pieces {
             self.files.read_bytes(p, &mut out).await?;
         }
