@@ -66,7 +66,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let target = match parse_target(&head.target) {
             Ok(t) => t,
             Err(e) => {
-                let resp: Response = e.into();
+                let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
                 refuse_with(&mut sock, resp, &cors).await;
                 return;
@@ -76,11 +76,11 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let label = route.label();
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: access control answers refusals and preflights.
-        if let Some(answer) = ctx.gate.admit(loopback, &head, &route, &cors) {
+        if let Some(answer) = admit(&ctx, loopback, &head, &route, &cors) {
             // A body is never read for a refusal: the connection closes instead.
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
-            let rendered = Rendered::new(handlers::finish(fit_to_method(&head, answer), &cors), close);
+            let rendered = Rendered::new(answer, close);
             if !write(&mut sock, &rendered).await || close {
                 return;
             }
@@ -102,7 +102,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(e) => {
-                let resp: Response = e.into();
+                let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), label, resp.status, started);
                 refuse_with(&mut sock, resp, &cors).await;
                 return;
@@ -159,9 +159,18 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
     glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
 }
 
+/// Access control's answer to a parsed, routed request, finished for the
+/// wire: a refusal or a CORS preflight, given before any body is read.
+/// `None`: serve it. (The request-level fuzz target calls it as `serve` does.)
+pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors) -> Option<Response> {
+    let answer = ctx.gate.admit(loopback, head, route, cors)?;
+    Some(handlers::finish(fit_to_method(head, answer), cors))
+}
+
 /// Serves a request on this (its owner) shard; the response is finished
-/// (common headers, HEAD length) and ready to render.
-async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
+/// (common headers, HEAD length) and ready to render. (The request-level
+/// fuzz target calls it as `serve` does.)
+pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
     // Shutdown waits for in-flight requests; parked long-polls are woken
     // by it and answer 204 at once.
     ctx.in_flight.set(ctx.in_flight.get() + 1);
@@ -175,6 +184,13 @@ async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body
         }
         sse => sse,
     }
+}
+
+/// The refusal of a parsed request that ends its connection (a bad target,
+/// a bad or oversized body): without a body if it was a HEAD. (The fuzz
+/// target checks it as `serve` sends it.)
+pub fn refusal(head: &Head, e: Error) -> Response {
+    fit_to_method(head, e.into())
 }
 
 /// HEAD: announce the length, send no body.

@@ -1,7 +1,30 @@
-//! sluice's HTTP/1.1 edge as a library: request heads (httparse), chunked
-//! bodies, request targets, response rendering and the SSE wire format. The server binary uses it;
-//! so do the fuzz targets and micro-benchmarks. Also the unit grammar of the command line.
+//! sluice as a library: the HTTP/1.1 edge (request heads on httparse, chunked
+//! bodies, request targets, response rendering, the SSE wire format), the unit
+//! grammar of the command line, and the server itself (shards, connections,
+//! handlers). The `sluice` binary is a thin `main` over it; the fuzz targets
+//! drive the real request handlers through it and the micro-benchmarks the edge.
+
+// The server modules name the edge `sluice::http`, as the binary did.
+extern crate self as sluice;
 
 pub mod http;
 pub mod sse_wire;
 pub mod units;
+
+mod auth;
+pub mod check;
+pub mod config;
+pub mod conn;
+mod dirlock;
+pub mod fatal;
+mod forward;
+pub mod handlers;
+pub mod logging;
+mod mesh;
+mod metrics;
+mod relay;
+mod reload;
+pub mod server;
+pub mod shard;
+mod sse;
+mod watchdog;

@@ -1,26 +1,9 @@
 //! sluice: a Durable Streams server on pinned glommio shards with an fsync-durable log.
 
-mod auth;
-mod check;
-mod config;
-mod conn;
-mod dirlock;
-mod fatal;
-mod forward;
-mod handlers;
-mod logging;
-mod mesh;
-mod metrics;
-mod relay;
-mod reload;
-mod server;
-mod shard;
-mod sse;
-mod watchdog;
-
 use clap::error::ErrorKind;
 use clap::Parser;
-use config::{Cli, Command};
+use sluice::config::{Cli, Command};
+use sluice::{check, fatal, logging, server};
 use std::io::Write;
 
 fn main() {

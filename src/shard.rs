@@ -2,6 +2,7 @@
 //! (forwarded requests, handoffs, bucket messages),
 //! bucket replication at start, and the accept loop on its SO_REUSEPORT socket.
 
+use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
 use crate::mesh::{BucketRep, BucketReq, Message, Pending};
@@ -56,6 +57,34 @@ pub const PEER_GONE: sluice_shards::core::Error =
     sluice_shards::core::Error::Unavailable("peer shard unavailable; retry");
 
 impl Ctx {
+    /// A recovered shard's context, before any task runs on it.
+    pub fn new(id: usize, cfg: Config, shard: Shard, senders: Senders<Message>, access: Arc<Access>) -> Rc<Ctx> {
+        let shards = cfg.shards;
+        Rc::new(Ctx {
+            id,
+            shards,
+            cfg,
+            shard,
+            senders,
+            pending: Rc::new(Pending::default()),
+            connections: Cell::new(0),
+            in_flight: Cell::new(0),
+            stopping: sluice_shards::signal::Signal::default(),
+            sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
+            // Handoffs, forwarded batches and bucket messages get their own
+            // queue so a busy shard still picks them up promptly.
+            mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
+            outbox: crate::forward::Outbox::new(shards),
+            waiting: crate::forward::Waiting::default(),
+            relays: crate::relay::Relays::default(),
+            waiters: Cell::new(0),
+            gate: crate::auth::Gate::new(access),
+            metrics: crate::metrics::ShardMetrics::default(),
+            reload: sluice_shards::signal::Signal::default(),
+            rng: Cell::new(seed(id)),
+        })
+    }
+
     /// Whether shutdown has begun.
     pub fn stopping(&self) -> bool {
         self.stopping.generation() > 0
@@ -146,47 +175,16 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let shard_cfg = ShardConfig {
-        log: LogConfig {
-            dir: cfg.data_dir.join(format!("shard-{id}")),
-            segment_size: cfg.segment_bytes,
-            fsync: cfg.fsync,
-        },
-        max_producers: cfg.max_producers,
-        flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
-    };
     let recovering = std::time::Instant::now();
-    let shard = match Shard::open(id, shard_cfg).await {
+    let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
         Err(e) => {
             let _ = start.ready.send(Err(format!("shard {id}: {e}")));
             return;
         }
     };
-    let shards = cfg.shards;
-    let ctx = Rc::new(Ctx {
-        id,
-        shards,
-        cfg,
-        shard,
-        senders,
-        pending: Rc::new(Pending::default()),
-        connections: Cell::new(0),
-        in_flight: Cell::new(0),
-        stopping: sluice_shards::signal::Signal::default(),
-        sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
-        // Handoffs, forwarded batches and bucket messages get their own
-        // queue so a busy shard still picks them up promptly.
-        mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
-        outbox: crate::forward::Outbox::new(shards),
-        waiting: crate::forward::Waiting::default(),
-        relays: crate::relay::Relays::default(),
-        waiters: Cell::new(0),
-        gate: crate::auth::Gate::new(start.access.clone()),
-        metrics: crate::metrics::ShardMetrics::default(),
-        reload: sluice_shards::signal::Signal::default(),
-        rng: Cell::new(seed(id)),
-    });
+    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone());
+    let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
     if torn > 0 {
@@ -231,10 +229,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         glommio::timer::sleep(Duration::from_millis(1)).await;
     }
     ctx.shard.purge_tombstones().await;
-    glommio::spawn_local(release_pump(ctx.clone())).detach();
-    glommio::spawn_local(sweeper(ctx.clone())).detach();
-    let flusher = ctx.clone();
-    glommio::spawn_local(async move { flusher.shard.flush_loop().await }).detach();
+    background(&ctx);
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         glommio::spawn_local(async move {
@@ -246,6 +241,49 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
     drain(&ctx).await;
+}
+
+/// Shard `id`'s store settings, from the command line.
+fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
+    ShardConfig {
+        log: LogConfig {
+            dir: cfg.data_dir.join(format!("shard-{id}")),
+            segment_size: cfg.segment_bytes,
+            fsync: cfg.fsync,
+        },
+        max_producers: cfg.max_producers,
+        flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
+    }
+}
+
+/// Starts a serving shard's background tasks: fork releases, the expiry
+/// sweep and the flusher.
+fn background(ctx: &Rc<Ctx>) {
+    glommio::spawn_local(release_pump(ctx.clone())).detach();
+    glommio::spawn_local(sweeper(ctx.clone())).detach();
+    let flusher = ctx.clone();
+    glommio::spawn_local(async move { flusher.shard.flush_loop().await }).detach();
+}
+
+/// A one-shard server without listener or peers, with its background tasks,
+/// on the data dir `cfg` names (created if missing; `cfg.shards` must be 1):
+/// the request-level fuzz target drives the real handlers through it,
+/// request by request (`conn::admit`, `conn::respond`). Call it inside a
+/// glommio executor.
+pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
+    assert_eq!(cfg.shards, 1, "a shard alone is the only shard");
+    let access = Arc::new(Access::from_config(&cfg)?);
+    let (senders, _) = MeshBuilder::<Message, Full>::full(1, 1)
+        .join()
+        .await
+        .map_err(|e| format!("cannot join a one-shard mesh: {e}"))?;
+    let shard_cfg = shard_config(0, &cfg);
+    let dir = &shard_cfg.log.dir;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let shard = Shard::open(0, shard_cfg).await?;
+    let ctx = Ctx::new(0, cfg, shard, senders, access);
+    background(&ctx);
+    Ok(ctx)
 }
 
 /// Deletes expired streams that nobody accessed, now and then (the flusher

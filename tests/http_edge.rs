@@ -5,7 +5,7 @@
 mod common;
 
 use common::{build, offset, Server};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::time::{Duration, Instant};
 
 const TEXT: &str = "text/plain";
@@ -480,4 +480,26 @@ fn every_integer_header_and_query_value_takes_digits_only() {
     s.head("/ints/ttl").expect(404);
     s.head("/ints/fork").expect(404);
     assert!(!s.head(j).expect(200).has("stream-snapshot-offset"));
+}
+
+/// Found by the `request` fuzz target: a refusal that ends the connection
+/// (a bad request target, an oversized body) carried its text body even
+/// when the request was a HEAD.
+#[test]
+fn head_refusals_that_end_the_connection_carry_no_body() {
+    let s = Server::start_with(&["--max-body-bytes", "1024"]);
+    for (request, status) in [
+        ("HEAD /v1/stream/a%zz HTTP/1.1\r\n\r\n", 400),
+        ("HEAD /v1/stream/x HTTP/1.1\r\nContent-Length: 4096\r\n\r\n", 413),
+    ] {
+        let mut c = s.connect();
+        c.send(request.as_bytes()).unwrap();
+        let mut all = Vec::new();
+        c.sock.read_to_end(&mut all).unwrap();
+        let text = String::from_utf8_lossy(&all);
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no response head: {text:?}"));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{text:?}");
+        assert!(head.contains("connection: close"), "{text:?}");
+        assert_eq!(rest, "", "a body after the head of a HEAD {status}");
+    }
 }

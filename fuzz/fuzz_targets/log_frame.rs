@@ -11,7 +11,7 @@ use sluice_shards::log::record::{read_frame, Frame, Record, FRAME_HEADER};
 
 fn check(buf: &[u8]) {
     if let Frame::Record { record, len, data_at } = read_frame(buf) {
-        assert!(len >= FRAME_HEADER + 1 && len <= buf.len());
+        assert!(len > FRAME_HEADER && len <= buf.len());
         bulk_at(&record, buf, data_at);
         let mut again = Vec::new();
         let enc = record.encode(&mut again);

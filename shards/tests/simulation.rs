@@ -1,8 +1,11 @@
 //! Deterministic simulation of a shard's store (issue 13.7).
 //!
-//! A seeded random mix of creates (with initial bodies, closed, Expires-At),
-//! appends (plain, closing, with an idempotent producer: next seq, retries,
-//! gaps, new epochs), deletes, attribute changes and clock advances is
+//! A seeded random mix of creates (byte or JSON streams, with initial bodies,
+//! closed, Expires-At or a sliding Stream-TTL), appends (plain, closing,
+//! JSON arrays and values, Stream-Record-Match, with an idempotent producer:
+//! next seq, retries, gaps, new epochs), reads (which renew a sliding TTL
+//! and resolve JSON record ordinals), deletes, snapshots, retention,
+//! attribute changes and clock advances is
 //! decided by the real store code ([`Store::decide_create`] and friends,
 //! through the protocol core) into an in-memory journal that frames records,
 //! seals segments and rolls exactly like the log. Group commits persist the
@@ -12,9 +15,13 @@
 //! the real scan ([`scan_files`]) over the disk image and the real
 //! [`Store::replay`].
 //!
-//! A simple model (bytes, closure, producer state, attributes per stream)
-//! predicts every outcome independently. After every step the store's
-//! decided state and the bytes its index points at must equal the model;
+//! A simple model (bytes and message ends, closure, producer state,
+//! attributes, lifetime per stream) predicts every outcome independently:
+//! JSON values are generated with random whitespace and the model keeps
+//! their canonical records; expiry follows the fake clock, renewed by every
+//! access in memory and, after a crash, only by the logged ones. After every
+//! step the store's decided state, its record ordinals and the bytes its
+//! index points at must equal the model;
 //! after every crash the recovered state must equal the model at the
 //! persisted prefix, which must hold every acknowledged operation.
 //!
@@ -22,10 +29,15 @@
 //! (default 600) in `cargo test`; `SLUICE_SIM_SECONDS=N` runs seeds for N
 //! seconds instead. A failure names its seed; `SLUICE_SIM_SEED=S` reruns
 //! exactly that one.
+//!
+//! Not simulated: forks. A fork's grant (`Shard::grant_fork`) runs on the
+//! source's shard against its log, outside the decide API that runs on a
+//! [`Journal`]; the integration tests fork through the real server.
 
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
 use sluice_shards::core::create::CreateInput;
+use sluice_shards::core::records::{self, RecordStart};
 use sluice_shards::core::stream::Blob;
 use sluice_shards::decide::Journal;
 use sluice_shards::ids::BUILTIN_BUCKET as BUCKET;
@@ -43,6 +55,9 @@ const MAX_PRODUCERS: usize = 1000;
 const SEGMENT: usize = 2048;
 const STREAMS: usize = 5;
 const CONTENT_TYPE: &str = "application/octet-stream";
+const JSON: &str = "application/json";
+/// Longest sliding Stream-TTL a create picks, in seconds (clock steps move up to 3 s).
+const MAX_TTL_SECS: u64 = 5;
 
 /// splitmix64: small, seedable, identical everywhere.
 struct Rng(u64);
@@ -68,6 +83,43 @@ impl Rng {
     fn bytes(&mut self, max: u64) -> Vec<u8> {
         let n = 1 + self.below(max);
         (0..n).map(|_| self.next() as u8).collect()
+    }
+
+    /// Optional JSON whitespace, which normalization drops.
+    fn space(&mut self) -> &'static str {
+        [" ", "", "\n ", "\t", ""][self.below(5) as usize]
+    }
+
+    /// One JSON value as sent (with whitespace) and its canonical record;
+    /// an array only if `arrays` (inside an array body, where it is one message).
+    fn json_value(&mut self, arrays: bool) -> (String, String) {
+        let n = self.below(1000);
+        let (sp1, sp2) = (self.space(), self.space());
+        match self.below(if arrays { 4 } else { 3 }) {
+            0 => (n.to_string(), n.to_string()),
+            1 => (format!("\"v {n}\""), format!("\"v {n}\"")),
+            2 => (format!("{{{sp1}\"k\"{sp2}:{sp1}{n}}}"), format!("{{\"k\":{n}}}")),
+            // A nested array is one message: only the top level is flattened.
+            _ => (format!("[{sp1}{n},{sp2}true]"), format!("[{n},true]")),
+        }
+    }
+
+    /// A JSON body (an array of `0..=max` values, or one bare value) and the
+    /// canonical records the stream must store for it.
+    fn json_body(&mut self, max: u64) -> (Vec<u8>, Vec<String>) {
+        if self.chance(20) {
+            // A bare array would be flattened: a bare value is never one.
+            let (sent, record) = self.json_value(false);
+            return (sent.into_bytes(), vec![record]);
+        }
+        let (mut sent, mut records) = (Vec::new(), Vec::new());
+        for _ in 0..self.below(max + 1) {
+            let (v, r) = self.json_value(true);
+            sent.push(v);
+            records.push(r);
+        }
+        let sep = format!(",{}", self.space());
+        (format!("{}[{}]", self.space(), sent.join(&sep)).into_bytes(), records)
     }
 }
 
@@ -260,13 +312,39 @@ struct MStream {
     /// The producer stamp of the append that closed the stream.
     closed_by: Option<(u64, u64)>,
     attrs: Vec<u8>,
+    json: bool,
     expires_at: Option<u64>,
+    /// Sliding Stream-TTL in seconds, from the last access.
+    ttl: Option<u64>,
+    /// Last access (any read or append attempt): renews the TTL in memory.
+    last_access: u64,
+    /// Last logged access (create, or an append that logged a record): what
+    /// a restart knows.
+    logged_access: u64,
+}
+
+impl MStream {
+    fn live(&self, now: u64) -> bool {
+        self.expires_at.is_none_or(|at| now < at) && self.ttl.is_none_or(|t| now < self.last_access + t * 1000)
+    }
+
+    /// Record ordinals readers see: (first retained, record tail).
+    fn ordinals(&self) -> (u64, u64) {
+        let visible = self.ends.iter().filter(|&&e| e <= self.visible).count();
+        let first = self.ends.iter().filter(|&&e| e <= self.retained).count();
+        (first as u64, visible as u64)
+    }
+
+    /// Offset where record ordinal `r` starts (the tail for the record tail).
+    fn record_start(&self, r: u64) -> u64 {
+        (r as usize).checked_sub(1).map_or(0, |i| self.ends[i])
+    }
 }
 
 type Model = BTreeMap<String, MStream>;
 
 fn live_in(model: &Model, name: &str, now: u64) -> bool {
-    model.get(name).is_some_and(|m| m.expires_at.is_none_or(|at| now < at))
+    model.get(name).is_some_and(|m| m.live(now))
 }
 
 /// What the model expects an operation to answer.
@@ -280,6 +358,10 @@ enum Expect {
     Gap,
     StaleEpoch,
     EpochNeedsSeqZero,
+    /// Stream-Record-Match named another record tail.
+    RecordMismatch,
+    /// A JSON append of `[]`.
+    EmptyArray,
 }
 
 // ------------------------------------------------------------------ world
@@ -339,8 +421,9 @@ impl World {
         let roll = self.rng.below(100);
         match roll {
             0..=14 => self.create(seed, &name),
-            15..=49 => self.append(seed, &name, false),
-            50..=69 => self.append(seed, &name, true),
+            15..=44 => self.append(seed, &name, false),
+            45..=64 => self.append(seed, &name, true),
+            65..=69 => self.read(seed, &name),
             70..=74 => self.delete(seed, &name),
             75..=76 => self.attrs(seed, &name),
             77..=78 => self.snapshot(seed, &name),
@@ -360,27 +443,41 @@ impl World {
         if live_in(&self.model, name, self.now) {
             return; // Re-creating with another configuration is the core's unit tests' job.
         }
-        let body = if self.rng.chance(50) { self.rng.bytes(200) } else { vec![] };
+        let json = self.rng.chance(30);
+        let (body, (data, ends)) = if json {
+            let (body, records) = if self.rng.chance(50) { self.rng.json_body(3) } else { (vec![], vec![]) };
+            (body, canonical(&records))
+        } else {
+            let body = if self.rng.chance(50) { self.rng.bytes(200) } else { vec![] };
+            let ends = if body.is_empty() { vec![] } else { vec![body.len() as u64] };
+            (body.clone(), (body, ends))
+        };
         let closed = self.rng.chance(10);
-        let expires_at = self.rng.chance(20).then(|| self.now + self.rng.below(6_000));
+        let (expires_at, ttl) = match self.rng.below(5) {
+            0 => (Some(self.now + self.rng.below(6_000)), None),
+            1 => (None, Some(1 + self.rng.below(MAX_TTL_SECS))),
+            _ => (None, None),
+        };
         let input = CreateInput {
-            content_type: CONTENT_TYPE.into(),
-            ttl_secs: None,
+            content_type: if json { JSON } else { CONTENT_TYPE }.into(),
+            ttl_secs: ttl,
             expires_at_ms: expires_at,
             closed,
             attrs: vec![],
         };
-        self.trace.push(format!("create {name} body {} closed {closed} expires {expires_at:?}", body.len()));
+        self.trace.push(format!(
+            "create {name} json {json} body {} closed {closed} expires {expires_at:?} ttl {ttl:?}",
+            body.len()
+        ));
         let got = self.store.decide_create(&self.journal, &key(name), &input, &body, None, self.now);
         if let Err(e) = got {
             self.fail(seed, format!("create {name}: {e:?}"));
         }
-        let ends = if body.is_empty() { vec![] } else { vec![body.len() as u64] };
-        let visible = body.len() as u64;
+        let visible = data.len() as u64;
         self.model.insert(
             name.to_string(),
             MStream {
-                data: body,
+                data,
                 ends,
                 visible,
                 snapshot: None,
@@ -389,16 +486,34 @@ impl World {
                 producer: None,
                 closed_by: None,
                 attrs: vec![],
+                json,
                 expires_at,
+                ttl,
+                last_access: self.now,
+                logged_access: self.now,
             },
         );
     }
 
     fn append(&mut self, seed: u64, name: &str, producer: bool) {
         let close = self.rng.chance(5);
-        let body = if close && self.rng.chance(50) { vec![] } else { self.rng.bytes(300) };
         let live = live_in(&self.model, name, self.now);
         let m = self.model.get(name).filter(|_| live).cloned();
+        let json = m.as_ref().is_some_and(|m| m.json);
+        let (body, (data, new_ends)) = if close && self.rng.chance(50) {
+            (vec![], (vec![], vec![]))
+        } else if json {
+            let (body, records) = self.rng.json_body(4);
+            (body, canonical(&records))
+        } else {
+            let body = self.rng.bytes(300);
+            (body.clone(), (body.clone(), vec![body.len() as u64]))
+        };
+        // Stream-Record-Match on some JSON appends: the record tail, or one past it.
+        let record_match = m.as_ref().filter(|_| json && self.rng.chance(20)).map(|m| {
+            let tail = m.ends.len() as u64;
+            tail + self.rng.below(2)
+        });
         let stamp = producer.then(|| {
             let (epoch, seq) = match m.as_ref().and_then(|m| m.producer) {
                 None => (0, if self.rng.chance(90) { 0 } else { 1 + self.rng.below(3) }),
@@ -454,14 +569,23 @@ impl World {
                 }
             },
         };
-        self.trace.push(format!("append {name} body {} close {close} stamp {stamp:?} expect {expect:?}", body.len()));
+        // After the producer checks: the record tail match, then the JSON body.
+        let expect = match (&m, expect) {
+            (Some(m), Expect::Ok) if record_match.is_some_and(|r| r != m.ends.len() as u64) => Expect::RecordMismatch,
+            (Some(_), Expect::Ok) if !body.is_empty() && data.is_empty() => Expect::EmptyArray,
+            (_, e) => e,
+        };
+        self.trace.push(format!(
+            "append {name} body {:?} close {close} stamp {stamp:?} match {record_match:?} expect {expect:?}",
+            String::from_utf8_lossy(&body[..body.len().min(40)])
+        ));
         let input = AppendInput {
-            content_type: Some(CONTENT_TYPE),
+            content_type: Some(if json { JSON } else { CONTENT_TYPE }),
             body: &body,
             close,
             stream_seq: None,
             producer: stamp.clone(),
-            record_match: None,
+            record_match,
         };
         let got = self.store.decide_append(&self.journal, &key(name), &input, self.now);
         let verdict = match &got {
@@ -471,18 +595,24 @@ impl World {
             Err(StoreError::Closed) => Expect::Closed,
             Err(StoreError::ProducerGap { .. }) => Expect::Gap,
             Err(StoreError::StaleEpoch { .. }) => Expect::StaleEpoch,
+            Err(StoreError::RecordMismatch) => Expect::RecordMismatch,
+            Err(StoreError::Invalid(_)) if expect == Expect::EmptyArray => Expect::EmptyArray,
             Err(StoreError::Invalid(_)) if stamp.as_ref().is_some_and(|p| p.seq > 0) => Expect::EpochNeedsSeqZero,
             Err(e) => self.fail(seed, format!("append {name}: unexpected {e:?}")),
         };
         if verdict != expect {
             self.fail(seed, format!("append {name}: store answered {verdict:?} ({got:?}), model expects {expect:?}"));
         }
+        if let Some(m) = self.model.get_mut(name).filter(|_| live) {
+            // Every attempt on a live stream renews its TTL, refused or not.
+            m.last_access = self.now;
+        }
         if expect == Expect::Ok {
             let m = self.model.get_mut(name).expect("live");
-            if !body.is_empty() {
-                m.data.extend_from_slice(&body);
-                m.ends.push(m.data.len() as u64);
-            }
+            m.logged_access = self.now;
+            let at = m.data.len() as u64;
+            m.data.extend_from_slice(&data);
+            m.ends.extend(new_ends.iter().map(|e| at + e));
             m.closed |= close;
             if let Some(p) = &stamp {
                 m.producer = Some((p.epoch, p.seq, m.data.len() as u64));
@@ -490,6 +620,48 @@ impl World {
                     m.closed_by = Some((p.epoch, p.seq));
                 }
             }
+        }
+    }
+
+    /// A reader's access, as `handlers::read::resolve` makes it: the live
+    /// stream (expired ones are dropped), its TTL renewed; on a JSON stream
+    /// a record-aware start (`record=`, `record=now`, `tail_records=`)
+    /// resolved to a record ordinal, which must start at the model's offset.
+    fn read(&mut self, seed: u64, name: &str) {
+        let live = live_in(&self.model, name, self.now);
+        let start = match self.rng.below(3) {
+            0 => RecordStart::At(self.rng.below(12)),
+            1 => RecordStart::Now,
+            _ => RecordStart::Tail(self.rng.below(6)),
+        };
+        self.trace.push(format!("read {name} (live {live}) from {start:?}"));
+        let Some(e) = self.store.live(&key(name), self.now) else {
+            if live {
+                self.fail(seed, format!("read {name}: missing from the store"));
+            }
+            return;
+        };
+        e.state.lifetime.touch(self.now);
+        let Some(m) = self.model.get_mut(name).filter(|_| live) else {
+            self.fail(seed, format!("read {name}: present in the store, absent in the model"));
+        };
+        m.last_access = self.now;
+        if !m.json {
+            return;
+        }
+        let (first, tail) = m.ordinals();
+        let expect = match start {
+            RecordStart::Now | RecordStart::Tail(0) => Ok(tail),
+            RecordStart::Tail(n) => Ok(tail.saturating_sub(n).max(first)),
+            RecordStart::At(r) if r < first => Err(records::TRIMMED),
+            RecordStart::At(r) if r > tail => Err(StoreError::RecordBeyondTail),
+            RecordStart::At(r) => Ok(r),
+        };
+        let got = records::resolve(&e.state, start);
+        // The record the store finds at the model's offset for it.
+        let found = got.clone().map(|r| e.state.point_in_memory(m.record_start(r)).and_then(|p| p.record));
+        if got != expect || found.as_ref().is_ok_and(|f| *f != got.clone().ok()) {
+            self.fail(seed, format!("read {name} from {start:?}: store {got:?} (found {found:?}), model {expect:?}"));
         }
     }
 
@@ -668,6 +840,33 @@ impl World {
                     if s.attrs != m.attrs {
                         return Err(format!("{name}: attributes differ"));
                     }
+                    let (first, tail) = m.ordinals();
+                    if (s.first_message, s.visible.messages) != (first, tail) {
+                        return Err(format!(
+                            "{name}: records {}..{}, model {first}..{tail}",
+                            s.first_message, s.visible.messages
+                        ));
+                    }
+                    // Every visible record starts where the model says (a
+                    // message boundary names its record, a byte inside none).
+                    for r in first..=tail {
+                        let start = m.record_start(r);
+                        let inside = (r < tail && m.record_start(r + 1) > start + 1).then_some(start + 1);
+                        let at = |o: u64| s.point_in_memory(o).map(|p| p.record);
+                        if at(start) != Some(Some(r)) || inside.is_some_and(|o| at(o) != Some(None)) {
+                            return Err(format!(
+                                "{name}: record {r} at {start}: store {:?}, inside {:?}",
+                                at(start),
+                                inside.map(at)
+                            ));
+                        }
+                    }
+                    if s.json != m.json || s.lifetime.ttl_secs != m.ttl || s.lifetime.last_access_ms != m.last_access {
+                        return Err(format!(
+                            "{name}: json {} ttl {:?} last access {}, model {} {:?} {}",
+                            s.json, s.lifetime.ttl_secs, s.lifetime.last_access_ms, m.json, m.ttl, m.last_access
+                        ));
+                    }
                     let producer = s.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack.0));
                     if producer != m.producer {
                         return Err(format!("{name}: producer {producer:?}, model {:?}", m.producer));
@@ -752,6 +951,8 @@ impl World {
         let mut model = model;
         for m in model.values_mut() {
             m.visible = m.data.len() as u64;
+            // Reads and refused appends renewed the TTL in memory only.
+            m.last_access = m.logged_access;
         }
         if let Err(why) = Self::compare(&mut store, &model, self.now) {
             self.fail(seed, format!("recovered state: {why}"));
@@ -796,7 +997,11 @@ fn run(seed: u64, steps: usize) {
     }
     // A final crash after a clean sync loses nothing.
     w.sync();
-    let before = w.model.clone();
+    let mut before = w.model.clone();
+    for m in before.values_mut() {
+        // Only logged accesses survive a restart (see `recover`).
+        m.last_access = m.logged_access;
+    }
     w.recover(seed);
     assert_eq!(w.model, before, "seed {seed}: a clean restart changed the state");
 }
@@ -825,6 +1030,17 @@ fn seeded_operations_crashes_and_faults_match_the_model() {
     for seed in 0..env("SLUICE_SIM_SEEDS").unwrap_or(64) {
         run(seed, steps);
     }
+}
+
+/// The stored bytes and message ends of canonical JSON records.
+fn canonical(records: &[String]) -> (Vec<u8>, Vec<u64>) {
+    let (mut data, mut ends) = (Vec::new(), Vec::new());
+    for r in records {
+        data.extend_from_slice(r.as_bytes());
+        data.push(b'\n');
+        ends.push(data.len() as u64);
+    }
+    (data, ends)
 }
 
 /// The status the edge answers for a refusal the model predicts.
