@@ -253,6 +253,11 @@ impl Log {
         self.inner.borrow().appended_bytes
     }
 
+    /// The configured segment size.
+    pub fn segment_size(&self) -> u64 {
+        self.inner.borrow().cfg.segment_size
+    }
+
     /// Whether the log stopped taking writes (a write or sync failed).
     pub fn is_failed(&self) -> bool {
         self.inner.borrow().failed.is_some()

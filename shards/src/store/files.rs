@@ -129,6 +129,21 @@ impl StreamFiles {
         Ok(f)
     }
 
+    /// Bytes free for unprivileged writers on the file system holding this
+    /// shard's stream files.
+    pub fn free_bytes(&self) -> std::io::Result<u64> {
+        let path = std::ffi::CString::new(self.dir(self.shard).into_os_string().into_encoded_bytes())
+            .map_err(std::io::Error::other)?;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: a valid C string and a pointer to memory statvfs fills.
+        if unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: statvfs returned 0, so it filled the struct.
+        let st = unsafe { st.assume_init() };
+        Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
     pub fn forget(&self, name: &str) {
         self.open.borrow_mut().remove(&(self.shard, name.to_string()));

@@ -139,7 +139,21 @@ impl Shard {
     /// unflushed tail holds stays bounded.
     pub(crate) async fn reserve(&self, bytes: usize) -> Result<(), LogError> {
         self.flush_room().await?;
+        self.disk_room(bytes as u64)?;
         self.log.reserve(bytes + 256).await
+    }
+
+    /// Refuses a write (`507`) unless the disk keeps room for the flush to
+    /// copy every unflushed byte, this write included, into stream files and
+    /// for the journal's next segment: the flush is what frees journal
+    /// segments, so a disk filled by the journal alone could never drain.
+    fn disk_room(&self, bytes: u64) -> Result<(), LogError> {
+        let unflushed = self.log.appended_bytes() - self.flushed.get();
+        let need = unflushed.saturating_add(bytes).saturating_add(self.log.segment_size());
+        match self.files.free_bytes() {
+            Ok(free) if free < need => Err(LogError::NoSpace),
+            _ => Ok(()),
+        }
     }
 
     /// Log room for the data and message lengths an append of `body` can
