@@ -87,25 +87,36 @@ impl Shard {
                 Layer::File(f) => f,
             }
         };
-        // First record of the layer ending after `offset`.
-        let (mut lo, mut hi) = (f.start_record, f.end_record);
-        while hi - lo > SEARCH_BLOCK {
-            let mid = lo + (hi - lo) / 2;
-            if self.files.entries(f, mid, mid + 1).await?[0].end <= offset {
-                lo = mid + 1;
+        // Interpolation search over index pages: the record sought is in
+        // [lo, hi), record lo starts at lo_start, record hi-1 ends at hi_end.
+        // Streams of similar message sizes take one page read.
+        let (mut lo, mut hi, mut lo_start, mut hi_end) = (f.start_record, f.end_record, f.start, f.end);
+        loop {
+            assert!(lo < hi && lo_start <= offset && offset < hi_end, "offset {offset} lies inside layer {f:?}");
+            if hi - lo <= SEARCH_BLOCK {
+                let block = self.files.entries(f, lo, hi).await?;
+                let i = block.partition_point(|e| e.end <= offset);
+                let start = if i == 0 { lo_start } else { block[i - 1].end };
+                return Ok((lo + i as u64, start));
+            }
+            let estimate = lo + ((offset - lo_start) as u128 * (hi - lo) as u128 / (hi_end - lo_start) as u128) as u64;
+            let p1 = (estimate.saturating_sub(SEARCH_BLOCK / 2).max(lo) + SEARCH_BLOCK).min(hi);
+            let p0 = p1 - SEARCH_BLOCK;
+            let page = self.files.entries(f, p0, p1).await?;
+            let (first, last) = (page[0].end, page[page.len() - 1].end);
+            if first > offset {
+                // Record p0 ends after `offset`: the answer is p0 or before.
+                if p0 == lo {
+                    return Ok((lo, lo_start));
+                }
+                (hi, hi_end) = (p0 + 1, first);
+            } else if last <= offset {
+                (lo, lo_start) = (p1, last);
             } else {
-                hi = mid + 1;
+                let i = page.partition_point(|e| e.end <= offset);
+                return Ok((p0 + i as u64, page[i - 1].end));
             }
         }
-        // The block starts one entry early where it can: that entry's end is
-        // where the record found starts.
-        let from = lo.saturating_sub(1).max(f.start_record);
-        let block = self.files.entries(f, from, hi).await?;
-        let i = block.partition_point(|e| e.end <= offset);
-        let k = from + i as u64;
-        assert!(k < f.end_record, "offset {offset} lies inside layer {f:?}");
-        let start = if k == f.start_record { f.start } else { block[i - 1].end };
-        Ok((k, start))
     }
 
     /// What the index says about visible `offset` (at most the visible tail).
