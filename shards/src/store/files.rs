@@ -141,7 +141,7 @@ impl StreamFiles {
         }
         // SAFETY: statvfs returned 0, so it filled the struct.
         let st = unsafe { st.assume_init() };
-        Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
     }
 
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
