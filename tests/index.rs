@@ -14,7 +14,7 @@ const RECORDS: usize = 5000;
 /// Record `i`'s stored NDJSON bytes: sizes vary from 8 to about 600 bytes,
 /// in runs, so the index search must narrow more than once.
 fn record(i: usize) -> String {
-    let pad = if (i / 700) % 2 == 0 { (i * 7) % 13 } else { 500 + i % 97 };
+    let pad = if (i / 700).is_multiple_of(2) { (i * 7) % 13 } else { 500 + i % 97 };
     format!("{{\"i\":{i},\"p\":\"{}\"}}\n", "x".repeat(pad))
 }
 
