@@ -20,6 +20,9 @@ pub const INDEX_ENTRY: u64 = 12;
 pub const PAGE: u64 = 4096;
 /// Index entries read in one piece once a binary search has narrowed to them.
 pub const SEARCH_BLOCK: u64 = PAGE / INDEX_ENTRY;
+/// Stream-file reads go in pieces of this size (they stay in the CPU cache
+/// between the kernel's copy and the copy into the response).
+pub const READ_CHUNK: usize = 256 << 10;
 /// Stream-file descriptors a shard keeps open before it closes them all.
 pub const MAX_OPEN_FILES: usize = 512;
 /// Streams whose files one flush writes and syncs at the same time (two

@@ -18,7 +18,7 @@ use std::rc::Rc;
 
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
-pub use crate::core::limits::{INDEX_ENTRY, MAX_OPEN_FILES, PAGE};
+pub use crate::core::limits::{INDEX_ENTRY, MAX_OPEN_FILES, PAGE, READ_CHUNK};
 
 pub fn data_name(handle: u64) -> String {
     format!("{handle:016x}.data")
@@ -159,14 +159,22 @@ impl StreamFiles {
         out: &mut Vec<u8>,
     ) -> std::io::Result<()> {
         let f = self.file(shard, name).await?;
-        let r = f.read_at(pos, len).await.map_err(std::io::Error::from)?;
-        if r.len() != len {
-            return Err(std::io::Error::other(format!(
-                "short read: {} of {len} bytes at {pos} of shard-{shard}/{STREAMS_DIR}/{name}",
-                r.len()
-            )));
+        // In pieces that stay in the CPU cache between the kernel's copy
+        // and ours.
+        let mut done = 0;
+        while done < len {
+            let n = READ_CHUNK.min(len - done);
+            let r = f.read_at(pos + done as u64, n).await.map_err(std::io::Error::from)?;
+            if r.len() != n {
+                return Err(std::io::Error::other(format!(
+                    "short read: {} of {n} bytes at {} of shard-{shard}/{STREAMS_DIR}/{name}",
+                    r.len(),
+                    pos + done as u64
+                )));
+            }
+            out.extend_from_slice(&r);
+            done += n;
         }
-        out.extend_from_slice(&r);
         Ok(())
     }
 
