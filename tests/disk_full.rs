@@ -57,7 +57,7 @@ fn full_disk_gives_507_loses_nothing_and_recovers() {
     let dir = TempDir::new("disk-full");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let _mount = match mount_tmpfs(&mnt, "8m") {
+    let _mount = match mount_tmpfs(&mnt, "16m") {
         Ok(m) => m,
         Err(why) => {
             println!("SKIPPED full_disk_gives_507_loses_nothing_and_recovers: {why}");
@@ -66,7 +66,7 @@ fn full_disk_gives_507_loses_nothing_and_recovers() {
     };
     // An unrelated file to delete later: space that comes back.
     let ballast = mnt.join("ballast");
-    std::fs::write(&ballast, vec![7u8; 2 << 20]).unwrap();
+    std::fs::write(&ballast, vec![7u8; 4 << 20]).unwrap();
     let data = mnt.join("data");
     let mut s = Server::launch(&data, Launch::logged(&dir.path().join("server.log"), &["--segment-bytes", "1048576"]));
 

@@ -213,6 +213,12 @@ impl StreamFiles {
         Ok(f)
     }
 
+    /// Cuts this shard's file `name` back to `len` bytes.
+    pub async fn truncate(&self, name: &str, len: u64) -> std::io::Result<()> {
+        let f = self.file(self.shard, name).await?;
+        f.truncate(len).await.map_err(std::io::Error::from)
+    }
+
     /// Gives `[from, to)` of this shard's file `name` back to the file
     /// system (whole pages only); the file keeps its size.
     pub async fn punch(&self, name: &str, from: u64, to: u64) -> std::io::Result<()> {

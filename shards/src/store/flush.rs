@@ -91,6 +91,10 @@ impl Shard {
                 last = Instant::now();
                 if let Err(e) = self.flush().await {
                     tracing::warn!(shard = self.id, error = ?e, "flush failed; retrying");
+                    // Shards share the disk: retry at staggered times, so on a
+                    // nearly full one a flush can finish and free journal
+                    // segments for the next.
+                    glommio::timer::sleep(FLUSH_POLL * (self.id as u32 + 1)).await;
                 }
             }
         }
@@ -122,6 +126,7 @@ impl Shard {
         let r = self.flush_steps(&c).await;
         if r.is_err() {
             self.undo(&c);
+            self.give_back(&c).await;
         }
         *self.flush_error.borrow_mut() = r.clone().err();
         self.flushing.set(false);
@@ -145,6 +150,20 @@ impl Shard {
         }
         // The journal bytes the capture covered are unflushed again.
         self.flushed.set(c.flushed_before);
+    }
+
+    /// After a failed flush, cuts the stream files back to what the
+    /// checkpoint records, so a full disk gets the partial writes' space back
+    /// (best effort: recovery cuts them back too).
+    async fn give_back(&self, c: &Capture) {
+        for j in &c.jobs {
+            let stored = (j.chunk.start - j.origin, (j.chunk.start_record - j.origin_record) * INDEX_ENTRY);
+            for (name, len) in [(data_name(j.handle), stored.0), (index_name(j.handle), stored.1)] {
+                if let Err(e) = self.files.truncate(&name, len).await {
+                    tracing::warn!(shard = self.id, file = %name, error = %e, "cannot cut back a stream file");
+                }
+            }
+        }
     }
 
     fn capture(&self) -> Capture {

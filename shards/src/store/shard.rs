@@ -144,12 +144,13 @@ impl Shard {
     }
 
     /// Refuses a write (`507`) unless the disk keeps room for the flush to
-    /// copy every unflushed byte, this write included, into stream files and
-    /// for the journal's next segment: the flush is what frees journal
+    /// copy every unflushed byte, this write included, into stream files,
+    /// and two journal segments more (the active one, whose flushed bytes
+    /// stay until it rolls, and the next): the flush is what frees journal
     /// segments, so a disk filled by the journal alone could never drain.
     fn disk_room(&self, bytes: u64) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
-        let need = unflushed.saturating_add(bytes).saturating_add(self.log.segment_size());
+        let need = unflushed.saturating_add(bytes).saturating_add(2 * self.log.segment_size());
         match self.files.free_bytes() {
             Ok(free) if free < need => Err(LogError::NoSpace),
             _ => Ok(()),
