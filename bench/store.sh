@@ -15,11 +15,13 @@
 #
 #   BASELINE=/path/to/old/sluice bench/store.sh
 #
-# Knobs: ROUNDS=3 MESSAGES_PER_STREAM=1000000 LARGE=1GiB PORT=4661 DATA=/tmp OUT=target/bench-store
+# Knobs: ROUNDS=3 SPACE_ROUNDS=1 (rounds that also run the space phase) MESSAGES_PER_STREAM=1000000
+# LARGE=1GiB PORT=4661 DATA=/tmp OUT=target/bench-store
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 ROUNDS=${ROUNDS:-3}
+SPACE_ROUNDS=${SPACE_ROUNDS:-1}
 PORT=${PORT:-4661}
 PER_STREAM=${MESSAGES_PER_STREAM:-1000000}
 LARGE=${LARGE:-1GiB}
@@ -108,11 +110,13 @@ for round in $(seq "$ROUNDS"); do
             | grep -E "filled|read median" || true
         stop_server
         rm -rf "$data"
-        echo "== $which round $round: space"
-        start_server "$bin" "$data"
-        space "$data"
-        stop_server
-        rm -rf "$data"
+        if ((round <= SPACE_ROUNDS)); then
+            echo "== $which round $round: space"
+            start_server "$bin" "$data"
+            space "$data"
+            stop_server
+            rm -rf "$data"
+        fi
     done
 done
 echo "results (JSON) in $OUT"
