@@ -11,6 +11,8 @@ pub trait Put {
     /// A u32 length prefix followed by the bytes.
     fn put_bytes(&mut self, v: &[u8]);
     fn put_opt_u64(&mut self, v: Option<u64>);
+    /// A presence byte, then (when present) length-prefixed bytes.
+    fn put_opt_bytes(&mut self, v: Option<&[u8]>);
 }
 
 impl Put for Vec<u8> {
@@ -26,6 +28,15 @@ impl Put for Vec<u8> {
     fn put_bytes(&mut self, v: &[u8]) {
         self.put_u32(v.len() as u32);
         self.extend_from_slice(v);
+    }
+    fn put_opt_bytes(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(b) => {
+                self.put_u8(1);
+                self.put_bytes(b);
+            }
+            None => self.put_u8(0),
+        }
     }
     fn put_opt_u64(&mut self, v: Option<u64>) {
         match v {
@@ -72,6 +83,14 @@ impl<'a> Cursor<'a> {
     }
     pub fn string(&mut self) -> Option<String> {
         String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+    /// What `put_opt_bytes` wrote, as a UTF-8 string.
+    pub fn opt_string(&mut self) -> Option<Option<String>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.string().map(Some),
+            _ => None,
+        }
     }
     pub fn opt_u64(&mut self) -> Option<Option<u64>> {
         match self.u8()? {

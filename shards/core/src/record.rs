@@ -72,6 +72,30 @@ pub struct ProducerStamp {
     pub seq: u64,
 }
 
+impl ProducerStamp {
+    /// Encodes an optional stamp: a presence byte, then id, epoch, seq.
+    pub fn put_opt(out: &mut Vec<u8>, p: Option<&ProducerStamp>) {
+        match p {
+            Some(p) => {
+                out.put_u8(1);
+                out.put_bytes(p.id.as_bytes());
+                out.put_u64(p.epoch);
+                out.put_u64(p.seq);
+            }
+            None => out.put_u8(0),
+        }
+    }
+
+    /// Decodes what [`ProducerStamp::put_opt`] wrote (None: truncated or damaged).
+    pub fn get_opt(c: &mut Cursor<'_>) -> Option<Option<ProducerStamp>> {
+        match c.u8()? {
+            0 => Some(None),
+            1 => Some(Some(ProducerStamp { id: c.string()?, epoch: c.u64()?, seq: c.u64()? })),
+            _ => None,
+        }
+    }
+}
+
 /// Bytes appended to a stream, with the state changes made atomically with them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppendRecord<'a> {
@@ -234,22 +258,8 @@ impl Record<'_> {
                 out.put_u8(K_APPEND);
                 out.put_u64(a.handle);
                 out.put_u64(a.at_ms);
-                match &a.stream_seq {
-                    Some(s) => {
-                        out.put_u8(1);
-                        out.put_bytes(s.as_bytes());
-                    }
-                    None => out.put_u8(0),
-                }
-                match &a.producer {
-                    Some(p) => {
-                        out.put_u8(1);
-                        out.put_bytes(p.id.as_bytes());
-                        out.put_u64(p.epoch);
-                        out.put_u64(p.seq);
-                    }
-                    None => out.put_u8(0),
-                }
+                out.put_opt_bytes(a.stream_seq.as_deref().map(str::as_bytes));
+                ProducerStamp::put_opt(out, a.producer.as_ref());
                 out.put_u8(a.close as u8);
                 out.put_u32(a.messages.len() as u32);
                 for m in &a.messages {
@@ -425,14 +435,8 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
         K_APPEND => {
             let handle = c.u64()?;
             let at_ms = c.u64()?;
-            let stream_seq = match c.u8()? {
-                0 => None,
-                _ => Some(c.string()?),
-            };
-            let producer = match c.u8()? {
-                0 => None,
-                _ => Some(ProducerStamp { id: c.string()?, epoch: c.u64()?, seq: c.u64()? }),
-            };
+            let stream_seq = c.opt_string()?;
+            let producer = ProducerStamp::get_opt(&mut c)?;
             let close = c.u8()? != 0;
             let n = c.u32()? as usize;
             let mut messages = Vec::with_capacity(n.min(body.len() / 4));

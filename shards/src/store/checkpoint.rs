@@ -70,16 +70,6 @@ pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a Str
     out
 }
 
-fn put_opt_bytes(out: &mut Vec<u8>, v: Option<&[u8]>) {
-    match v {
-        Some(b) => {
-            out.put_u8(1);
-            out.put_bytes(b);
-        }
-        None => out.put_u8(0),
-    }
-}
-
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_u64(s.handle);
     for v in [&s.bucket, &s.name, &s.content_type] {
@@ -93,16 +83,8 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_bytes(&s.attrs);
     out.put_u8(s.closed as u8);
     out.put_u8(s.deleted as u8);
-    match &s.closed_by {
-        Some(p) => {
-            out.put_u8(1);
-            out.put_bytes(p.id.as_bytes());
-            out.put_u64(p.epoch);
-            out.put_u64(p.seq);
-        }
-        None => out.put_u8(0),
-    }
-    put_opt_bytes(out, s.last_stream_seq.as_deref().map(str::as_bytes));
+    ProducerStamp::put_opt(out, s.closed_by.as_ref());
+    out.put_opt_bytes(s.last_stream_seq.as_deref().map(str::as_bytes));
     let (writes, producers) = s.producers.entries();
     out.put_u64(writes);
     out.put_u32(s.producers.len() as u32);
@@ -191,14 +173,6 @@ fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option
     c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, streams })
 }
 
-fn get_opt_string(c: &mut Cursor<'_>) -> Option<Option<String>> {
-    match c.u8()? {
-        0 => Some(None),
-        1 => c.string().map(Some),
-        _ => None,
-    }
-}
-
 fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
     let handle = c.u64()?;
     let (bucket, name, content_type) = (c.string()?, c.string()?, c.string()?);
@@ -208,11 +182,8 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     let attrs = c.bytes()?.to_vec();
     let closed = c.u8()? != 0;
     let deleted = c.u8()? != 0;
-    let closed_by = match c.u8()? {
-        0 => None,
-        _ => Some(ProducerStamp { id: c.string()?, epoch: c.u64()?, seq: c.u64()? }),
-    };
-    let last_stream_seq = get_opt_string(c)?;
+    let closed_by = ProducerStamp::get_opt(c)?;
+    let last_stream_seq = c.opt_string()?;
     let writes = c.u64()?;
     let n = c.u32()?;
     let mut by_id = HashMap::new();
