@@ -27,7 +27,7 @@ pub const READ_CHUNK: usize = 256 << 10;
 pub const MAX_OPEN_FILES: usize = 512;
 /// Streams whose files one flush writes and syncs at the same time (two
 /// descriptors each).
-pub const FLUSH_CONCURRENCY: usize = 64;
+pub const FLUSH_CONCURRENCY: usize = 8;
 /// How often the flusher checks whether a flush is due.
 pub const FLUSH_POLL: Duration = Duration::from_millis(50);
 /// Flushes' worth of journal bytes writers may run ahead of the flusher
