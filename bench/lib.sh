@@ -1,4 +1,4 @@
-# Shared by bench/suite.sh and bench/compare.sh (sourced): server lifecycle.
+# Shared by bench/suite.sh, bench/store.sh and bench/compare.sh (sourced): server lifecycle.
 
 SERVER_PID=""
 
@@ -15,4 +15,15 @@ stop_server() {
         wait "$SERVER_PID" 2>/dev/null || true
     fi
     SERVER_PID=""
+}
+
+# wait_ready URL LOG: waits up to 30 s until the server started as
+# $SERVER_PID answers URL/v1/healthz; otherwise prints LOG's tail and exits.
+wait_ready() {
+    for _ in $(seq 600); do
+        curl -s -o /dev/null "$1/v1/healthz" && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "sluice did not start" >&2 && tail "$2" >&2 && exit 1
 }

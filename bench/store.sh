@@ -48,12 +48,7 @@ start_server() { # BINARY DATA_DIR
     # shellcheck disable=SC2046
     $(serve_cmd "$1" "$2") >>"$WORK/server.log" 2>&1 &
     SERVER_PID=$!
-    for _ in $(seq 600); do
-        curl -s -o /dev/null "$URL/v1/healthz" && return 0
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "sluice did not start" >&2 && tail "$WORK/server.log" >&2 && exit 1
+    wait_ready "$URL" "$WORK/server.log"
 }
 
 rss_mib() { awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }

@@ -39,12 +39,7 @@ start_server() {
     "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$1" --fsync always ${SHARDS:+--shards "$SHARDS"} \
         >>"$WORK/server.log" 2>&1 &
     SERVER_PID=$!
-    for _ in $(seq 300); do
-        curl -s -o /dev/null "$URL/v1/healthz" && return 0
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "sluice did not start" >&2 && tail "$WORK/server.log" >&2 && exit 1
+    wait_ready "$URL" "$WORK/server.log"
 }
 
 # run NAME ROUND ARGS...: one client run against a fresh server.

@@ -79,9 +79,13 @@ impl Chunk {
         &self.bytes[(from - self.start) as usize..(to - self.start) as usize]
     }
 
-    /// Memory this chunk holds, for the flusher's budget.
-    pub fn weight(&self) -> usize {
-        self.bytes.len() + 8 * self.ends.len()
+    /// Start offset of record `r` (which this chunk holds).
+    pub fn start_of(&self, r: u64) -> u64 {
+        if r == self.start_record {
+            self.start
+        } else {
+            self.end_of(r - 1)
+        }
     }
 }
 
@@ -153,11 +157,6 @@ impl Body {
 
     pub fn records(&self) -> u64 {
         self.cache.end_record()
-    }
-
-    /// Bytes and message ends held in memory.
-    pub fn weight(&self) -> usize {
-        self.cache.weight() + self.frozen.as_ref().map_or(0, |f| f.weight())
     }
 
     /// The own-file layer, as any reader (this shard's or a fork's) sees it.
@@ -305,7 +304,7 @@ mod tests {
         let mut c = Chunk::at(100, 5);
         c.push(b"aabbb", &[2, 3]);
         assert_eq!((c.record_at(100), c.record_at(101), c.record_at(102), c.record_at(104)), (5, 5, 6, 6));
-        assert_eq!(c.end_of(6), 105);
+        assert_eq!((c.end_of(6), c.start_of(6), c.start_of(5)), (105, 102, 100));
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub const FLUSH_POLL: Duration = Duration::from_millis(50);
 /// Flushes' worth of journal bytes writers may run ahead of the flusher
 /// before they wait for it (one is being written while the next fills).
 pub const FLUSH_BACKLOG: u64 = 4;
+/// How long a reading of the disk's free bytes stands before the write path
+/// reads it again (appends count it down meanwhile).
+pub const DISK_FREE_REFRESH: Duration = Duration::from_millis(50);
 /// `--flush-bytes` range.
 pub const MIN_FLUSH_BYTES: u64 = 1 << 20;
 pub const MAX_FLUSH_BYTES: u64 = 4 << 30;

@@ -64,6 +64,46 @@ pub struct ForkRecord {
     pub first_record: u64,
 }
 
+impl ForkRecord {
+    /// Encodes an optional fork origin: a presence byte, then its fields
+    /// and ancestors.
+    pub fn put_opt(out: &mut Vec<u8>, f: Option<&ForkRecord>) {
+        let Some(f) = f else { return out.put_u8(0) };
+        out.put_u8(1);
+        out.put_u32(f.parent_shard);
+        out.put_u64(f.parent_handle);
+        out.put_bytes(f.from.as_bytes());
+        out.put_opt_u64(f.offset);
+        for v in [f.sub, f.retained, f.first_record] {
+            out.put_u64(v);
+        }
+        out.put_u32(f.ancestors.len() as u32);
+        for a in &f.ancestors {
+            out.put_u32(a.shard);
+            for v in [a.handle, a.start, a.end, a.start_record, a.end_record] {
+                out.put_u64(v);
+            }
+        }
+    }
+
+    /// Decodes what [`ForkRecord::put_opt`] wrote (None: truncated or damaged).
+    pub fn get_opt(c: &mut Cursor<'_>) -> Option<Option<ForkRecord>> {
+        if c.u8()? == 0 {
+            return Some(None);
+        }
+        let (parent_shard, parent_handle, from, offset) = (c.u32()?, c.u64()?, c.string()?, c.opt_u64()?);
+        let (sub, retained, first_record) = (c.u64()?, c.u64()?, c.u64()?);
+        let n = c.u32()?;
+        let mut ancestors = Vec::new();
+        for _ in 0..n {
+            let shard = c.u32()?;
+            let (handle, start, end, start_record, end_record) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+            ancestors.push(Ancestor { shard, handle, start, end, start_record, end_record });
+        }
+        Some(Some(ForkRecord { parent_shard, parent_handle, from, offset, sub, ancestors, retained, first_record }))
+    }
+}
+
 /// Idempotent-producer identity carried by an append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerStamp {
@@ -224,27 +264,7 @@ impl Record<'_> {
                 out.put_opt_u64(c.ttl_secs);
                 out.put_opt_u64(c.expires_at_ms);
                 out.put_u8(c.closed as u8);
-                match &c.fork {
-                    None => out.put_u8(0),
-                    Some(f) => {
-                        out.put_u8(1);
-                        out.put_u32(f.parent_shard);
-                        out.put_u64(f.parent_handle);
-                        out.put_bytes(f.from.as_bytes());
-                        out.put_opt_u64(f.offset);
-                        out.put_u64(f.sub);
-                        out.put_u64(f.retained);
-                        out.put_u64(f.first_record);
-                        out.put_u32(f.ancestors.len() as u32);
-                        for a in &f.ancestors {
-                            out.put_u32(a.shard);
-                            out.put_u64(a.handle);
-                            for v in [a.start, a.end, a.start_record, a.end_record] {
-                                out.put_u64(v);
-                            }
-                        }
-                    }
-                }
+                ForkRecord::put_opt(out, c.fork.as_ref());
                 out.put_bytes(&c.attrs);
                 out.put_u32(c.initial_messages.len() as u32);
                 for m in &c.initial_messages {
@@ -374,40 +394,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let ttl_secs = c.opt_u64()?;
             let expires_at_ms = c.opt_u64()?;
             let closed = c.u8()? != 0;
-            let fork = match c.u8()? {
-                0 => None,
-                _ => {
-                    let parent_shard = c.u32()?;
-                    let parent_handle = c.u64()?;
-                    let from = c.string()?;
-                    let offset = c.opt_u64()?;
-                    let sub = c.u64()?;
-                    let retained = c.u64()?;
-                    let first_record = c.u64()?;
-                    let n = c.u32()? as usize;
-                    let mut ancestors = Vec::with_capacity(n.min(body.len() / 44));
-                    for _ in 0..n {
-                        ancestors.push(Ancestor {
-                            shard: c.u32()?,
-                            handle: c.u64()?,
-                            start: c.u64()?,
-                            end: c.u64()?,
-                            start_record: c.u64()?,
-                            end_record: c.u64()?,
-                        });
-                    }
-                    Some(ForkRecord {
-                        parent_shard,
-                        parent_handle,
-                        from,
-                        offset,
-                        sub,
-                        ancestors,
-                        retained,
-                        first_record,
-                    })
-                }
-            };
+            let fork = ForkRecord::get_opt(&mut c)?;
             let attrs = c.bytes()?.to_vec();
             let n = c.u32()? as usize;
             let mut initial_messages = Vec::with_capacity(n.min(body.len() / 4));

@@ -171,8 +171,7 @@ impl StreamState {
         match self.body.layer_at(self.shard, self.handle, offset) {
             Layer::Ram(c) => {
                 let k = c.record_at(offset);
-                let start = if k == c.start_record { c.start } else { c.end_of(k - 1) };
-                Some(Point { offset, record: (start == offset).then_some(k) })
+                Some(Point { offset, record: (c.start_of(k) == offset).then_some(k) })
             }
             Layer::File(_) => None,
         }

@@ -7,7 +7,7 @@
 //! is damage, never an empty store.
 
 use crate::codec::{Cursor, Put};
-use crate::core::body::{Ancestor, Body, Chunk};
+use crate::core::body::{Body, Chunk};
 use crate::core::producer::{ProducerState, Producers};
 use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
@@ -95,27 +95,12 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
         }
     }
     let b = &s.body;
-    out.put_u32(b.ancestors.len() as u32);
-    for a in &b.ancestors {
-        out.put_u32(a.shard);
-        for v in [a.handle, a.start, a.end, a.start_record, a.end_record] {
-            out.put_u64(v);
-        }
-    }
     for v in [b.base, b.base_record, s.tail(), s.records(), s.retained, s.first_message] {
         out.put_u64(v);
     }
-    match &s.fork {
-        Some(f) => {
-            out.put_u8(1);
-            out.put_u32(f.parent_shard);
-            out.put_u64(f.parent_handle);
-            out.put_bytes(f.from.as_bytes());
-            out.put_opt_u64(f.offset);
-            out.put_u64(f.sub);
-        }
-        None => out.put_u8(0),
-    }
+    // A fork's ancestors are its body's: they are recorded once, in the fork record.
+    debug_assert_eq!(s.fork.as_ref().map_or(&[][..], |f| &f.ancestors[..]), &b.ancestors[..]);
+    ForkRecord::put_opt(out, s.fork.as_ref());
     match &s.snapshot {
         Some(snap) => {
             out.put_u8(1);
@@ -192,15 +177,10 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
         by_id.insert(id, ProducerState { epoch: v[0], last_seq: v[1], ack: (v[2], v[3], v[4]), written: v[5] });
     }
-    let n = c.u32()?;
-    let mut ancestors = Vec::new();
-    for _ in 0..n {
-        let shard = c.u32()?;
-        let v: Vec<u64> = (0..5).map(|_| c.u64()).collect::<Option<_>>()?;
-        ancestors.push(Ancestor { shard, handle: v[0], start: v[1], end: v[2], start_record: v[3], end_record: v[4] });
-    }
     let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
     let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
+    let fork = ForkRecord::get_opt(c)?;
+    let ancestors = fork.as_ref().map_or_else(Vec::new, |f| f.ancestors.clone());
     let consistent = ancestors.last().is_none_or(|a| (a.end, a.end_record) == (base, base_record))
         && base <= tail
         && base_record <= records
@@ -209,19 +189,6 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     if !consistent {
         return None;
     }
-    let fork = match c.u8()? {
-        0 => None,
-        _ => Some(ForkRecord {
-            parent_shard: c.u32()?,
-            parent_handle: c.u64()?,
-            from: c.string()?,
-            offset: c.opt_u64()?,
-            sub: c.u64()?,
-            ancestors: Vec::new(),
-            retained,
-            first_record: first_message,
-        }),
-    };
     let snapshot = match c.u8()? {
         0 => None,
         _ => Some(Snapshot {
@@ -324,6 +291,42 @@ mod tests {
             Some(Blob::Stored(4)),
             "pending blobs are stored by this flush"
         );
+    }
+
+    #[test]
+    fn a_fork_keeps_its_origin_and_ancestors() {
+        let mut c = CreateRecord {
+            handle: 4,
+            bucket: "b".into(),
+            stream: "f".into(),
+            content_type: "text/plain".into(),
+            created_ms: 1,
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            attrs: vec![],
+            initial: vec![],
+            initial_messages: vec![],
+        };
+        let ancestor =
+            crate::core::body::Ancestor { shard: 1, handle: 9, start: 0, end: 5, start_record: 0, end_record: 2 };
+        c.fork = Some(ForkRecord {
+            parent_shard: 1,
+            parent_handle: 9,
+            from: "/b/src".into(),
+            offset: Some(5),
+            sub: 0,
+            ancestors: vec![ancestor],
+            retained: 3,
+            first_record: 1,
+        });
+        let s = StreamState::from_create(&c, 0, 4);
+        let buckets = HashMap::new();
+        let decoded = decode(&encode(&header(&buckets, &[]), [&s].into_iter()), 0, 4).unwrap();
+        let r = &decoded.streams[0];
+        assert_eq!(r.fork, c.fork);
+        assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
     }
 
     #[test]

@@ -21,15 +21,15 @@ pub const STREAMS_DIR: &str = "streams";
 pub use crate::core::limits::{INDEX_ENTRY, MAX_OPEN_FILES, PAGE, READ_CHUNK};
 
 pub fn data_name(handle: u64) -> String {
-    format!("{handle:016x}.data")
+    FileName::Data(handle).to_string()
 }
 
 pub fn index_name(handle: u64) -> String {
-    format!("{handle:016x}.idx")
+    FileName::Index(handle).to_string()
 }
 
 pub fn snapshot_name(handle: u64, generation: u64) -> String {
-    format!("{handle:016x}.{generation:016x}.snap")
+    FileName::Snapshot(handle, generation).to_string()
 }
 
 /// A stream's own data and index files.
@@ -37,12 +37,22 @@ pub fn stream_names(handle: u64) -> [String; 2] {
     [data_name(handle), index_name(handle)]
 }
 
-/// What a file name in a streams directory says it is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a file name in a streams directory says it is (and, rendered, the name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileName {
     Data(u64),
     Index(u64),
     Snapshot(u64, u64),
+}
+
+impl std::fmt::Display for FileName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileName::Data(h) => write!(f, "{h:016x}.data"),
+            FileName::Index(h) => write!(f, "{h:016x}.idx"),
+            FileName::Snapshot(h, g) => write!(f, "{h:016x}.{g:016x}.snap"),
+        }
+    }
 }
 
 impl FileName {
@@ -92,7 +102,8 @@ pub struct StreamFiles {
     /// The data directory (parent of every `shard-N`).
     root: PathBuf,
     shard: u32,
-    open: RefCell<HashMap<(u32, String), Rc<BufferedFile>>>,
+    /// Keyed by what the file is, so a lookup builds no path.
+    open: RefCell<HashMap<(u32, FileName), Rc<BufferedFile>>>,
 }
 
 impl StreamFiles {
@@ -107,8 +118,8 @@ impl StreamFiles {
 
     /// An open descriptor for `name` on `shard`: this shard's own files are
     /// opened for writing too (and created), other shards' read-only.
-    async fn file(&self, shard: u32, name: &str) -> std::io::Result<Rc<BufferedFile>> {
-        let key = (shard, name.to_string());
+    async fn file(&self, shard: u32, name: FileName) -> std::io::Result<Rc<BufferedFile>> {
+        let key = (shard, name);
         if let Some(f) = self.open.borrow().get(&key) {
             return Ok(f.clone());
         }
@@ -117,7 +128,7 @@ impl StreamFiles {
             .read(true)
             .write(own)
             .create(own)
-            .buffered_open(self.dir(shard).join(name))
+            .buffered_open(self.dir(shard).join(name.to_string()))
             .await
             .map_err(std::io::Error::from)?;
         let f = Rc::new(f);
@@ -145,15 +156,15 @@ impl StreamFiles {
     }
 
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
-    pub fn forget(&self, name: &str) {
-        self.open.borrow_mut().remove(&(self.shard, name.to_string()));
+    pub fn forget(&self, name: FileName) {
+        self.open.borrow_mut().remove(&(self.shard, name));
     }
 
     /// Appends exactly `len` bytes at `pos` of `name` on `shard` to `out`.
     pub async fn read_into(
         &self,
         shard: u32,
-        name: &str,
+        name: FileName,
         pos: u64,
         len: usize,
         out: &mut Vec<u8>,
@@ -179,7 +190,7 @@ impl StreamFiles {
     }
 
     /// Exactly `len` bytes at `pos` of `name` on `shard`.
-    pub async fn read(&self, shard: u32, name: &str, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    pub async fn read(&self, shard: u32, name: FileName, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len);
         self.read_into(shard, name, pos, len, &mut out).await?;
         Ok(out)
@@ -188,19 +199,20 @@ impl StreamFiles {
     /// Appends the bytes of `[layer.start, layer.end)` to `out`.
     pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
         let (pos, len) = (layer.start - layer.origin, (layer.end - layer.start) as usize);
-        self.read_into(layer.shard, &data_name(layer.handle), pos, len, out).await
+        self.read_into(layer.shard, FileName::Data(layer.handle), pos, len, out).await
     }
 
     /// Index entries of records `[r0, r1)`, which `layer` holds.
     pub async fn entries(&self, layer: FileLayer, r0: u64, r1: u64) -> std::io::Result<Vec<IndexEntry>> {
         assert!(r0 <= r1 && r0 >= layer.start_record && r1 <= layer.end_record, "entries outside the layer");
         let pos = (r0 - layer.origin_record) * INDEX_ENTRY;
-        let b = self.read(layer.shard, &index_name(layer.handle), pos, ((r1 - r0) * INDEX_ENTRY) as usize).await?;
+        let b = self.read(layer.shard, FileName::Index(layer.handle), pos, ((r1 - r0) * INDEX_ENTRY) as usize).await?;
         Ok(b.chunks_exact(INDEX_ENTRY as usize).map(IndexEntry::decode).collect())
     }
 
     /// Writes all of `bytes` at `pos` of this shard's file `name`; returns the descriptor.
-    pub async fn write(&self, name: &str, pos: u64, bytes: Vec<u8>) -> std::io::Result<Rc<BufferedFile>> {
+    /// (glommio takes an owned buffer: the one copy a write makes is here).
+    pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8]) -> std::io::Result<Rc<BufferedFile>> {
         let f = self.file(self.shard, name).await?;
         let mut done = 0;
         while done < bytes.len() {
@@ -214,14 +226,14 @@ impl StreamFiles {
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
-    pub async fn truncate(&self, name: &str, len: u64) -> std::io::Result<()> {
+    pub async fn truncate(&self, name: FileName, len: u64) -> std::io::Result<()> {
         let f = self.file(self.shard, name).await?;
         f.truncate(len).await.map_err(std::io::Error::from)
     }
 
     /// Gives `[from, to)` of this shard's file `name` back to the file
     /// system (whole pages only); the file keeps its size.
-    pub async fn punch(&self, name: &str, from: u64, to: u64) -> std::io::Result<()> {
+    pub async fn punch(&self, name: FileName, from: u64, to: u64) -> std::io::Result<()> {
         let (a, b) = (from.div_ceil(PAGE) * PAGE, to / PAGE * PAGE);
         if a >= b {
             return Ok(());

@@ -16,7 +16,7 @@
 //!    wholly before the captured position.
 
 use super::checkpoint::{self, Header, CHECKPOINT};
-use super::files::{data_name, index_name, snapshot_name, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
+use super::files::{snapshot_name, FileName, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
@@ -158,8 +158,8 @@ impl Shard {
     async fn give_back(&self, c: &Capture) {
         for j in &c.jobs {
             let stored = (j.chunk.start - j.origin, (j.chunk.start_record - j.origin_record) * INDEX_ENTRY);
-            for (name, len) in [(data_name(j.handle), stored.0), (index_name(j.handle), stored.1)] {
-                if let Err(e) = self.files.truncate(&name, len).await {
+            for (name, len) in [(FileName::Data(j.handle), stored.0), (FileName::Index(j.handle), stored.1)] {
+                if let Err(e) = self.files.truncate(name, len).await {
                     tracing::warn!(shard = self.id, file = %name, error = %e, "cannot cut back a stream file");
                 }
             }
@@ -222,24 +222,27 @@ impl Shard {
             done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io_to_log)?;
         }
         for (handle, blob) in &c.snapshots {
-            let name = snapshot_name(*handle, c.generation);
-            let f = self.files.write(&name, 0, blob.as_ref().clone()).await.map_err(io(&name))?;
-            f.fdatasync().await.map_err(|e| io(&name)(e.into()))?;
+            let name = FileName::Snapshot(*handle, c.generation);
+            let what = name.to_string();
+            let f = self.files.write(name, 0, blob).await.map_err(io(&what))?;
+            f.fdatasync().await.map_err(|e| io(&what)(e.into()))?;
         }
         let streams = self.files.dir(self.id as u32);
         sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
         self.write_checkpoint(&c.checkpoint).await?;
         self.stored(c);
         for name in &c.doomed {
-            self.files.forget(name);
+            if let Some(f) = FileName::parse(name) {
+                self.files.forget(f);
+            }
             match std::fs::remove_file(streams.join(name)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(name)(e)),
                 _ => {}
             }
         }
         for p in &c.punches {
-            self.files.punch(&data_name(p.handle), p.bytes.0, p.bytes.1).await.map_err(io("hole punch"))?;
-            self.files.punch(&index_name(p.handle), p.entries.0, p.entries.1).await.map_err(io("hole punch"))?;
+            self.files.punch(FileName::Data(p.handle), p.bytes.0, p.bytes.1).await.map_err(io("hole punch"))?;
+            self.files.punch(FileName::Index(p.handle), p.entries.0, p.entries.1).await.map_err(io("hole punch"))?;
         }
         self.log.reclaim_below(c.journal.0).await.map_err(io("journal reclamation"))?;
         Ok(())
@@ -254,9 +257,11 @@ impl Shard {
             IndexEntry { end, crc: crc32c::crc32c(c.slice(start, end)) }.encode(&mut entries);
             start = end;
         }
-        let data = self.files.write(&data_name(j.handle), c.start - j.origin, c.bytes.clone()).await?;
-        let index =
-            self.files.write(&index_name(j.handle), (c.start_record - j.origin_record) * INDEX_ENTRY, entries).await?;
+        let data = self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes).await?;
+        let index = self
+            .files
+            .write(FileName::Index(j.handle), (c.start_record - j.origin_record) * INDEX_ENTRY, &entries)
+            .await?;
         data.fdatasync().await.map_err(std::io::Error::from)?;
         index.fdatasync().await.map_err(std::io::Error::from)?;
         Ok(())

@@ -82,7 +82,7 @@ impl Shard {
             match s.body.layer_at(self.id as u32, s.handle, offset) {
                 Layer::Ram(c) => {
                     let k = c.record_at(offset);
-                    return Ok((k, if k == c.start_record { c.start } else { c.end_of(k - 1) }));
+                    return Ok((k, c.start_of(k)));
                 }
                 Layer::File(f) => f,
             }
@@ -252,8 +252,8 @@ impl Shard {
         match &s.blob {
             Blob::Pending(b) => Ok(b.as_ref().clone()),
             Blob::Stored(generation) => {
-                let name = super::files::snapshot_name(handle, *generation);
-                self.files.read(self.id as u32, &name, 0, s.len as usize).await
+                let name = super::files::FileName::Snapshot(handle, *generation);
+                self.files.read(self.id as u32, name, 0, s.len as usize).await
             }
         }
     }

@@ -8,7 +8,7 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::core::limits::FLUSH_BACKLOG;
+use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG};
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
@@ -46,6 +46,8 @@ pub struct Shard {
     pub(crate) flushing: Cell<bool>,
     /// Why the last flush failed (cleared by the next that succeeds).
     pub(crate) flush_error: RefCell<Option<LogError>>,
+    /// Free disk bytes when last read, when, and the journal's appended bytes then.
+    disk_free: Cell<Option<(std::time::Instant, u64, u64)>>,
 }
 
 impl Shard {
@@ -130,6 +132,7 @@ impl Shard {
             flush_done: Signal::default(),
             flushing: Cell::new(false),
             flush_error: RefCell::new(None),
+            disk_free: Cell::new(None),
         })
     }
 
@@ -151,9 +154,26 @@ impl Shard {
     fn disk_room(&self, bytes: u64) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
         let need = unflushed.saturating_add(bytes).saturating_add(2 * self.log.segment_size());
-        match self.files.free_bytes() {
-            Ok(free) if free < need => Err(LogError::NoSpace),
+        match self.free_bytes() {
+            Some(free) if free < need => Err(LogError::NoSpace),
             _ => Ok(()),
+        }
+    }
+
+    /// Free disk bytes: read (statvfs) at most every [`DISK_FREE_REFRESH`],
+    /// and in between counted down by the journal bytes appended since, so
+    /// the write path makes no syscall for it.
+    fn free_bytes(&self) -> Option<u64> {
+        let (now, appended) = (std::time::Instant::now(), self.log.appended_bytes());
+        match self.disk_free.get() {
+            Some((at, free, then)) if now.duration_since(at) < DISK_FREE_REFRESH => {
+                Some(free.saturating_sub(appended - then))
+            }
+            _ => {
+                let free = self.files.free_bytes().ok()?;
+                self.disk_free.set(Some((now, free, appended)));
+                Some(free)
+            }
         }
     }
 
