@@ -79,6 +79,10 @@ pub struct ShardSnapshot {
     recovery_seconds: f64,
     torn_bytes: u64,
     reloads: u64,
+    flushes_ok: u64,
+    flushes_failed: u64,
+    flush_seconds: HistogramSnapshot,
+    unflushed_bytes: u64,
 }
 
 /// Takes this shard's snapshot.
@@ -104,6 +108,10 @@ pub fn snapshot(ctx: &Ctx) -> ShardSnapshot {
         recovery_seconds: m.recovery.get().as_secs_f64(),
         torn_bytes: log.torn_bytes.get(),
         reloads: ctx.reload.generation(),
+        flushes_ok: ctx.shard.flush_stats.ok.get(),
+        flushes_failed: ctx.shard.flush_stats.failed.get(),
+        flush_seconds: ctx.shard.flush_stats.seconds.snapshot(),
+        unflushed_bytes: ctx.shard.log.appended_bytes() - ctx.shard.flush_stats.stored_through.get(),
     }
 }
 
@@ -156,6 +164,18 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     if let Some(h) = merged(&|s| &s.group_commit_records) {
         histogram(&mut out, "sluice_group_commit_records", "", &h);
     }
+    family(&mut out, "sluice_flushes_total", "counter", "Flushes of journal bytes into stream files, by result.");
+    for s in shards {
+        for (result, v) in [("ok", s.flushes_ok), ("failed", s.flushes_failed)] {
+            let _ = writeln!(out, "sluice_flushes_total{{shard=\"{}\",result=\"{result}\"}} {v}", s.shard);
+        }
+    }
+    family(&mut out, "sluice_flush_seconds", "histogram", "Time of each flush, from capture to journal reclamation.");
+    if let Some(h) = merged(&|s| &s.flush_seconds) {
+        histogram(&mut out, "sluice_flush_seconds", "", &h);
+    }
+    let help = "Journal bytes appended since start and not yet in stream files behind a checkpoint.";
+    per_shard(&mut out, "sluice_unflushed_bytes", "gauge", help, &|s| s.unflushed_bytes as f64);
     per_shard(&mut out, "sluice_connections", "gauge", "Open client connections.", &|s| s.connections as f64);
     family(&mut out, "sluice_live_readers", "gauge", "Parked long-poll requests and open SSE connections.");
     for s in shards {

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{offset, Conn, Launch, Resp, Server, TempDir};
+use common::{eventually, offset, Conn, Launch, Resp, Server, TempDir};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TEXT: &str = "text/plain";
 
@@ -466,16 +466,6 @@ fn hostile_authorization_headers() {
 }
 
 // ---------------------------------------------------------------- SIGHUP reload
-
-/// Waits until `ok` holds, or fails after 5 s.
-#[track_caller]
-fn eventually(what: &str, ok: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn sighup_reloads_tokens_and_a_bad_file_keeps_the_old_ones() {

@@ -265,7 +265,7 @@ fn hostile_paths_are_refused_and_change_nothing() {
     };
     // The flush after the creates rewrites the checkpoint; refusals write
     // nothing, so nothing flushes after it.
-    std::thread::sleep(std::time::Duration::from_millis(600));
+    s.wait_flushed();
     let before = snapshot();
 
     let cases = [

@@ -166,28 +166,6 @@ fn flushing(dir: &Path) -> Launch {
     }
 }
 
-/// Waits until shard 0's stream data file holds `len` bytes, then a few
-/// flush intervals more (the checkpoint follows the data in the same flush).
-fn wait_flushed(data: &Path, len: u64) {
-    let streams = data.join("shard-0/streams");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let stored = std::fs::read_dir(&streams)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".data"))
-            .map(|e| e.metadata().unwrap().len())
-            .max();
-        if stored == Some(len) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no flush stored {len} bytes: {stored:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(400));
-}
-
 /// The same for the checkpoint and the stream files behind it: each kind
 /// deleted, truncated, halved, or replaced by an older copy (a zero-filled
 /// one where no older copy exists) is refused by name, or nothing is lost.
@@ -206,11 +184,11 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     let mut acked = Vec::new();
     append_to(&s, BUCKETED, 0, 100, &mut acked);
     snapshot(&s, 50_000, b"first state");
-    wait_flushed(&data, acked.len() as u64);
+    s.wait_flushed();
     let half_way = files(&data);
     append_to(&s, BUCKETED, 100, 100, &mut acked);
     snapshot(&s, 150_000, b"second state");
-    wait_flushed(&data, acked.len() as u64);
+    s.wait_flushed();
     s.kill();
     let clean = files(&data);
     assert_eq!(check(&data).0, 0, "a clean data dir: {}", check(&data).1);

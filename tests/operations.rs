@@ -86,6 +86,12 @@ fn metrics_move_with_load() {
     assert!(sample(&after, "sluice_recovery_seconds", &["shard=\"1\""]).is_some());
     // With 2 shards and 8 streams, some requests went to the other shard.
     assert!(value(&after, "sluice_cross_shard_requests_total", &[]) > 0.0);
+    // The flusher moves every appended byte into stream files (within the
+    // default 2 s, or CI's 100 ms).
+    let flushed = scrape_until(&s, "every byte flushed", |t| value(t, "sluice_unflushed_bytes", &[]) == 0.0);
+    assert!(value(&flushed, "sluice_flushes_total", &["result=\"ok\""]) >= 1.0, "{flushed}");
+    assert_eq!(value(&flushed, "sluice_flushes_total", &["result=\"failed\""]), 0.0);
+    assert!(value(&flushed, "sluice_flush_seconds_count", &[]) >= 1.0);
 
     // Live readers: a parked long-poll and an open SSE connection.
     let mut poll = s.connect();
@@ -132,6 +138,7 @@ fn environment_variables_and_units_are_honoured() {
     assert_eq!(s.post("/v1/stream/env", "text/plain", &[b'x'; 1025]).status, 413, "SLUICE_MAX_BODY_BYTES=1KiB");
     let seg = dir.path().join("data/shard-0/0000000001.seg");
     assert_eq!(std::fs::metadata(&seg).expect("segment").len(), 256 << 10, "SLUICE_SEGMENT_BYTES=256KiB");
+    common::eventually("the start line", || s.output().contains(" started "));
     let out = s.output();
     assert!(out.contains("fsync=\"never\""), "SLUICE_FSYNC: {out}");
     drop(s);
@@ -251,6 +258,7 @@ fn access_log_is_an_option() {
     let dir = TempDir::new("access-on");
     let s = start_env(&dir, &[("SLUICE_ACCESS_LOG", "true")], &["--segment-bytes", "1MiB"]);
     assert_eq!(s.get("/v1/stream/none").status, 404);
+    common::eventually("the access line", || s.output().contains("/v1/stream/none"));
     let log = s.output();
     let line = log.lines().find(|l| l.contains("/v1/stream/none")).unwrap_or_else(|| panic!("{log}"));
     assert!(line.contains("sluice::access") && line.contains("status=404") && line.contains("method=GET"), "{line}");
@@ -261,15 +269,19 @@ fn rust_log_overrides_the_level() {
     let dir = TempDir::new("rust-log");
     let s = start_env(&dir, &[("RUST_LOG", "warn")], &["--segment-bytes", "1MiB", "--log-level", "debug"]);
     assert_eq!(s.get("/v1/healthz").status, 200);
-    assert!(!s.output().contains(" started "), "RUST_LOG=warn hides info: {}", s.output());
+    let mut s = s;
+    assert!(s.sigterm(Duration::from_secs(15)).0.success());
+    let log = s.output();
+    assert!(!log.contains(" started ") && !log.contains(" stopped "), "RUST_LOG=warn hides info: {log}");
     drop(s);
     // glommio logs through the `log` crate; its records reach the same log.
     let dir = TempDir::new("rust-log-glommio");
     let s = start_env(&dir, &[("RUST_LOG", "info,glommio=trace")], &["--segment-bytes", "1MiB"]);
     assert_eq!(s.get("/v1/healthz").status, 200);
+    // The start line follows readiness: the shards answer before it is written.
+    common::eventually("the start line", || s.output().contains(" started "));
     let log = s.output();
     assert!(log.lines().any(|l| l.contains(" glommio::")), "no glommio record in: {log}");
-    assert!(log.contains(" started "), "{log}");
 }
 
 /// Shards are pinned to the CPUs the process may use (taskset, systemd

@@ -16,13 +16,9 @@ fn unreadable_segments_answer_503_on_every_read_path() {
     s.req("PUT", &format!("{p}/snapshot/{}", offset(5)), &[("Content-Type", "text/plain")], b"SNAP").expect(204);
     s.post(p, "text/plain", b" world").expect(204);
     // Once flushed, every byte in the shard's stream files is gone from under it.
+    s.wait_flushed();
     let streams = dir.path().join("shard-0/streams");
-    let flushed = || std::fs::read_dir(&streams).unwrap().count() == 3;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !flushed() {
-        assert!(std::time::Instant::now() < deadline, "no flush wrote the data, index and snapshot files");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    assert_eq!(std::fs::read_dir(&streams).unwrap().count(), 3, "data, index and snapshot files");
     for entry in std::fs::read_dir(&streams).unwrap() {
         std::fs::OpenOptions::new().write(true).open(entry.unwrap().path()).unwrap().set_len(0).unwrap();
     }

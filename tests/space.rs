@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{offset, Server, TempDir};
+use common::{eventually, offset, Server, TempDir};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TEXT: &str = "text/plain";
 const FLAGS: [&str; 4] = ["--segment-bytes", "65536", "--flush-interval", "100ms"];
@@ -31,15 +31,6 @@ fn stream_file_blocks(data: &Path) -> u64 {
         .sum()
 }
 
-/// Waits until `done` holds (flushes run every 100 ms here).
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn fill(s: &Server, path: &str, appends: usize) {
     s.put(path, TEXT, b"").expect(201);
     let chunk = vec![b'x'; 20_000];
@@ -57,10 +48,10 @@ fn an_old_live_stream_pins_nothing_and_deletes_give_space_back() {
     s.put("/keepers/old", TEXT, b"old").expect(201);
     fill(&s, "/v1/stream/big", 12);
     let first = segments(dir.path())[0];
-    wait_until("the journal before the flush is deleted", || segments(dir.path())[0] > first);
-    wait_until("the big stream is in its stream file", || stream_file_blocks(dir.path()) >= 240_000);
+    eventually("the journal before the flush is deleted", || segments(dir.path())[0] > first);
+    eventually("the big stream is in its stream file", || stream_file_blocks(dir.path()) >= 240_000);
     s.delete("/v1/stream/big").expect(204);
-    wait_until("the deleted stream's files are gone", || stream_file_blocks(dir.path()) < 64 << 10);
+    eventually("the deleted stream's files are gone", || stream_file_blocks(dir.path()) < 64 << 10);
     s.restart_after_kill();
     assert_eq!(s.get("/keepers/old").expect(200).text(), "old");
     s.get("/v1/stream/big").expect(404);
@@ -74,11 +65,11 @@ fn retained_away_bytes_are_given_back() {
     let s = Server::start_in(dir.path(), 1, &FLAGS);
     s.req("PUT", "/keep", &[], b"").expect(201);
     fill(&s, "/keep/r", 20);
-    wait_until("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 400_000);
+    eventually("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 400_000);
     let at = offset(18 * 20_000);
     s.req("PUT", &format!("/keep/r/snapshot/{at}"), &[("Content-Type", TEXT)], b"state").expect(204);
     s.req("PUT", &format!("/keep/r/retention/{at}"), &[], b"").expect(204);
-    wait_until("90% of the stream is hole-punched", || stream_file_blocks(dir.path()) < 100_000);
+    eventually("90% of the stream is hole-punched", || stream_file_blocks(dir.path()) < 100_000);
     let tail = s.get(&format!("/keep/r?offset={at}")).expect(200);
     assert_eq!(tail.body.len(), 40_000, "the retained bytes are still served");
     s.get(&format!("/keep/r?offset={}", offset(0))).expect(410);
@@ -93,9 +84,9 @@ fn expired_streams_free_space_too() {
     for _ in 0..8 {
         s.post("/v1/stream/short", TEXT, &chunk).expect(204);
     }
-    wait_until("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 160_000);
+    eventually("the stream is in its stream file", || stream_file_blocks(dir.path()) >= 160_000);
     std::thread::sleep(Duration::from_millis(1100));
     // Touching the expired stream deletes it; the next flushes free its files.
     s.get("/v1/stream/short").expect(404);
-    wait_until("the expired stream's files are gone", || stream_file_blocks(dir.path()) < 16 << 10);
+    eventually("the expired stream's files are gone", || stream_file_blocks(dir.path()) < 16 << 10);
 }

@@ -90,6 +90,31 @@ impl Default for LogStats {
     }
 }
 
+/// What a shard's flusher measures.
+pub struct FlushStats {
+    /// Flushes that reached their checkpoint and finished.
+    pub ok: Cell<u64>,
+    /// Flushes that failed (their work is redone by the next).
+    pub failed: Cell<u64>,
+    /// Duration of each flush, failed ones included.
+    pub seconds: Histogram,
+    /// `Log::appended_bytes` covered by the last successful flush: the
+    /// journal bytes up to here are in stream files behind a checkpoint.
+    pub stored_through: Cell<u64>,
+}
+
+impl FlushStats {
+    /// Stats of a shard whose journal holds `appended` bytes at start.
+    pub fn new(appended: u64) -> FlushStats {
+        FlushStats {
+            ok: Cell::new(0),
+            failed: Cell::new(0),
+            seconds: Histogram::new(SECONDS),
+            stored_through: Cell::new(appended),
+        }
+    }
+}
+
 /// A shard's disk space by use, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DiskUsage {

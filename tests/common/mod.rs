@@ -289,6 +289,27 @@ impl Server {
         self.req("GET", path, &[], b"")
     }
 
+    /// Waits until every shard's flusher has moved everything appended so
+    /// far into stream files behind a checkpoint (`sluice_unflushed_bytes`
+    /// is 0 on every shard), so reads come from those files.
+    pub fn wait_flushed(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.get("/v1/metrics").expect(200).text();
+            let unflushed: Vec<f64> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("sluice_unflushed_bytes{"))
+                .map(|l| l.rsplit(' ').next().unwrap().parse().expect("numeric sample"))
+                .collect();
+            assert!(!unflushed.is_empty(), "no sluice_unflushed_bytes in:\n{text}");
+            if unflushed.iter().all(|&v| v == 0.0) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the flusher never caught up: {unflushed:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn head(&self, path: &str) -> Resp {
         self.req("HEAD", path, &[], b"")
     }
@@ -741,4 +762,14 @@ pub fn sse_events(raw: &[u8]) -> Vec<(String, String)> {
         out.push((event, data.join("\n")));
     }
     out
+}
+
+/// Waits until `ok` holds, or fails after 10 s naming `what`.
+#[track_caller]
+pub fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

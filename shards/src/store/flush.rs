@@ -122,12 +122,19 @@ impl Shard {
     pub async fn flush(&self) -> Result<(), LogError> {
         assert!(!self.flushing.get(), "one flush at a time");
         self.flushing.set(true);
+        let started = Instant::now();
         let c = self.capture();
         let r = self.flush_steps(&c).await;
+        let stats = &self.flush_stats;
         if r.is_err() {
             self.undo(&c);
             self.give_back(&c).await;
+            stats.failed.set(stats.failed.get() + 1);
+        } else {
+            stats.ok.set(stats.ok.get() + 1);
+            stats.stored_through.set(self.flushed.get());
         }
+        stats.seconds.observe(started.elapsed().as_secs_f64());
         *self.flush_error.borrow_mut() = r.clone().err();
         self.flushing.set(false);
         self.flush_done.notify();

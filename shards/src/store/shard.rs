@@ -46,6 +46,7 @@ pub struct Shard {
     pub(crate) flushing: Cell<bool>,
     /// Why the last flush failed (cleared by the next that succeeds).
     pub(crate) flush_error: RefCell<Option<LogError>>,
+    pub flush_stats: crate::stats::FlushStats,
     /// Free disk bytes when last read, when, and the journal's appended bytes then.
     disk_free: Cell<Option<(std::time::Instant, u64, u64)>>,
 }
@@ -132,6 +133,7 @@ impl Shard {
             flush_done: Signal::default(),
             flushing: Cell::new(false),
             flush_error: RefCell::new(None),
+            flush_stats: crate::stats::FlushStats::new(flushed),
             disk_free: Cell::new(None),
         })
     }
