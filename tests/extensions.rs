@@ -306,6 +306,17 @@ fn retention_needs_a_snapshot_and_hides_older_data() {
     // Backwards: below the earliest retained offset, so 410.
     s.req("PUT", &format!("{p}/retention/{}", offset(3)), &[], b"").expect(410);
     s.req("PUT", &format!("{p}/retention/{}", offset(0)), &[], b"").expect(410);
+    // A fork point below it: 410, and nothing is created; above it the fork
+    // inherits the retention.
+    let fork_at = |name: &str, at: u64| {
+        let at = offset(at);
+        s.req("PUT", &format!("/keep/{name}"), &[("Stream-Forked-From", p), ("Stream-Fork-Offset", &at)], b"")
+    };
+    fork_at("old-fork", 3).expect(410);
+    s.head("/keep/old-fork").expect(404);
+    fork_at("new-fork", 7).expect(201);
+    assert_eq!(s.get("/keep/new-fork?offset=-1").expect(200).body, b"c");
+    s.get(&format!("/keep/new-fork?offset={}", offset(3))).expect(410);
     // A snapshot older than retention: 410.
     s.req("PUT", &format!("{p}/snapshot/{}", offset(3)), &[("Content-Type", TEXT)], b"x").expect(410);
 

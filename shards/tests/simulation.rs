@@ -27,24 +27,25 @@
 //!
 //! Runs `SLUICE_SIM_SEEDS` seeds (default 64) of `SLUICE_SIM_STEPS` steps
 //! (default 600) in `cargo test`; `SLUICE_SIM_SECONDS=N` runs seeds for N
-//! seconds instead. A failure names its seed; `SLUICE_SIM_SEED=S` reruns
-//! exactly that one.
+//! seconds instead (see `sim`). A failure names its seed;
+//! `SLUICE_SIM_SEED=S` reruns exactly that one.
 //!
-//! Not simulated: forks. A fork's grant (`Shard::grant_fork`) runs on the
-//! source's shard against its log, outside the decide API that runs on a
-//! [`Journal`]; the integration tests fork through the real server.
+//! Forks run on real shards in `fork_simulation.rs`: a fork's grant reads
+//! and flushes the source through the shard's stream files.
 
+mod sim;
+
+use sim::{canonical, key, Rng};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::records::{self, RecordStart};
 use sluice_shards::core::stream::Blob;
 use sluice_shards::decide::Journal;
-use sluice_shards::ids::BUILTIN_BUCKET as BUCKET;
 use sluice_shards::log::record::{Seal, SEAL_FRAME};
 use sluice_shards::log::recovery::{scan_files, LogFiles, Mode};
 use sluice_shards::log::{Appended, ProducerStamp, Record};
-use sluice_shards::store::{Store, StoreError, StreamKey};
+use sluice_shards::store::{Store, StoreError};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -58,70 +59,6 @@ const CONTENT_TYPE: &str = "application/octet-stream";
 const JSON: &str = "application/json";
 /// Longest sliding Stream-TTL a create picks, in seconds (clock steps move up to 3 s).
 const MAX_TTL_SECS: u64 = 5;
-
-/// splitmix64: small, seedable, identical everywhere.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    /// 1 to `max` random bytes.
-    fn bytes(&mut self, max: u64) -> Vec<u8> {
-        let n = 1 + self.below(max);
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    /// Optional JSON whitespace, which normalization drops.
-    fn space(&mut self) -> &'static str {
-        [" ", "", "\n ", "\t", ""][self.below(5) as usize]
-    }
-
-    /// One JSON value as sent (with whitespace) and its canonical record;
-    /// an array only if `arrays` (inside an array body, where it is one message).
-    fn json_value(&mut self, arrays: bool) -> (String, String) {
-        let n = self.below(1000);
-        let (sp1, sp2) = (self.space(), self.space());
-        match self.below(if arrays { 4 } else { 3 }) {
-            0 => (n.to_string(), n.to_string()),
-            1 => (format!("\"v {n}\""), format!("\"v {n}\"")),
-            2 => (format!("{{{sp1}\"k\"{sp2}:{sp1}{n}}}"), format!("{{\"k\":{n}}}")),
-            // A nested array is one message: only the top level is flattened.
-            _ => (format!("[{sp1}{n},{sp2}true]"), format!("[{n},true]")),
-        }
-    }
-
-    /// A JSON body (an array of `0..=max` values, or one bare value) and the
-    /// canonical records the stream must store for it.
-    fn json_body(&mut self, max: u64) -> (Vec<u8>, Vec<String>) {
-        if self.chance(20) {
-            // A bare array would be flattened: a bare value is never one.
-            let (sent, record) = self.json_value(false);
-            return (sent.into_bytes(), vec![record]);
-        }
-        let (mut sent, mut records) = (Vec::new(), Vec::new());
-        for _ in 0..self.below(max + 1) {
-            let (v, r) = self.json_value(true);
-            sent.push(v);
-            records.push(r);
-        }
-        let sep = format!(",{}", self.space());
-        (format!("{}[{}]", self.space(), sent.join(&sep)).into_bytes(), records)
-    }
-}
 
 // ------------------------------------------------------------------ journal
 
@@ -375,10 +312,6 @@ struct World {
     /// Model after each decided operation, by the commit number after it.
     history: Vec<(u64, Model)>,
     trace: Vec<String>,
-}
-
-fn key(name: &str) -> StreamKey {
-    (BUCKET.to_string(), name.to_string())
 }
 
 impl World {
@@ -1006,41 +939,9 @@ fn run(seed: u64, steps: usize) {
     assert_eq!(w.model, before, "seed {seed}: a clean restart changed the state");
 }
 
-fn env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
-}
-
 #[test]
 fn seeded_operations_crashes_and_faults_match_the_model() {
-    let steps = env("SLUICE_SIM_STEPS").unwrap_or(600) as usize;
-    if let Some(seed) = env("SLUICE_SIM_SEED") {
-        run(seed, steps);
-        return;
-    }
-    if let Some(secs) = env("SLUICE_SIM_SECONDS") {
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-        let mut seed = env("SLUICE_SIM_FIRST_SEED").unwrap_or(0);
-        while std::time::Instant::now() < until {
-            run(seed, steps);
-            seed += 1;
-        }
-        println!("simulated seeds up to {seed}");
-        return;
-    }
-    for seed in 0..env("SLUICE_SIM_SEEDS").unwrap_or(64) {
-        run(seed, steps);
-    }
-}
-
-/// The stored bytes and message ends of canonical JSON records.
-fn canonical(records: &[String]) -> (Vec<u8>, Vec<u64>) {
-    let (mut data, mut ends) = (Vec::new(), Vec::new());
-    for r in records {
-        data.extend_from_slice(r.as_bytes());
-        data.push(b'\n');
-        ends.push(data.len() as u64);
-    }
-    (data, ends)
+    sim::seeds(600, run);
 }
 
 /// The status the edge answers for a refusal the model predicts.

@@ -75,6 +75,10 @@ struct Inner {
     failed: Option<String>,
     /// Why the last preallocation failed, reported to the next writer.
     prepare_error: Option<LogError>,
+    /// [`Log::stop`] was called: the flusher exits once everything appended is written.
+    stopped: bool,
+    /// The flusher task has not returned.
+    flushing: bool,
 }
 
 /// A shard's log handle (cheap to clone).
@@ -133,6 +137,8 @@ impl Log {
             durable: 0,
             appended_bytes: 0,
             failed: None,
+            stopped: false,
+            flushing: true,
             prepare_error: None,
         };
         if let Some(seal) = r.seal {
@@ -223,6 +229,7 @@ impl Log {
     /// Encodes `record` at the tail. Panics if [`Log::reserve`] was not called.
     pub fn append(&self, record: &Record<'_>) -> Appended {
         let mut s = self.inner.borrow_mut();
+        assert!(!s.stopped, "log append after stop");
         let written = s.push(record);
         s.assigned += 1;
         s.appended_bytes += written as u64;
@@ -333,7 +340,7 @@ impl Log {
 
     fn prepare_next(&self) {
         let mut s = self.inner.borrow_mut();
-        if s.preparing || s.next.is_some() || s.failed.is_some() {
+        if s.preparing || s.next.is_some() || s.failed.is_some() || s.stopped {
             return;
         }
         s.preparing = true;
@@ -357,7 +364,28 @@ impl Log {
         .detach();
     }
 
+    /// Ends the log's tasks once everything appended is written and synced,
+    /// so its files close when the last handle is dropped and nothing more
+    /// is written to its directory (a shard closed and reopened in one
+    /// process). Nothing may be appended after.
+    pub async fn stop(&self) {
+        self.inner.borrow_mut().stopped = true;
+        self.work.notify();
+        while {
+            let s = self.inner.borrow();
+            s.flushing || s.preparing
+        } {
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     async fn flusher(self) {
+        self.commit().await;
+        self.inner.borrow_mut().flushing = false;
+    }
+
+    /// Writes, syncs and acknowledges group commits until the log fails or stops.
+    async fn commit(&self) {
         loop {
             let seen = self.work.generation();
             let (chunks, lsn, mode) = {
@@ -376,6 +404,10 @@ impl Log {
             };
             let records = lsn - self.inner.borrow().durable;
             let Some(newest) = chunks.last().map(|c| c.no) else {
+                if self.inner.borrow().stopped {
+                    // Its clone of the log, and so the segments' descriptors, go with it.
+                    return;
+                }
                 self.work.changed(seen).await;
                 continue;
             };

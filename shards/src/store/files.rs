@@ -11,7 +11,7 @@
 use crate::core::body::FileLayer;
 use glommio::io::{BufferedFile, OpenOptions};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -153,6 +153,14 @@ impl StreamFiles {
         // SAFETY: statvfs returned 0, so it filled the struct.
         let st = unsafe { st.assume_init() };
         Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
+    /// Closes the cached descriptors of streams that no stream held here
+    /// (its own, or one it has as an ancestor) reads any more. Another
+    /// shard deletes a stream's files once no fork references it, and an
+    /// open descriptor here would keep their space from the file system.
+    pub fn retain_referenced(&self, referenced: &HashSet<(u32, u64)>) {
+        self.open.borrow_mut().retain(|(shard, name), _| referenced.contains(&(*shard, name.handle())));
     }
 
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).

@@ -25,6 +25,7 @@ use crate::log::segment::sync_dir;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use glommio::io::OpenOptions;
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -60,6 +61,8 @@ struct Capture {
     punches: Vec<Punch>,
     doomed: Vec<String>,
     checkpoint: Vec<u8>,
+    /// Every (shard, handle) whose files a stream held here reads.
+    referenced: HashSet<(u32, u64)>,
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> LogError + '_ {
@@ -182,8 +185,11 @@ impl Shard {
         let generation = st.generation;
         let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
         let mut punch_pending = false;
+        let mut referenced = HashSet::new();
         for e in st.streams.values_mut() {
             let s = &mut e.state;
+            referenced.insert((self.id as u32, s.handle));
+            referenced.extend(s.body.ancestors.iter().map(|a| (a.shard, a.handle)));
             let (origin, origin_record) = (s.body.base, s.body.base_record);
             if let Some(chunk) = s.body.freeze() {
                 jobs.push(Job { handle: s.handle, origin, origin_record, chunk });
@@ -219,7 +225,7 @@ impl Shard {
             doomed: &doomed,
         };
         let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
-        Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint }
+        Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint, referenced }
     }
 
     async fn flush_steps(&self, c: &Capture) -> Result<(), LogError> {
@@ -252,6 +258,7 @@ impl Shard {
             self.files.punch(FileName::Index(p.handle), p.entries.0, p.entries.1).await.map_err(io("hole punch"))?;
         }
         self.log.reclaim_below(c.journal.0).await.map_err(io("journal reclamation"))?;
+        self.files.retain_referenced(&c.referenced);
         Ok(())
     }
 

@@ -20,17 +20,20 @@ impl Shard {
         sub: u64,
         now_ms: u64,
     ) -> Result<ForkGrant, StoreError> {
-        let (handle, at, json, tail, records) = {
+        let (handle, at, json, tail, records, retained) = {
             let mut st = self.store.borrow_mut();
             if st.is_tombstone(key) {
                 return Err(StoreError::Conflict("the fork source was deleted"));
             }
             let s = &st.live(key, now_ms).ok_or(StoreError::NotFound("fork source not found"))?.state;
             let at = offset.unwrap_or(s.visible.tail);
-            (s.handle, at, s.json, s.visible.tail, s.visible.messages)
+            (s.handle, at, s.json, s.visible.tail, s.visible.messages, s.retained)
         };
         if at > tail {
             return Err(StoreError::Invalid("Stream-Fork-Offset is beyond the source tail"));
+        }
+        if at < retained {
+            return Err(StoreError::Trimmed("Stream-Fork-Offset is older than the earliest retained offset"));
         }
         let read_failed = |e: std::io::Error| {
             tracing::error!(shard = self.id, bucket = %key.0, stream = %key.1, error = %e, "fork lookup failed");
