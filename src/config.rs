@@ -135,13 +135,13 @@ pub struct Config {
     /// Journal bytes after which a shard flushes its streams' new bytes into their stream
     /// files and checkpoints; writers wait beyond 4x this (1MiB..4GiB). Bounds the memory
     /// unflushed bytes hold and the journal a restart replays.
-    #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "16MiB",
+    #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "32MiB",
           value_parser = size::<u64>(limits::MIN_FLUSH_BYTES, limits::MAX_FLUSH_BYTES))]
     pub flush_bytes: u64,
 
     /// Longest time between flushes while anything changed; deleted and retained-away
     /// bytes are given back to the file system within two of these (100ms..30s).
-    #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "2s",
+    #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "5s",
           value_parser = duration(ms(limits::MIN_FLUSH_INTERVAL_MS), ms(limits::MAX_FLUSH_INTERVAL_MS)))]
     pub flush_interval: Duration,
 
