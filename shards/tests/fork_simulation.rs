@@ -29,8 +29,8 @@ use sim::{canonical, key, Rng};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
-use sluice_shards::log::{ForkRecord, FsyncMode, LogConfig};
-use sluice_shards::store::{FlushConfig, ForkPlan, Shard, ShardConfig, SnapshotAt, StoreError};
+use sluice_shards::log::{FsyncMode, LogConfig};
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig, SnapshotAt, StoreError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -386,27 +386,14 @@ impl World {
         let (sent, stored, ends) = if self.rng.chance(30) { self.body(json) } else { Default::default() };
         let sent = if ends.is_empty() { Vec::new() } else { sent };
         let parent_handle = grant.parent_handle;
-        let plan = ForkPlan {
-            record: ForkRecord {
-                parent_shard: src as u32,
-                parent_handle,
-                from: format!("/v1/stream/{source}"),
-                offset,
-                sub,
-                ancestors: grant.ancestors,
-                retained: grant.retained,
-                first_record: grant.first_record,
-            },
-            prefix: grant.prefix,
-            prefix_messages: grant.prefix_messages,
-        };
         let input = CreateInput {
-            content_type: grant.content_type,
+            content_type: grant.content_type.clone(),
             ttl_secs: grant.ttl_secs,
             expires_at_ms: grant.expires_at_ms,
             closed: false,
             attrs: vec![],
         };
+        let plan = grant.plan(src as u32, format!("/v1/stream/{source}"), offset, sub);
         let got = self.shards[owner(target)].create(&key(target), &input, &sent, Some(plan), NOW_MS).await;
         let created = matches!(got, Ok(out) if out.created);
         if !created {

@@ -12,7 +12,6 @@ use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::int::parse_canonical_uint;
 use sluice_shards::core::{media_type, Error};
 use sluice_shards::ids::stream_shard;
-use sluice_shards::log::ForkRecord;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::ForkPlan;
 use std::rc::Rc;
@@ -71,18 +70,5 @@ pub async fn fork_plan(
         input.ttl_secs = grant.ttl_secs;
         input.expires_at_ms = grant.expires_at_ms;
     }
-    Ok(Some(ForkPlan {
-        record: ForkRecord {
-            parent_shard: owner as u32,
-            parent_handle: grant.parent_handle,
-            from: from.to_string(),
-            offset,
-            sub,
-            ancestors: grant.ancestors,
-            retained: grant.retained,
-            first_record: grant.first_record,
-        },
-        prefix: grant.prefix,
-        prefix_messages: grant.prefix_messages,
-    }))
+    Ok(Some(grant.plan(owner as u32, from.to_string(), offset, sub)))
 }

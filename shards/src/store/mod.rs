@@ -134,6 +134,27 @@ pub struct ForkGrant {
     pub prefix_messages: Vec<u32>,
 }
 
+impl ForkGrant {
+    /// The plan the fork's shard creates the fork from: the grant of shard
+    /// `parent_shard`, and the request's `Stream-Forked-From`, fork offset and sub-offset.
+    pub fn plan(self, parent_shard: u32, from: String, offset: Option<u64>, sub: u64) -> ForkPlan {
+        ForkPlan {
+            record: crate::log::ForkRecord {
+                parent_shard,
+                parent_handle: self.parent_handle,
+                from,
+                offset,
+                sub,
+                ancestors: self.ancestors,
+                retained: self.retained,
+                first_record: self.first_record,
+            },
+            prefix: self.prefix,
+            prefix_messages: self.prefix_messages,
+        }
+    }
+}
+
 /// What a PUT did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateOutcome {
