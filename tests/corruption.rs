@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 
 // ------------------------------------------------------------------ helpers
 
-/// Small segments keep preallocation quick.
-/// Small segments; no flush within a test, so every journal segment stays.
+/// Small segments (preallocation stays quick); no flush within a test, so
+/// every journal segment stays.
 const SMALL: &[&str] = &["--segment-bytes", "1048576", "--flush-interval", "30s"];
-/// Several segments from a few hundred KiB of data.
-const TINY: &[&str] = &["--segment-bytes", "65536"];
+/// Several segments from a few hundred KiB of data, none reclaimed.
+const TINY: &[&str] = &["--segment-bytes", "65536", "--flush-interval", "30s"];
 
 /// Starts the server on `dir/data` (output in `dir/server.log`); `Err`
 /// carries the exit status and output when it refuses to start.
