@@ -101,20 +101,7 @@ fn offsets(c: &mut Criterion) {
 
 /// A stream with `n` visible 256 B messages.
 fn stream_with(n: usize) -> StreamState {
-    let create = CreateRecord {
-        handle: 1,
-        bucket: "v1-stream".into(),
-        stream: "s".into(),
-        content_type: "text/plain".into(),
-        created_ms: 1,
-        ttl_secs: None,
-        expires_at_ms: None,
-        closed: false,
-        fork: None,
-        attrs: vec![],
-        initial: vec![],
-        initial_messages: vec![],
-    };
+    let create = CreateRecord::bare(1, "v1-stream", "s", "text/plain", 1);
     let mut s = StreamState::from_create(&create, 0, 1);
     let data = [b'x'; 256];
     for _ in 0..n {

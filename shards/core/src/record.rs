@@ -34,6 +34,24 @@ pub struct CreateRecord {
 }
 
 impl CreateRecord {
+    /// A stream with no initial body, lifetime, fork or attributes.
+    pub fn bare(handle: u64, bucket: &str, stream: &str, content_type: &str, created_ms: u64) -> CreateRecord {
+        CreateRecord {
+            handle,
+            bucket: bucket.into(),
+            stream: stream.into(),
+            content_type: content_type.into(),
+            created_ms,
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            fork: None,
+            attrs: vec![],
+            initial: vec![],
+            initial_messages: vec![],
+        }
+    }
+
     /// The initial body as the append it amounts to (none when empty).
     pub fn initial_append(&self) -> Option<AppendRecord<'_>> {
         (!self.initial.is_empty()).then(|| AppendRecord {

@@ -207,20 +207,7 @@ pub(crate) mod fixture {
 
     /// A fresh stream of `content_type` created at t=100 ms.
     pub fn stream(content_type: &str) -> StreamState {
-        let c = CreateRecord {
-            handle: 1,
-            bucket: "b".into(),
-            stream: "s".into(),
-            content_type: content_type.into(),
-            created_ms: 100,
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            attrs: vec![],
-            initial: vec![],
-            initial_messages: vec![],
-        };
+        let c = CreateRecord::bare(1, "b", "s", content_type, 100);
         StreamState::from_create(&c, 0, 16)
     }
 

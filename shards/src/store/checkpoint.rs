@@ -234,20 +234,7 @@ mod tests {
     use crate::log::{AppendRecord, CreateRecord};
 
     fn json_stream() -> StreamState {
-        let c = CreateRecord {
-            handle: 1,
-            bucket: "b".into(),
-            stream: "s".into(),
-            content_type: "application/json".into(),
-            created_ms: 100,
-            ttl_secs: Some(60),
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            attrs: vec![],
-            initial: vec![],
-            initial_messages: vec![],
-        };
+        let c = CreateRecord { ttl_secs: Some(60), ..CreateRecord::bare(1, "b", "s", "application/json", 100) };
         StreamState::from_create(&c, 0, 16)
     }
 
@@ -295,20 +282,7 @@ mod tests {
 
     #[test]
     fn a_fork_keeps_its_origin_and_ancestors() {
-        let mut c = CreateRecord {
-            handle: 4,
-            bucket: "b".into(),
-            stream: "f".into(),
-            content_type: "text/plain".into(),
-            created_ms: 1,
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            fork: None,
-            attrs: vec![],
-            initial: vec![],
-            initial_messages: vec![],
-        };
+        let mut c = CreateRecord::bare(4, "b", "f", "text/plain", 1);
         let ancestor =
             crate::core::body::Ancestor { shard: 1, handle: 9, start: 0, end: 5, start_record: 0, end_record: 2 };
         c.fork = Some(ForkRecord {
