@@ -12,14 +12,21 @@ import re
 import statistics
 import sys
 
-NAMES = {"sluice": "sluice", "rust": "Rust durable-streams 0.1.5 (WAL)", "node": "Node reference 0.3.7 (memory)"}
-COLORS = {"sluice": "#1f77b4", "rust": "#d62728", "node": "#2ca02c"}
+NAMES = {
+    "sluice": "sluice",
+    "rust": "Rust durable-streams 0.1.5 (WAL)",
+    "node": "Node reference 0.3.7 (memory)",
+    "node-file": "Node reference 0.3.7 (file-backed)",
+}
+COLORS = {"sluice": "#1f77b4", "rust": "#d62728", "node": "#2ca02c", "node-file": "#9467bd"}
 
 
-def load(out):
+def load(out, servers):
+    """Runs by (server, scenario) from files named SERVER-SCENARIO-ROUND.json."""
     runs = {}
+    kinds = "|".join(re.escape(s) for s in sorted(servers, key=len, reverse=True))
     for path in glob.glob(os.path.join(out, "*.json")):
-        m = re.match(r"([a-z]+)-(.+)-(\d+)\.json$", os.path.basename(path))
+        m = re.match(rf"({kinds})-(.+)-(\d+)\.json$", os.path.basename(path))
         if m:
             with open(path) as fh:
                 runs.setdefault((m.group(1), m.group(2)), []).append(json.load(fh))
@@ -150,7 +157,7 @@ def chart(runs, servers, path):
 
 
 def main(out, servers):
-    runs = load(out)
+    runs = load(out, servers)
     table(runs, servers)
     chart(runs, servers, os.path.join(out, "pool.svg"))
     with open(os.path.join(out, "machine.txt")) as fh:

@@ -7,6 +7,8 @@
 #                 `cargo install` into $PEERS unless RUST_PEER names a binary
 #   node          the Node reference server @durable-streams/server 0.3.7 (in
 #                 memory), pinned in bench/peers/package.json + package-lock.json
+#   node-file     the same server file-backed (its dataDir option); not in the
+#                 default set: it refuses appends beyond 100 open stream files
 # Scenarios per server and round: write (one connection per stream), pool at
 # each of $CONNS connections rotating over $STREAMS streams, SSE fan-out to each
 # of $FANOUT subscribers, catch-up of $CATCHUP_BYTES, and (sluice only: an
@@ -48,7 +50,7 @@ if [[ " $SERVERS " == *" rust "* ]]; then
         cargo install --locked durable-streams --version "$RUST_VERSION" --root "$PEERS"
     fi
 fi
-if [[ " $SERVERS " == *" node "* && ! -d "$ROOT/bench/peers/node_modules/@durable-streams/server" ]]; then
+if [[ " $SERVERS " == *" node"* && ! -d "$ROOT/bench/peers/node_modules/@durable-streams/server" ]]; then
     echo "== installing the pinned Node reference server (npm ci in bench/peers)"
     (cd "$ROOT/bench/peers" && npm ci --no-audit --no-fund --loglevel=error)
 fi
@@ -67,6 +69,7 @@ start_server() {
     sluice) "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$WORK/$kind.log" 2>&1 & ;;
     rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$WORK/$kind.log" 2>&1 & ;;
     node) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" >>"$WORK/$kind.log" 2>&1 & ;;
+    node-file) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$WORK/$kind.log" 2>&1 & ;;
     *) echo "unknown server $kind" >&2 && exit 2 ;;
     esac
     SERVER_PID=$!
