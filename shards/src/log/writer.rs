@@ -89,7 +89,8 @@ pub struct Log {
     work: Rc<Signal>,
     /// Notified when the durable mark moves or the log fails.
     done: Rc<Signal>,
-    /// Notified when a preallocated segment is ready.
+    /// Notified when a segment's preallocation ends (ready or failed), and
+    /// when the flusher exits.
     ready: Rc<Signal>,
     /// Appends, commit sizes and sync latency, for the metrics endpoint.
     pub stats: Rc<LogStats>,
@@ -371,17 +372,23 @@ impl Log {
     pub async fn stop(&self) {
         self.inner.borrow_mut().stopped = true;
         self.work.notify();
-        while {
-            let s = self.inner.borrow();
-            s.flushing || s.preparing
-        } {
-            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+        loop {
+            let seen = self.ready.generation();
+            let busy = {
+                let s = self.inner.borrow();
+                s.flushing || s.preparing
+            };
+            if !busy {
+                return;
+            }
+            self.ready.changed(seen).await;
         }
     }
 
     async fn flusher(self) {
         self.commit().await;
         self.inner.borrow_mut().flushing = false;
+        self.ready.notify();
     }
 
     /// Writes, syncs and acknowledges group commits until the log fails or stops.
