@@ -308,7 +308,8 @@ mod tests {
     /// the rest, within one read; a read past the end is an error.
     #[test]
     fn reads_mix_cached_and_uncached_pages() {
-        let root = std::env::temp_dir().join(format!("sluice-files-{}", std::process::id()));
+        // Beside the sources (a disk file system: tmpfs keeps its pages).
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/files-test-{}", std::process::id()));
         std::fs::create_dir_all(root.join("shard-0").join(STREAMS_DIR)).unwrap();
         let bytes: Vec<u8> = (0..3 * READ_CHUNK + 777).map(|i| (i * 31 % 251) as u8).collect();
         let dir = root.clone();
