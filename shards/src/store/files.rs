@@ -198,10 +198,9 @@ impl StreamFiles {
                     unsafe { out.set_len(out.len() + got) };
                     done += got;
                 }
-                // Not cached, or a file system without RWF_NOWAIT.
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Unsupported | ErrorKind::Interrupted) =>
-                {
+                // Not cached, or no RWF_NOWAIT here (file system or kernel):
+                // io_uring reads it, and reports any real error itself.
+                Err(e) if e.kind() == ErrorKind::WouldBlock || cannot_nowait(&e) => {
                     let r = f.read_at(at, n).await.map_err(std::io::Error::from)?;
                     if r.len() != n {
                         return Err(short(r.len(), n, at));
@@ -275,6 +274,13 @@ impl StreamFiles {
     }
 }
 
+/// Whether a `preadv2(RWF_NOWAIT)` failed for want of support (a file
+/// system without it, a kernel that predates the flag or the call) or a
+/// signal, rather than because of the file.
+fn cannot_nowait(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EINTR))
+}
+
 /// Reads what the page cache holds of `buf.len()` bytes at `pos` of `f`
 /// into `buf`, without blocking: `preadv2(RWF_NOWAIT)` fails with
 /// `WouldBlock` when the first page is not cached, and stops early at the
@@ -342,6 +348,17 @@ mod tests {
             .join()
             .unwrap();
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Missing support for RWF_NOWAIT falls back to io_uring; damage does not.
+    #[test]
+    fn only_missing_nowait_support_falls_back() {
+        for errno in [libc::EOPNOTSUPP, libc::EINVAL, libc::ENOSYS, libc::EINTR] {
+            assert!(cannot_nowait(&std::io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
+        for errno in [libc::EIO, libc::EBADF, libc::EFAULT] {
+            assert!(!cannot_nowait(&std::io::Error::from_raw_os_error(errno)), "errno {errno}");
+        }
     }
 
     #[test]
