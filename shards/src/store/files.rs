@@ -188,9 +188,9 @@ impl StreamFiles {
         let mut done = 0;
         while done < len {
             let (n, at) = (READ_CHUNK.min(len - done), pos + done as u64);
-            // Cached pages go straight into `out`; the rest through io_uring,
-            // in pieces that stay in the CPU cache between the kernel's copy
-            // and ours.
+            // In pieces of READ_CHUNK: cached pages go straight into `out`;
+            // others come through io_uring into a buffer small enough to
+            // stay in the CPU cache until it is copied on.
             match read_cached(&f, at, &mut out.spare_capacity_mut()[..n]) {
                 Ok(0) => return Err(short(0, n, at)),
                 Ok(got) => {
