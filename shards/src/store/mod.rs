@@ -89,9 +89,11 @@ pub struct BucketInfo {
 
 #[derive(Default)]
 pub struct Store {
-    /// Streams by name, sorted so bucket listings are range scans.
-    pub streams: BTreeMap<StreamKey, Entry>,
-    handles: HashMap<u64, StreamKey>,
+    /// Streams by name, sorted so bucket listings are range scans. The
+    /// name is shared with `handles`, and entries are boxed: B-tree nodes
+    /// are part empty, and empty slots cost what a slot holds.
+    pub streams: BTreeMap<Rc<StreamKey>, Box<Entry>>,
+    handles: HashMap<u64, Rc<StreamKey>>,
     pub(crate) next_handle: u64,
     /// Buckets every shard knows about (replicated).
     pub buckets: HashMap<String, BucketInfo>,
@@ -303,15 +305,15 @@ impl Store {
     /// Inserts a stream (created, or restored from a checkpoint), replacing
     /// any of the same name.
     pub(crate) fn insert(&mut self, state: StreamState) {
-        let key = (state.bucket.clone(), state.name.clone());
-        if let Some(old) = self.streams.remove(&key) {
+        let key = Rc::new((state.bucket.clone(), state.name.clone()));
+        if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
         }
         self.handles.insert(state.handle, key.clone());
         let punched = (state.retained, state.first_message);
         self.streams.insert(
             key,
-            Entry {
+            Box::new(Entry {
                 state,
                 signal: Rc::new(Signal::default()),
                 shared_event: None,
@@ -319,7 +321,7 @@ impl Store {
                 created: 0,
                 punched: (0, 0),
                 punch_next: punched,
-            },
+            }),
         );
     }
 
@@ -330,7 +332,7 @@ impl Store {
 
     pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
-        self.streams.get_mut(key)
+        self.streams.get_mut(&**key).map(|e| &mut **e)
     }
 
     /// Whether a bucket exists (the built-in one always does).
@@ -357,7 +359,7 @@ impl Store {
             self.remove_hard(handle);
             return None;
         }
-        self.streams.get_mut(key)
+        self.streams.get_mut(key).map(|e| &mut **e)
     }
 
     /// Removes a stream for good, queues its files for deletion and the
@@ -395,6 +397,9 @@ impl Store {
 
     /// Streams of a bucket, in stream-id order.
     pub fn bucket_range<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
-        self.streams.range((bucket.to_string(), String::new())..).take_while(move |(k, _)| k.0 == bucket)
+        self.streams
+            .range::<StreamKey, _>((bucket.to_string(), String::new())..)
+            .take_while(move |(k, _)| k.0 == bucket)
+            .map(|(k, e)| (&**k, &**e))
     }
 }

@@ -433,7 +433,7 @@ impl Shard {
             .streams
             .iter()
             .filter(|(_, e)| !e.state.deleted && e.state.lifetime.expired(now_ms))
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| StreamKey::clone(k))
             .collect();
         for key in &expired {
             if self.reserve(16).await.is_err() {
