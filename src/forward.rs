@@ -63,8 +63,9 @@ const LARGE_BODY: usize = 64 * 1024;
 impl Rendered {
     /// Renders a finished response for a connection (`close`: last response on it).
     pub fn new(resp: Response, close: bool) -> Rendered {
-        let mut head = Vec::with_capacity(512);
-        if resp.body.len() < LARGE_BODY || !resp.sends_body() {
+        let inline = resp.body.len() < LARGE_BODY || !resp.sends_body();
+        let mut head = Vec::with_capacity(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
+        if inline {
             resp.render(&mut head, close);
             return Rendered { head, body: Vec::new() };
         }

@@ -42,12 +42,17 @@ impl Store {
     /// Drops `key` if expired, logging the delete so a restart agrees.
     /// The callers reserved log room; the reserve slack covers this record.
     pub fn expire(&mut self, log: &impl Journal, key: &StreamKey, now_ms: u64) {
-        let Some(handle) = self.streams.get(key).filter(|e| !e.state.deleted).map(|e| e.state.handle) else {
+        // One lookup on the common path: a live stream that has not expired.
+        let Some(handle) = self
+            .streams
+            .get(key)
+            .filter(|e| !e.state.deleted && e.state.lifetime.expired(now_ms))
+            .map(|e| e.state.handle)
+        else {
             return;
         };
-        if self.live(key, now_ms).is_some() {
-            return;
-        }
+        let dropped = self.live(key, now_ms).is_none();
+        assert!(dropped, "an expired stream is dropped or becomes a tombstone");
         if self.is_tombstone(key) {
             log.append(&Record::SoftDelete { handle });
         } else {

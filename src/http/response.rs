@@ -83,6 +83,12 @@ impl Response {
         }
     }
 
+    /// At least the rendered head's size: the headers, plus room for the
+    /// status line, content-length and connection lines.
+    pub fn head_capacity(&self) -> usize {
+        128 + self.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
+    }
+
     /// Renders status line and headers only (the body is written separately).
     pub fn render_head(&self, out: &mut Vec<u8>, close: bool) {
         // Straight into the output buffer: no String per header or per head.
@@ -126,5 +132,17 @@ mod tests {
         r.head_length = Some(42);
         r.render(&mut out, false);
         assert!(String::from_utf8(out).unwrap().ends_with("content-length: 42\r\n\r\n"));
+    }
+
+    #[test]
+    fn head_capacity_covers_the_rendered_head() {
+        for status in [100, 200, 204, 431, 507, 999] {
+            let mut r = Response::new(status).header(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
+            r.set(h::STREAM_NEXT_OFFSET, "0000000000000000_0000000000000005");
+            r.head_length = Some(usize::MAX);
+            let mut out = Vec::new();
+            r.render_head(&mut out, true);
+            assert!(out.len() <= r.head_capacity(), "{status}: {} > {}", out.len(), r.head_capacity());
+        }
     }
 }
