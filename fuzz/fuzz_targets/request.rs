@@ -250,7 +250,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
 /// flusher has in progress instead of starting a second one.
 async fn flush(ctx: &Ctx) {
     let newest =
-        ctx.shard.store.borrow().streams.iter().next_back().map(|(k, e)| (k.clone(), e.state.handle, e.state.tail()));
+        ctx.shard.store.borrow().streams.iter().next_back().map(|(k, e)| (StreamKey::clone(k), e.state.handle, e.state.tail()));
     if let Some((key, handle, tail)) = newest {
         ctx.shard.flush_through(&key, handle, tail).await.expect("a flush on tmpfs succeeds");
     }
@@ -260,7 +260,7 @@ async fn flush(ctx: &Ctx) {
 /// the bucket handler, and waits for fork releases to drain the tombstones.
 async fn reset(ctx: &Rc<Ctx>, seen: &mut HashMap<u64, (u64, bool)>) {
     let keys: Vec<StreamKey> =
-        ctx.shard.store.borrow().streams.iter().filter(|(_, e)| !e.state.deleted).map(|(k, _)| k.clone()).collect();
+        ctx.shard.store.borrow().streams.iter().filter(|(_, e)| !e.state.deleted).map(|(k, _)| StreamKey::clone(k)).collect();
     for key in keys {
         // Refused only for a stream that expired meanwhile (gone already).
         let _ = ctx.shard.delete(&key, ctx.now_ms()).await;
