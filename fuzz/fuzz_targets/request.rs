@@ -249,8 +249,14 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
 /// needs them does: `flush_through` waits for a flush the shard's own
 /// flusher has in progress instead of starting a second one.
 async fn flush(ctx: &Ctx) {
-    let newest =
-        ctx.shard.store.borrow().streams.iter().next_back().map(|(k, e)| (StreamKey::clone(k), e.state.handle, e.state.tail()));
+    let newest = ctx
+        .shard
+        .store
+        .borrow()
+        .streams
+        .iter()
+        .next_back()
+        .map(|(k, e)| (StreamKey::clone(k), e.state.handle, e.state.tail()));
     if let Some((key, handle, tail)) = newest {
         ctx.shard.flush_through(&key, handle, tail).await.expect("a flush on tmpfs succeeds");
     }
@@ -259,8 +265,15 @@ async fn flush(ctx: &Ctx) {
 /// Deletes every stream and bucket the input made, through the store and
 /// the bucket handler, and waits for fork releases to drain the tombstones.
 async fn reset(ctx: &Rc<Ctx>, seen: &mut HashMap<u64, (u64, bool)>) {
-    let keys: Vec<StreamKey> =
-        ctx.shard.store.borrow().streams.iter().filter(|(_, e)| !e.state.deleted).map(|(k, _)| StreamKey::clone(k)).collect();
+    let keys: Vec<StreamKey> = ctx
+        .shard
+        .store
+        .borrow()
+        .streams
+        .iter()
+        .filter(|(_, e)| !e.state.deleted)
+        .map(|(k, _)| StreamKey::clone(k))
+        .collect();
     for key in keys {
         // Refused only for a stream that expired meanwhile (gone already).
         let _ = ctx.shard.delete(&key, ctx.now_ms()).await;
