@@ -268,3 +268,70 @@ fn several_unwritten_segments_after_a_crash_are_set_aside() {
         drop(s);
     }
 }
+
+/// Retention over a stream of small records gives back index pages too (a
+/// prefix of zeros): `sluice check` accepts them, a restart serves the
+/// retained records by ordinal; a zeroed last page is refused by name, a
+/// zeroed page behind the retained one is found by `sluice check`.
+#[test]
+fn retention_punches_index_pages_that_check_and_restart_accept() {
+    const J: &str = "/punch/j";
+    const JSON: &str = "application/json";
+    let tmp = TempDir::new("index-punch");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    s.req("PUT", "/punch", &[], b"").expect(201);
+    s.put(J, JSON, b"").expect(201);
+    // 64k records of 2-6 bytes ("n\n"): an index of about 17 pages.
+    let mut starts = vec![0u64];
+    for batch in 0..64 {
+        let values: Vec<String> = (batch * 1000..batch * 1000 + 1000).map(|i: u64| i.to_string()).collect();
+        s.post(J, JSON, format!("[{}]", values.join(",")).as_bytes()).expect(204);
+        for v in &values {
+            starts.push(starts.last().unwrap() + v.len() as u64 + 1);
+        }
+    }
+    let find_index = || -> Option<PathBuf> {
+        let mut e = std::fs::read_dir(data.join("shard-0/streams")).ok()?.map(|e| e.unwrap().path());
+        e.find(|p| p.extension().is_some_and(|x| x == "idx"))
+    };
+    common::eventually("the records are in the stream files", || {
+        find_index().is_some_and(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 16 * 4096))
+    });
+    let index = || find_index().expect("an index file");
+    use std::os::unix::fs::MetadataExt;
+    let at = common::offset(starts[60_000]);
+    s.req("PUT", &format!("{J}/snapshot/{at}"), &[("Content-Type", "text/plain")], b"state").expect(204);
+    s.req("PUT", &format!("{J}/retention/{at}"), &[], b"").expect(204);
+    common::eventually("the index pages before the retention are punched", || {
+        let m = std::fs::metadata(index()).unwrap();
+        m.blocks() * 512 < m.len() / 2
+    });
+    let read = |s: &Server, r: u64| s.get(&format!("{J}?record={r}&max_records=2")).expect(200).text();
+    assert_eq!(read(&s, 60_000), "60000\n60001\n");
+    assert_eq!(read(&s, 63_998), "63998\n63999\n");
+    s.kill();
+    let (code, out) = check(&data);
+    assert_eq!(code, 0, "a punched index checks clean: {out}");
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    assert_eq!(read(&s, 61_234), "61234\n61235\n", "after a restart");
+    s.get(&format!("{J}?record=10&max_records=1")).expect(410);
+    s.kill();
+    let clean = files(&data);
+    let (idx, len) = (index(), std::fs::metadata(index()).unwrap().len());
+    let zero_page = |page: u64| {
+        let f = std::fs::OpenOptions::new().write(true).open(&idx).unwrap();
+        let n = (len - page * 4096).min(4096) as usize;
+        std::os::unix::fs::FileExt::write_all_at(&f, &vec![0; n], page * 4096).unwrap();
+    };
+    let named = idx.file_name().unwrap().to_str().unwrap().to_string();
+    zero_page((len - 1) / 4096);
+    let (code, out) = check(&data);
+    assert!(code == 1 && out.contains(&named), "a zeroed last page: {out}");
+    let refusal = Server::try_launch(&data, flushing(tmp.path())).err().expect("refused").1;
+    assert!(refusal.contains(&named), "the refusal names the index: {refusal}");
+    restore(&data, &clean);
+    zero_page((len - 1) / 4096 - 1);
+    let (code, out) = check(&data);
+    assert!(code == 1 && out.contains(&named), "a zeroed page behind the retained one: {out}");
+}

@@ -11,6 +11,7 @@
 //! their message ends; the flusher bounds the latter, whatever the
 //! stream's message count.
 
+use crate::index::{self, IndexEnd};
 use std::rc::Rc;
 
 /// Bytes a fork inherits from one ancestor's own stream files: offsets
@@ -98,7 +99,7 @@ pub struct Point {
 }
 
 /// A stream-file layer: whose files, what they cover, and the offset and
-/// record at position 0 of the data and index files.
+/// record at position 0 of the data file and of the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileLayer {
     pub shard: u32,
@@ -109,6 +110,9 @@ pub struct FileLayer {
     pub end: u64,
     pub start_record: u64,
     pub end_record: u64,
+    /// The index's length when the stream is this shard's own (an
+    /// ancestor's grows as its owner flushes: its file size bounds it).
+    pub index_len: Option<u64>,
 }
 
 /// Where a lookup is answered.
@@ -127,8 +131,12 @@ pub struct Body {
     /// Own stream files hold `[base, stored)` and records `[base_record, stored_records)`.
     pub stored: u64,
     pub stored_records: u64,
+    /// Bytes of the own index file holding records `[base_record, stored_records)`.
+    pub index_len: u64,
     /// The chunk the flusher is writing: `[stored, frozen.end())`.
     pub frozen: Option<Rc<Chunk>>,
+    /// The index's length once the frozen chunk is stored.
+    pub frozen_index_len: u64,
     /// Decided, not yet flushed: `[frozen end or stored, tail)`.
     pub cache: Chunk,
 }
@@ -146,7 +154,9 @@ impl Body {
             base_record,
             stored: base,
             stored_records: base_record,
+            index_len: 0,
             frozen: None,
+            frozen_index_len: 0,
             cache: Chunk::at(base, base_record),
         }
     }
@@ -170,6 +180,23 @@ impl Body {
             end: self.stored,
             start_record: self.base_record,
             end_record: self.stored_records,
+            index_len: Some(self.index_len),
+        }
+    }
+
+    /// Where the own index ends.
+    pub fn index_end(&self) -> IndexEnd {
+        IndexEnd { len: self.index_len, offset: self.stored, record: self.stored_records }
+    }
+
+    /// The own index's length once everything up to the tail is stored
+    /// (right after a flush's capture froze the whole tail).
+    pub fn index_len_after_flush(&self) -> u64 {
+        assert!(self.cache.ends.is_empty(), "the capture froze the whole tail");
+        if self.frozen.is_some() {
+            self.frozen_index_len
+        } else {
+            self.index_len
         }
     }
 
@@ -183,6 +210,7 @@ impl Body {
             end: a.end,
             start_record: a.start_record,
             end_record: a.end_record,
+            index_len: None,
         });
         inherited.chain(std::iter::once(self.own_files(shard, handle)))
     }
@@ -244,6 +272,7 @@ impl Body {
         }
         let next = Chunk::at(self.cache.end(), self.cache.end_record());
         let chunk = Rc::new(std::mem::replace(&mut self.cache, next));
+        self.frozen_index_len = index::planned(self.index_end(), &chunk.ends).len;
         self.frozen = Some(chunk.clone());
         Some(chunk)
     }
@@ -264,6 +293,7 @@ impl Body {
         assert_eq!((f.start, f.start_record), (self.stored, self.stored_records), "flushes are contiguous");
         self.stored = f.end();
         self.stored_records = f.end_record();
+        self.index_len = self.frozen_index_len;
     }
 }
 
@@ -291,8 +321,9 @@ mod tests {
         b.thaw();
         assert_eq!((b.frozen.is_none(), b.cache.start, b.cache.ends.clone()), (true, 10, vec![12, 16, 19]));
         assert!(b.freeze().is_some());
+        assert_eq!(b.index_len_after_flush(), 16 + 5 + 3, "a page header and an entry of three lengths");
         b.stored_frozen();
-        assert_eq!((b.stored, b.stored_records), (19, 5));
+        assert_eq!((b.stored, b.stored_records, b.index_len), (19, 5, 24));
         assert!(matches!(b.layer_at(0, 3, 12), Layer::File(f) if f.handle == 3 && f.start == 10));
         let (pieces, ram_from) = b.file_pieces(0, 3, 5, 18);
         assert_eq!(pieces.iter().map(|p| (p.handle, p.start, p.end)).collect::<Vec<_>>(), [(7, 5, 10), (3, 10, 18)]);

@@ -15,6 +15,7 @@ pub mod codec;
 pub mod create;
 pub mod cursor;
 pub mod error;
+pub mod index;
 pub mod int;
 pub mod json;
 pub mod limits;

@@ -13,13 +13,13 @@ pub const MAX_TTL_SECS: u64 = 253_402_300_799;
 /// Largest producer epoch or sequence number (exact in a JSON number).
 pub const MAX_PRODUCER_INT: u64 = (1 << 53) - 1;
 
-/// Bytes per ordinal-index entry: a record's end offset (u64) and the
-/// CRC32C of its bytes (u32).
-pub const INDEX_ENTRY: u64 = 12;
 /// A file-system page: hole punching gives back whole pages only.
 pub const PAGE: u64 = 4096;
-/// Index entries read in one piece once a binary search has narrowed to them.
-pub const SEARCH_BLOCK: u64 = PAGE / INDEX_ENTRY;
+/// Bytes per page of a stream's record index ([`crate::index`]): one
+/// header (where the page starts in the stream) per page.
+pub const INDEX_PAGE: u64 = PAGE;
+/// Records per index entry, each entry with one CRC32C over their bytes.
+pub const ENTRY_RECORDS: usize = 127;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;
@@ -49,7 +49,8 @@ pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
 pub const FILL_CHUNK: usize = 1 << 20;
 
 const _: () = {
-    assert!(SEARCH_BLOCK * INDEX_ENTRY <= PAGE, "a search block is one page of the index");
+    assert!(INDEX_PAGE.is_multiple_of(PAGE), "retention punches whole index pages");
+    assert!(ENTRY_RECORDS > 0 && ENTRY_RECORDS <= u8::MAX as usize, "an entry's record count is one byte");
     assert!(FLUSH_CONCURRENCY * 2 <= MAX_OPEN_FILES, "one flush batch fits in the descriptor cache");
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");

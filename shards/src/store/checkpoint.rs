@@ -17,7 +17,7 @@ use std::collections::HashMap;
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
 const MAGIC: &[u8; 8] = b"SLUICECK";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// A decoded checkpoint.
 #[derive(Debug)]
@@ -95,7 +95,7 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
         }
     }
     let b = &s.body;
-    for v in [b.base, b.base_record, s.tail(), s.records(), s.retained, s.first_message] {
+    for v in [b.base, b.base_record, s.tail(), s.records(), s.retained, s.first_message, b.index_len_after_flush()] {
         out.put_u64(v);
     }
     // A fork's ancestors are its body's: they are recorded once, in the fork record.
@@ -177,15 +177,17 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
         by_id.insert(id, ProducerState { epoch: v[0], last_seq: v[1], ack: (v[2], v[3], v[4]), written: v[5] });
     }
-    let v: Vec<u64> = (0..6).map(|_| c.u64()).collect::<Option<_>>()?;
+    let v: Vec<u64> = (0..7).map(|_| c.u64()).collect::<Option<_>>()?;
     let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
+    let index_len = v[6];
     let fork = ForkRecord::get_opt(c)?;
     let ancestors = fork.as_ref().map_or_else(Vec::new, |f| f.ancestors.clone());
     let consistent = ancestors.last().is_none_or(|a| (a.end, a.end_record) == (base, base_record))
         && base <= tail
         && base_record <= records
         && retained <= tail
-        && first_message <= records;
+        && first_message <= records
+        && (records == base_record) == (index_len == 0);
     if !consistent {
         return None;
     }
@@ -200,7 +202,7 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         }),
     };
     let mut body = Body::new(ancestors, base, base_record);
-    (body.stored, body.stored_records) = (tail, records);
+    (body.stored, body.stored_records, body.index_len) = (tail, records, index_len);
     body.cache = Chunk::at(tail, records);
     Some(StreamState {
         handle,
@@ -263,6 +265,7 @@ mod tests {
         s.snapshot = Some(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob });
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
+        s.body.freeze();
         let bytes = encode(&header(&buckets, &doomed), [&s].into_iter());
         let c = decode(&bytes, 0, 16).unwrap();
         assert_eq!((c.generation, c.journal, c.next_handle), (4, (3, 4096), 9));
@@ -270,6 +273,7 @@ mod tests {
         assert_eq!(c.doomed, doomed);
         let r = &c.streams[0];
         assert_eq!((r.tail(), r.records(), r.body.stored, r.body.stored_records), (5, 2, 5, 2));
+        assert_eq!(r.body.index_len, 16 + 5 + 2, "the index as the flush will leave it: a page header, one entry");
         assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
         assert_eq!(r.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack)), Some((2, 7, (5, 0, 2))));
         assert_eq!((r.last_stream_seq.as_deref(), &r.attrs[..], r.json), (Some("k"), &b"{\"a\":1}"[..], true));

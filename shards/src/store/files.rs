@@ -1,7 +1,7 @@
 //! Stream files: each stream's own bytes, contiguous (`<handle>.data`,
-//! file position = offset - the stream's base), its ordinal index
-//! (`<handle>.idx`, one fixed-size entry per record: end offset and CRC32C
-//! of the record's bytes), and its latest snapshot (`<handle>.<gen>.snap`,
+//! file position = offset - the stream's base), its record index
+//! (`<handle>.idx`, sparse pages of record lengths and CRC32Cs, laid out by
+//! [`crate::core::index`]), and its latest snapshot (`<handle>.<gen>.snap`,
 //! named by the flush generation that wrote it). They live under
 //! `shard-N/streams/`; forks read their ancestors' files on any shard.
 //!
@@ -9,6 +9,7 @@
 //! hole punches), so any shard may read them through its own descriptors.
 
 use crate::core::body::FileLayer;
+use crate::core::index::{decode_page, Header, Page, INDEX_PAGE, PAGE_HEADER};
 use glommio::io::{BufferedFile, OpenOptions};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -19,7 +20,7 @@ use std::rc::Rc;
 
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
-pub use crate::core::limits::{INDEX_ENTRY, MAX_OPEN_FILES, PAGE, READ_CHUNK};
+pub use crate::core::limits::{MAX_OPEN_FILES, PAGE, READ_CHUNK};
 
 pub fn data_name(handle: u64) -> String {
     FileName::Data(handle).to_string()
@@ -72,28 +73,6 @@ impl FileName {
     pub fn handle(self) -> u64 {
         match self {
             FileName::Data(h) | FileName::Index(h) | FileName::Snapshot(h, _) => h,
-        }
-    }
-}
-
-/// One index entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IndexEntry {
-    pub end: u64,
-    pub crc: u32,
-}
-
-impl IndexEntry {
-    pub fn encode(self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.end.to_le_bytes());
-        out.extend_from_slice(&self.crc.to_le_bytes());
-    }
-
-    pub fn decode(b: &[u8]) -> IndexEntry {
-        assert_eq!(b.len() as u64, INDEX_ENTRY, "an index entry is {INDEX_ENTRY} bytes");
-        IndexEntry {
-            end: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
-            crc: u32::from_le_bytes(b[8..].try_into().expect("4 bytes")),
         }
     }
 }
@@ -227,12 +206,33 @@ impl StreamFiles {
         self.read_into(layer.shard, FileName::Data(layer.handle), pos, len, out).await
     }
 
-    /// Index entries of records `[r0, r1)`, which `layer` holds.
-    pub async fn entries(&self, layer: FileLayer, r0: u64, r1: u64) -> std::io::Result<Vec<IndexEntry>> {
-        assert!(r0 <= r1 && r0 >= layer.start_record && r1 <= layer.end_record, "entries outside the layer");
-        let pos = (r0 - layer.origin_record) * INDEX_ENTRY;
-        let b = self.read(layer.shard, FileName::Index(layer.handle), pos, ((r1 - r0) * INDEX_ENTRY) as usize).await?;
-        Ok(b.chunks_exact(INDEX_ENTRY as usize).map(IndexEntry::decode).collect())
+    /// The length of `layer`'s index: known for this shard's own streams,
+    /// the file's size for an ancestor's (its owner may be appending to
+    /// it; what lies below the size is whole).
+    pub async fn index_len(&self, layer: FileLayer) -> std::io::Result<u64> {
+        match layer.index_len {
+            Some(len) => Ok(len),
+            None => {
+                let f = self.file(layer.shard, FileName::Index(layer.handle)).await?;
+                f.file_size().await.map_err(std::io::Error::from)
+            }
+        }
+    }
+
+    /// The header of page `p` of `layer`'s index.
+    pub async fn index_header(&self, layer: FileLayer, p: u64) -> std::io::Result<Header> {
+        let b = self.read(layer.shard, FileName::Index(layer.handle), p * INDEX_PAGE, PAGE_HEADER as usize).await?;
+        Ok(Header::decode(&b))
+    }
+
+    /// Page `p` of `layer`'s index, decoded (`len` is the index's length).
+    pub async fn index_page(&self, layer: FileLayer, p: u64, len: u64) -> std::io::Result<Page> {
+        let (name, pos) = (FileName::Index(layer.handle), p * INDEX_PAGE);
+        assert!(pos < len, "page {p} is inside the index");
+        let b = self.read(layer.shard, name, pos, (len - pos).min(INDEX_PAGE) as usize).await?;
+        decode_page(&b).map_err(|why| {
+            std::io::Error::other(format!("shard-{}/{STREAMS_DIR}/{name}: index page {p}: {why}", layer.shard))
+        })
     }
 
     /// Writes all of `bytes` at `pos` of this shard's file `name`; returns the descriptor.
@@ -359,13 +359,5 @@ mod tests {
         for errno in [libc::EIO, libc::EBADF, libc::EFAULT] {
             assert!(!cannot_nowait(&std::io::Error::from_raw_os_error(errno)), "errno {errno}");
         }
-    }
-
-    #[test]
-    fn index_entries_round_trip() {
-        let mut b = Vec::new();
-        IndexEntry { end: 1 << 40, crc: 0xdead_beef }.encode(&mut b);
-        assert_eq!(b.len() as u64, INDEX_ENTRY);
-        assert_eq!(IndexEntry::decode(&b), IndexEntry { end: 1 << 40, crc: 0xdead_beef });
     }
 }

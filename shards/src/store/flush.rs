@@ -6,7 +6,7 @@
 //! 1. capture, with no await: freeze every stream's tail, note the journal
 //!    position and encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
-//! 3. write data, then index entries, then new snapshot files, fdatasync
+//! 3. write data, then index pages, then new snapshot files, fdatasync
 //!    each, and sync the streams directory;
 //! 4. write the checkpoint to a temporary file, fdatasync it, rename it
 //!    over the old one, sync the shard directory;
@@ -16,9 +16,10 @@
 //!    wholly before the captured position.
 
 use super::checkpoint::{self, Header, CHECKPOINT};
-use super::files::{snapshot_name, FileName, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
+use super::files::{snapshot_name, FileName, STREAMS_DIR};
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
+use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
 use crate::log::segment::sync_dir;
@@ -32,21 +33,24 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Instant;
 
-/// One stream's frozen chunk and where its files start.
+/// One stream's frozen chunk, where its data file starts, and where its
+/// index ends before and after the chunk.
 struct Job {
     handle: u64,
     origin: u64,
-    origin_record: u64,
+    index: IndexEnd,
+    index_after: u64,
     chunk: Rc<Chunk>,
 }
 
-/// Retained-away ranges to give back: bytes and records, own-file relative.
+/// Retained-away ranges to give back: bytes (own-file relative), and the
+/// index pages before the one holding the first retained record.
 struct Punch {
     handle: u64,
     /// What was punched before, restored if the flush fails.
     from: (u64, u64),
     bytes: (u64, u64),
-    entries: (u64, u64),
+    record: u64,
 }
 
 /// Everything one flush captured.
@@ -167,8 +171,9 @@ impl Shard {
     /// (best effort: recovery cuts them back too).
     async fn give_back(&self, c: &Capture) {
         for j in &c.jobs {
-            let stored = (j.chunk.start - j.origin, (j.chunk.start_record - j.origin_record) * INDEX_ENTRY);
-            for (name, len) in [(FileName::Data(j.handle), stored.0), (FileName::Index(j.handle), stored.1)] {
+            let stored =
+                [(FileName::Data(j.handle), j.chunk.start - j.origin), (FileName::Index(j.handle), j.index.len)];
+            for (name, len) in stored {
                 if let Err(e) = self.files.truncate(name, len).await {
                     tracing::warn!(shard = self.id, file = %name, error = %e, "cannot cut back a stream file");
                 }
@@ -190,9 +195,9 @@ impl Shard {
             let s = &mut e.state;
             referenced.insert((self.id as u32, s.handle));
             referenced.extend(s.body.ancestors.iter().map(|a| (a.shard, a.handle)));
-            let (origin, origin_record) = (s.body.base, s.body.base_record);
+            let (origin, index) = (s.body.base, s.body.index_end());
             if let Some(chunk) = s.body.freeze() {
-                jobs.push(Job { handle: s.handle, origin, origin_record, chunk });
+                jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
             }
             if let Some(Snapshot { blob: Blob::Pending(b), .. }) = &s.snapshot {
                 snapshots.push((s.handle, b.clone()));
@@ -205,10 +210,7 @@ impl Shard {
                     handle: s.handle,
                     from: e.punched,
                     bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
-                    entries: (
-                        own(e.punched.1, origin_record) * INDEX_ENTRY,
-                        own(e.punch_next.1, origin_record) * INDEX_ENTRY,
-                    ),
+                    record: e.punch_next.1,
                 });
                 e.punched = e.punch_next;
             }
@@ -255,27 +257,40 @@ impl Shard {
         }
         for p in &c.punches {
             self.files.punch(FileName::Data(p.handle), p.bytes.0, p.bytes.1).await.map_err(io("hole punch"))?;
-            self.files.punch(FileName::Index(p.handle), p.entries.0, p.entries.1).await.map_err(io("hole punch"))?;
+            self.punch_index(p).await.map_err(io("hole punch"))?;
         }
         self.log.reclaim_below(c.journal.0).await.map_err(io("journal reclamation"))?;
         self.files.retain_referenced(&c.referenced);
         Ok(())
     }
 
-    /// Writes one frozen chunk's bytes and index entries, and syncs both.
+    /// Gives back the index pages before the one holding `p.record` (or,
+    /// when every stored record is retained away, the last one), whole
+    /// pages only: the last page is never punched, nor one a later record
+    /// is in.
+    async fn punch_index(&self, p: &Punch) -> std::io::Result<()> {
+        let layer = {
+            let mut st = self.store.borrow_mut();
+            match st.by_handle(p.handle) {
+                Some(e) if e.state.body.stored_records > e.state.body.base_record => {
+                    e.state.body.own_files(self.id as u32, p.handle)
+                }
+                _ => return Ok(()),
+            }
+        };
+        let last = p.record.min(layer.end_record - 1);
+        let (page, _, _) = self.index_page(layer, |h| h.record <= last).await?;
+        self.files.punch(FileName::Index(p.handle), 0, page * INDEX_PAGE).await
+    }
+
+    /// Writes one frozen chunk's bytes and index pages, and syncs both.
     async fn store_chunk(&self, j: &Job) -> std::io::Result<()> {
         let c = &j.chunk;
-        let mut entries = Vec::with_capacity(c.ends.len() * INDEX_ENTRY as usize);
-        let mut start = c.start;
-        for &end in &c.ends {
-            IndexEntry { end, crc: crc32c::crc32c(c.slice(start, end)) }.encode(&mut entries);
-            start = end;
-        }
+        let mut pages = Vec::with_capacity(c.ends.len() * 2 + index::PAGE_HEADER as usize);
+        let end = index::encode(j.index, &c.ends, &c.bytes, &mut pages);
+        assert_eq!(end.len, j.index_after, "the index ends where the capture planned");
         let data = self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes).await?;
-        let index = self
-            .files
-            .write(FileName::Index(j.handle), (c.start_record - j.origin_record) * INDEX_ENTRY, &entries)
-            .await?;
+        let index = self.files.write(FileName::Index(j.handle), j.index.len, &pages).await?;
         data.fdatasync().await.map_err(std::io::Error::from)?;
         index.fdatasync().await.map_err(std::io::Error::from)?;
         Ok(())

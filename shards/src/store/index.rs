@@ -1,16 +1,15 @@
 //! Reads and record lookups across a stream's layers (see
 //! [`crate::core::body`]): memory answers at once, stream files through the
-//! ordinal index. A lookup takes what it needs from the store, then awaits
+//! record index (a binary search over its page headers, then the lengths
+//! stored in one page; see [`crate::core::index`]). A lookup takes what it needs from the store, then awaits
 //! file reads without holding a borrow; what it looks up lies below the
 //! visible tail, where boundaries never change.
 
-use super::files::IndexEntry;
 use super::{Shard, StreamKey};
 use crate::core::body::{FileLayer, Layer, Point};
+use crate::core::index::{page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, Snapshot};
 use std::io;
-
-use crate::core::limits::SEARCH_BLOCK;
 
 /// How much one read may hold.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +40,12 @@ fn gone() -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, "the stream was deleted during the read")
 }
 
+/// The index of `f` does not hold what its layer says it does.
+fn damaged(f: FileLayer, what: impl std::fmt::Display) -> io::Error {
+    let name = super::files::FileName::Index(f.handle);
+    io::Error::other(format!("shard-{}/{}/{name}: {what}: damaged", f.shard, super::files::STREAMS_DIR))
+}
+
 impl Shard {
     /// Where record `r` of `key` is, or its end offset when memory holds it.
     fn locate_record(&self, key: &StreamKey, r: u64) -> io::Result<Result<u64, FileLayer>> {
@@ -56,7 +61,11 @@ impl Shard {
     pub async fn end_of(&self, key: &StreamKey, r: u64) -> io::Result<u64> {
         match self.locate_record(key, r)? {
             Ok(end) => Ok(end),
-            Err(f) => Ok(self.files.entries(f, r, r + 1).await?[0].end),
+            Err(f) => {
+                let (_, page, _) = self.index_page(f, |h| h.record <= r).await?;
+                let end = r.checked_sub(page.header.record).and_then(|i| page.ends.get(i as usize));
+                end.copied().ok_or_else(|| damaged(f, format_args!("no entry for record {r}")))
+            }
         }
     }
 
@@ -87,36 +96,37 @@ impl Shard {
                 Layer::File(f) => f,
             }
         };
-        // Interpolation search over index pages: the record sought is in
-        // [lo, hi), record lo starts at lo_start, record hi-1 ends at hi_end.
-        // Streams of similar message sizes take one page read.
-        let (mut lo, mut hi, mut lo_start, mut hi_end) = (f.start_record, f.end_record, f.start, f.end);
-        loop {
-            assert!(lo < hi && lo_start <= offset && offset < hi_end, "offset {offset} lies inside layer {f:?}");
-            if hi - lo <= SEARCH_BLOCK {
-                let block = self.files.entries(f, lo, hi).await?;
-                let i = block.partition_point(|e| e.end <= offset);
-                let start = if i == 0 { lo_start } else { block[i - 1].end };
-                return Ok((lo + i as u64, start));
-            }
-            let estimate = lo + ((offset - lo_start) as u128 * (hi - lo) as u128 / (hi_end - lo_start) as u128) as u64;
-            let p1 = (estimate.saturating_sub(SEARCH_BLOCK / 2).max(lo) + SEARCH_BLOCK).min(hi);
-            let p0 = p1 - SEARCH_BLOCK;
-            let page = self.files.entries(f, p0, p1).await?;
-            let (first, last) = (page[0].end, page[page.len() - 1].end);
-            if first > offset {
-                // Record p0 ends after `offset`: the answer is p0 or before.
-                if p0 == lo {
-                    return Ok((lo, lo_start));
-                }
-                (hi, hi_end) = (p0 + 1, first);
-            } else if last <= offset {
-                (lo, lo_start) = (p1, last);
+        let (_, page, _) = self.index_page(f, |h| h.offset <= offset).await?;
+        let i = page.ends.partition_point(|&e| e <= offset);
+        if page.header.offset > offset || i == page.ends.len() {
+            return Err(damaged(f, format_args!("no entry for offset {offset}")));
+        }
+        Ok((page.header.record + i as u64, page.start_at(i)))
+    }
+
+    /// The last page of `f`'s index whose header satisfies `before` (which
+    /// holds for a prefix of the pages: it asks whether a page starts at or
+    /// before what is sought), found by binary search over the headers, and
+    /// its number, and the index's length.
+    pub(super) async fn index_page(
+        &self,
+        f: FileLayer,
+        before: impl Fn(Header) -> bool,
+    ) -> io::Result<(u64, Page, u64)> {
+        let len = self.files.index_len(f).await?;
+        if len == 0 {
+            return Err(damaged(f, "empty"));
+        }
+        let (mut lo, mut hi) = (0, page_of(len - 1) + 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if before(self.files.index_header(f, mid).await?) {
+                lo = mid;
             } else {
-                let i = page.partition_point(|e| e.end <= offset);
-                return Ok((p0 + i as u64, page[i - 1].end));
+                hi = mid;
             }
         }
+        Ok((lo, self.files.index_page(f, lo, len).await?, len))
     }
 
     /// What the index says about visible `offset` (at most the visible tail).
@@ -154,9 +164,29 @@ impl Shard {
                     Layer::File(f) => f,
                 }
             };
+            // The page holding record r, then the pages after it in order.
             let to = r1.min(f.end_record);
-            out.extend(self.files.entries(f, r, to).await?.into_iter().map(|e: IndexEntry| e.end));
-            r = to;
+            let (mut p, mut page, len) = self.index_page(f, |h| h.record <= r).await?;
+            if page.header.record > r {
+                return Err(damaged(f, format_args!("no entry for record {r}")));
+            }
+            loop {
+                let take = page.ends.iter().skip((r - page.header.record) as usize).take((to - r) as usize);
+                let before = out.len();
+                out.extend(take);
+                r += (out.len() - before) as u64;
+                if r == to {
+                    break;
+                }
+                p += 1;
+                if p * INDEX_PAGE >= len {
+                    return Err(damaged(f, format_args!("no entry for record {r}")));
+                }
+                page = self.files.index_page(f, p, len).await?;
+                if page.header.record != r {
+                    return Err(damaged(f, format_args!("page {p} does not start at record {r}")));
+                }
+            }
         }
         Ok(out)
     }

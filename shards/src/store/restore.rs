@@ -13,21 +13,22 @@
 //! | stream file of a handle created after the checkpoint    | delete (rewritten)     | clean          |
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
 //! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
-//! | stream file shorter, missing, or with a bad last record | refuse                 | damaged        |
+//! | stream file shorter, missing, or a bad last index entry| refuse                 | damaged        |
 //! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
 //!
-//! `sluice check` also verifies every retained record's CRC and that the
-//! index entries are ascending and end at the stored tail.
+//! `sluice check` also verifies every retained index entry's CRC and that
+//! the index pages follow on from each other and end at the stored tail.
 
 use super::checkpoint::{self, Checkpoint, CHECKPOINT};
-use super::files::{data_name, index_name, snapshot_name, FileName, IndexEntry, INDEX_ENTRY, STREAMS_DIR};
+use super::files::{data_name, index_name, snapshot_name, FileName, STREAMS_DIR};
 use super::{BucketInfo, Store};
+use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
 use crate::log::marks::{self, LOG_START};
 use crate::log::recovery::{self, Mode, Tail};
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A restored shard: its store, and where its journal resumes.
@@ -146,7 +147,7 @@ fn check_files(
         let b = &s.body;
         match file {
             FileName::Data(_) => check_len(&path, b.stored - b.base, mode)?,
-            FileName::Index(_) => check_len(&path, (b.stored_records - b.base_record) * INDEX_ENTRY, mode)?,
+            FileName::Index(_) => check_len(&path, b.index_len, mode)?,
             FileName::Snapshot(_, g) if g > generation => {
                 remove(&path, mode)?;
                 continue;
@@ -187,76 +188,104 @@ fn check_files(
     Ok(())
 }
 
-/// A file read sequentially from `pos`, errors naming it.
-struct Sequential<'a> {
+/// A stream file, read by position, errors naming it.
+struct Reader<'a> {
     path: &'a Path,
-    r: std::io::BufReader<std::fs::File>,
+    f: std::fs::File,
 }
 
-impl<'a> Sequential<'a> {
-    fn open(path: &'a Path, pos: u64) -> Result<Sequential<'a>, String> {
-        let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        f.seek(SeekFrom::Start(pos)).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Sequential { path, r: std::io::BufReader::with_capacity(1 << 20, f) })
+impl<'a> Reader<'a> {
+    fn open(path: &'a Path) -> Result<Reader<'a>, String> {
+        Ok(Reader { path, f: std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))? })
     }
 
-    fn next(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        self.r.read_exact(buf).map_err(|e| format!("{}: {e}", self.path.display()))
+    fn at(&self, pos: u64, len: u64) -> Result<Vec<u8>, String> {
+        let mut buf = vec![0; len as usize];
+        self.f
+            .read_exact_at(&mut buf, pos)
+            .map_err(|e| format!("{}: {len} bytes at {pos}: {e}", self.path.display()))?;
+        Ok(buf)
+    }
+
+    /// Index page `p` of an index `len` bytes long, decoded.
+    fn page(&self, p: u64, len: u64) -> Result<Page, String> {
+        let pos = p * INDEX_PAGE;
+        decode_page(&self.at(pos, (len - pos).min(INDEX_PAGE))?)
+            .map_err(|why| format!("{}: index page {p}: {why}", self.path.display()))
     }
 }
 
-/// Checks a stream's stored records against its index: the last one at
-/// start, every retained one when verifying.
+/// Checks a stream's stored records against its index: at start, the last
+/// page and its last entry's CRC; when verifying, every page (each starts
+/// where the one before ends) and every retained entry's CRC. Pages before
+/// the one holding the first retained record may be hole-punched (zeros).
 fn verify_records(dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String> {
     let b = &s.body;
     let (data, index) = (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)));
-    // Records before the retention may be hole-punched: never read them.
-    let (retained_record, retained) =
-        if s.first_message >= b.base_record { (s.first_message, s.retained) } else { (b.base_record, b.base) };
+    let (data, idx) = (Reader::open(&data)?, Reader::open(&index)?);
+    let pages = page_of(b.index_len - 1) + 1;
+    // Bytes before the retention may be hole-punched: their CRCs are not checked.
+    let retained = s.retained.max(b.base);
     let first = match mode {
-        Mode::Repair => retained_record.max(b.stored_records - 1),
-        Mode::Verify => retained_record,
+        Mode::Repair => pages - 1,
+        Mode::Verify => 0,
     };
-    if first >= b.stored_records {
-        return Ok(());
+    let mut expected = (first == 0).then_some(Header { offset: b.base, record: b.base_record });
+    let mut punched = false;
+    for p in first..pages {
+        let page = idx.page(p, b.index_len)?;
+        let here = format!("{}: index page {p}", index.display());
+        let h = page.header;
+        if page.entries.is_empty() {
+            // Punched pages (zeros) come first, only after retention moved,
+            // and never include the last page.
+            let prefix = p == 0 || (punched && expected.is_none());
+            if !prefix || h != Header::default() || p + 1 == pages || s.first_message <= b.base_record {
+                return Err(format!("{here} holds no entries: damaged or zeroed"));
+            }
+            (punched, expected) = (true, None);
+            continue;
+        }
+        match expected {
+            Some(e) if e != h => {
+                return Err(format!(
+                    "{here} starts at record {} offset {}, not record {} offset {}: damaged",
+                    h.record, h.offset, e.record, e.offset
+                ))
+            }
+            None if h.record < b.base_record || h.offset < b.base || (punched && h.record > s.first_message) => {
+                return Err(format!("{here} starts at record {} offset {}: damaged", h.record, h.offset))
+            }
+            _ => {}
+        }
+        if page.end() > b.stored {
+            return Err(format!("{here} ends at {}, past the stored tail {}: damaged", page.end(), b.stored));
+        }
+        let checked = match mode {
+            Mode::Repair => &page.entries[page.entries.len() - 1..],
+            Mode::Verify => &page.entries[..],
+        };
+        for e in checked.iter().filter(|e| page.start_at(e.first) >= retained) {
+            let (start, end) = (page.start_at(e.first), page.ends[e.first + e.count - 1]);
+            if crc32c::crc32c(&data.at(start - b.base, end - start)?) != e.crc {
+                return Err(format!(
+                    "{}: bytes {start}..{end} do not match their index checksum: damaged, zeroed or replaced",
+                    data.path.display()
+                ));
+            }
+        }
+        expected = Some(Header { offset: page.end(), record: page.end_record() });
     }
-    let mut entry = [0u8; INDEX_ENTRY as usize];
-    // Where `first` starts: the retention, or the end of the record before it.
-    let mut start = retained;
-    if first > retained_record {
-        let mut before = Sequential::open(&index, (first - 1 - b.base_record) * INDEX_ENTRY)?;
-        before.next(&mut entry)?;
-        start = IndexEntry::decode(&entry).end;
-    }
-    if start >= b.stored {
+    let end = expected.expect("the last page holds entries");
+    if (end.offset, end.record) != (b.stored, b.stored_records) {
         return Err(format!(
-            "{}: record {first} starts at {start}, past the stored tail {}",
+            "{}: records end at record {} offset {}, the checkpoint records {} {}",
             index.display(),
+            end.record,
+            end.offset,
+            b.stored_records,
             b.stored
         ));
-    }
-    let mut entries = Sequential::open(&index, (first - b.base_record) * INDEX_ENTRY)?;
-    let mut bytes = Sequential::open(&data, start - b.base)?;
-    let mut buf = Vec::new();
-    for r in first..b.stored_records {
-        entries.next(&mut entry)?;
-        let e = IndexEntry::decode(&entry);
-        if e.end <= start || e.end > b.stored {
-            return Err(format!("{}: entry of record {r} ends at {}, out of order: damaged", index.display(), e.end));
-        }
-        buf.resize((e.end - start) as usize, 0);
-        bytes.next(&mut buf)?;
-        if crc32c::crc32c(&buf) != e.crc {
-            return Err(format!(
-                "{}: record {r} (bytes {start}..{}) does not match its index checksum: damaged, zeroed or replaced",
-                data.display(),
-                e.end
-            ));
-        }
-        start = e.end;
-    }
-    if start != b.stored {
-        return Err(format!("{}: records end at {start}, the checkpoint records {}", index.display(), b.stored));
     }
     Ok(())
 }

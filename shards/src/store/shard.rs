@@ -404,7 +404,8 @@ impl Shard {
     }
 
     /// Disk space by use: the journal's segments (those the next flush
-    /// deletes count as reclaimable) and the stream files.
+    /// deletes count as reclaimable) and the stream files (an index counted
+    /// whole, its retained-away pages too).
     pub fn disk_usage(&self) -> crate::stats::DiskUsage {
         let st = self.store.borrow();
         let mut u = self.log.disk_usage(st.journal_start);
@@ -412,7 +413,7 @@ impl Shard {
             let b = &e.state.body;
             let own = b.stored - b.base;
             let punched = e.punched.0.saturating_sub(b.base).min(own);
-            u.live += own - punched + (b.stored_records - b.base_record) * super::files::INDEX_ENTRY;
+            u.live += own - punched + b.index_len;
         }
         u
     }
