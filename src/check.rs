@@ -1,7 +1,8 @@
 //! `sluice check --data-dir DIR`: verifies a stopped data directory offline
 //! and changes nothing: the shard count file, and in every shard the
-//! checkpoint, every stream file against it (lengths, every retained
-//! record's CRC32C against the ordinal index), the journal marks, each
+//! checkpoint, every stream file against it (lengths, index pages that
+//! follow on from each other to the stored tail, every retained index
+//! entry's CRC32C against the data), the journal marks, each
 //! segment's seal (length, CRC32C, size of its predecessor and itself) and
 //! every journal record's CRC. Exit 0 when clean, 1 when damaged.
 

@@ -9,12 +9,13 @@ use common::{offset, Server};
 use std::time::Duration;
 
 const JSON: &str = "application/json";
-const RECORDS: usize = 5000;
+const RECORDS: usize = 20_000;
 
-/// Record `i`'s stored NDJSON bytes: sizes vary from 8 to about 600 bytes,
-/// in runs, so the index search must narrow more than once.
+/// Record `i`'s stored NDJSON bytes: sizes vary from 8 to about 300 bytes,
+/// in runs (lengths of one and two LEB128 bytes), over about eight index pages,
+/// so the search over page headers must narrow several times.
 fn record(i: usize) -> String {
-    let pad = if (i / 700).is_multiple_of(2) { (i * 7) % 13 } else { 500 + i % 97 };
+    let pad = if (i / 700).is_multiple_of(2) { (i * 7) % 13 } else { 200 + i % 97 };
     format!("{{\"i\":{i},\"p\":\"{}\"}}\n", "x".repeat(pad))
 }
 
@@ -36,7 +37,7 @@ fn record_lookups_through_the_on_disk_index() {
     // Let the flush move everything into the stream files.
     std::thread::sleep(Duration::from_millis(500));
     for round in 0..2 {
-        for r in [0usize, 1, 699, 700, 701, 2500, 4998, 4999] {
+        for r in [0usize, 1, 699, 700, 701, 2500, 4999, 9100, 13_999, 17_500, 19_998, 19_999] {
             let got = s.get(&format!("{p}?record={r}&max_records=2")).expect(200);
             let want = format!("{}{}", record(r), if r + 1 < RECORDS { record(r + 1) } else { String::new() });
             assert_eq!(got.text(), want, "round {round}: record {r}");

@@ -5,7 +5,7 @@
 //!   replay and live decisions ([`crate::decide`]) change it through;
 //! - [`shard`]: the shard's write operations (reserve, decide, wait durable, publish);
 //! - [`index`]: reads and record lookups across a stream's layers;
-//! - [`files`]: stream files (data, ordinal index, snapshots) and their names;
+//! - [`files`]: stream files (data, sparse record index, snapshots) and their names;
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
 //! - [`checkpoint`]: the checkpoint's encoding;
