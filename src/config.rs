@@ -55,7 +55,7 @@ pub struct Config {
           default_value_t = cores(), hide_default_value = true)]
     pub shards: usize,
 
-    /// always: acknowledge writes after fdatasync; never: after write(2) only, which
+    /// always: acknowledge writes once durable (fdatasync semantics); never: after write(2) only, which
     /// survives a process crash but NOT power loss.
     #[arg(long, env = "SLUICE_FSYNC", value_name = "always|never", value_parser = parse_fsync, default_value = "always")]
     pub fsync: FsyncMode,

@@ -156,7 +156,12 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         }
         all
     };
-    family(&mut out, "sluice_fsync_seconds", "histogram", "fdatasync time of each group commit.");
+    family(
+        &mut out,
+        "sluice_fsync_seconds",
+        "histogram",
+        "Time of each group commit's durable writes (O_DSYNC, sync included).",
+    );
     if let Some(h) = merged(&|s| &s.fsync_seconds) {
         histogram(&mut out, "sluice_fsync_seconds", "", &h);
     }

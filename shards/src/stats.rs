@@ -70,7 +70,7 @@ pub struct LogStats {
     pub appends: Cell<u64>,
     /// Payload bytes of those appends.
     pub append_bytes: Cell<u64>,
-    /// Duration of each commit's fdatasync (none with `--fsync never`).
+    /// Duration of each commit's durable writes, sync included (none with `--fsync never`).
     pub fsync_seconds: Histogram,
     /// Records made durable by each commit.
     pub group_commit_records: Histogram,

@@ -1,5 +1,6 @@
 //! Group commit: records are encoded into a pending buffer as they are
-//! decided; one flusher task writes everything pending and fdatasyncs it, then
+//! decided; one flusher task writes everything pending durably (segments are
+//! `O_DSYNC` with `--fsync always`: the write is the sync), then
 //! acknowledges every record in that batch. Records that arrive while a flush
 //! is in flight ride the next one, so the sync cost is shared by all of them.
 //!
@@ -21,7 +22,7 @@ use std::rc::Rc;
 /// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FsyncMode {
-    /// After write + fdatasync: survives power loss. The default.
+    /// After a durable write (`O_DSYNC`, as write + fdatasync): survives power loss. The default.
     Always,
     /// After write only: survives a process crash, not a kernel crash or power loss.
     Never,
@@ -32,6 +33,13 @@ pub struct LogConfig {
     pub dir: PathBuf,
     pub segment_size: u64,
     pub fsync: FsyncMode,
+}
+
+impl LogConfig {
+    /// Whether segments are opened for durable (`O_DSYNC`) writes.
+    pub fn dsync(&self) -> bool {
+        self.fsync == FsyncMode::Always
+    }
 }
 
 pub use sluice_core::error::LogError;
@@ -204,7 +212,8 @@ impl Log {
                     return Err(e);
                 }
                 Step::Big(dir, no) => {
-                    let r = create_segment(&dir, no, (len + SEAL_FRAME) as u64).await;
+                    let dsync = self.inner.borrow().cfg.dsync();
+                    let r = create_segment(&dir, no, (len + SEAL_FRAME) as u64, dsync).await;
                     let mut s = self.inner.borrow_mut();
                     s.preparing = false;
                     match r {
@@ -345,11 +354,11 @@ impl Log {
             return;
         }
         s.preparing = true;
-        let (dir, no, size) = (s.cfg.dir.clone(), s.active.no + 1, s.cfg.segment_size);
+        let (dir, no, size, dsync) = (s.cfg.dir.clone(), s.active.no + 1, s.cfg.segment_size, s.cfg.dsync());
         drop(s);
         let log = self.clone();
         glommio::spawn_local(async move {
-            let r = create_segment(&dir, no, size).await;
+            let r = create_segment(&dir, no, size, dsync).await;
             let mut s = log.inner.borrow_mut();
             s.preparing = false;
             match r {
@@ -482,30 +491,22 @@ impl Inner {
     }
 }
 
-/// Writes each chunk (moving its buffer to the kernel, no copy) and syncs
-/// each file once. A short write into preallocated space is treated as an
-/// I/O failure: the log fails stop and recovery trims the torn tail.
-/// Returns how long the syncs took (`None` when the mode does not sync).
+/// Writes each chunk (moving its buffer to the kernel, no copy). In
+/// [`FsyncMode::Always`] the segments are open `O_DSYNC`, so each write
+/// returns once its bytes are durable: the write is the sync. A short write
+/// into preallocated space is treated as an I/O failure: the log fails stop
+/// and recovery trims the torn tail. Returns how long the durable writes
+/// took (`None` when the mode does not sync).
 async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<Option<std::time::Duration>> {
-    let mut files: Vec<Rc<BufferedFile>> = Vec::with_capacity(2);
+    let started = std::time::Instant::now();
     for c in chunks {
         let len = c.bytes.len();
         let n = c.file.write_at(c.bytes, c.pos).await.map_err(std::io::Error::from)?;
         if n != len {
             return Err(std::io::Error::other(format!("short write: {n} of {len} bytes")));
         }
-        if !files.last().is_some_and(|f| Rc::ptr_eq(f, &c.file)) {
-            files.push(c.file);
-        }
     }
-    if mode == FsyncMode::Never {
-        return Ok(None);
-    }
-    let started = std::time::Instant::now();
-    for f in files {
-        f.fdatasync().await.map_err(std::io::Error::from)?;
-    }
-    Ok(Some(started.elapsed()))
+    Ok((mode == FsyncMode::Always).then(|| started.elapsed()))
 }
 
 fn is_no_space(e: &std::io::Error) -> bool {
@@ -556,7 +557,7 @@ mod tests {
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
-                let active = create_segment(&d2, 1, 4096).await.unwrap();
+                let active = create_segment(&d2, 1, 4096, false).await.unwrap();
                 let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });
                 let head_file = Head::open(&d2).await.unwrap();
                 let resume =

@@ -97,7 +97,8 @@ impl StreamFiles {
     }
 
     /// An open descriptor for `name` on `shard`: this shard's own files are
-    /// opened for writing too (and created), other shards' read-only.
+    /// opened for writing too (and created), `O_DSYNC`, so a write returns
+    /// once its bytes are durable; other shards' read-only.
     async fn file(&self, shard: u32, name: FileName) -> std::io::Result<Rc<BufferedFile>> {
         let key = (shard, name);
         if let Some(f) = self.open.borrow().get(&key) {
@@ -108,6 +109,7 @@ impl StreamFiles {
             .read(true)
             .write(own)
             .create(own)
+            .custom_flags(if own { libc::O_DSYNC } else { 0 })
             .buffered_open(self.dir(shard).join(name.to_string()))
             .await
             .map_err(std::io::Error::from)?;
@@ -235,9 +237,10 @@ impl StreamFiles {
         })
     }
 
-    /// Writes all of `bytes` at `pos` of this shard's file `name`; returns the descriptor.
-    /// (glommio takes an owned buffer: the one copy a write makes is here).
-    pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8]) -> std::io::Result<Rc<BufferedFile>> {
+    /// Writes all of `bytes` at `pos` of this shard's file `name`, durably
+    /// (the descriptor is `O_DSYNC`). glommio takes an owned buffer: the one
+    /// copy a write makes is here.
+    pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8]) -> std::io::Result<()> {
         let f = self.file(self.shard, name).await?;
         let mut done = 0;
         while done < bytes.len() {
@@ -247,7 +250,7 @@ impl StreamFiles {
             }
             done += n;
         }
-        Ok(f)
+        Ok(())
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
@@ -299,6 +302,7 @@ fn read_cached(f: &BufferedFile, pos: u64, buf: &mut [std::mem::MaybeUninit<u8>]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::segment::is_dsync;
 
     #[test]
     fn names_round_trip() {
@@ -323,8 +327,11 @@ mod tests {
             .spawn(move || async move {
                 let files = StreamFiles::new(&dir, 0);
                 let name = FileName::Data(1);
-                let f = files.write(name, 0, &bytes).await.unwrap();
-                f.fdatasync().await.unwrap();
+                files.write(name, 0, &bytes).await.unwrap();
+                let f = files.file(0, name).await.unwrap();
+                assert!(is_dsync(f.as_raw_fd()), "a shard writes its own stream files durably");
+                let other = StreamFiles::new(&dir, 1);
+                assert!(!is_dsync(other.file(0, name).await.unwrap().as_raw_fd()), "and reads other shards' only");
                 // The file's clean pages leave the cache; with read-ahead off,
                 // reading its first piece brings back only that piece.
                 let fd = f.as_raw_fd();

@@ -6,8 +6,9 @@
 //! 1. capture, with no await: freeze every stream's tail, note the journal
 //!    position and encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
-//! 3. write data, then index pages, then new snapshot files, fdatasync
-//!    each, and sync the streams directory;
+//! 3. write data, then index pages, then new snapshot files, each write
+//!    durable when it returns (stream files are `O_DSYNC`), and sync the
+//!    streams directory;
 //! 4. write the checkpoint to a temporary file, fdatasync it, rename it
 //!    over the old one, sync the shard directory;
 //! 5. serve the frozen chunks from the files, delete the files the
@@ -239,8 +240,7 @@ impl Shard {
         for (handle, blob) in &c.snapshots {
             let name = FileName::Snapshot(*handle, c.generation);
             let what = name.to_string();
-            let f = self.files.write(name, 0, blob).await.map_err(io(&what))?;
-            f.fdatasync().await.map_err(|e| io(&what)(e.into()))?;
+            self.files.write(name, 0, blob).await.map_err(io(&what))?;
         }
         let streams = self.files.dir(self.id as u32);
         sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
@@ -283,17 +283,15 @@ impl Shard {
         self.files.punch(FileName::Index(p.handle), 0, page * INDEX_PAGE).await
     }
 
-    /// Writes one frozen chunk's bytes and index pages, and syncs both.
+    /// Writes one frozen chunk's bytes, then its index pages, each durable
+    /// when its write returns (stream files are `O_DSYNC`).
     async fn store_chunk(&self, j: &Job) -> std::io::Result<()> {
         let c = &j.chunk;
         let mut pages = Vec::with_capacity(c.ends.len() * 2 + index::PAGE_HEADER as usize);
         let end = index::encode(j.index, &c.ends, &c.bytes, &mut pages);
         assert_eq!(end.len, j.index_after, "the index ends where the capture planned");
-        let data = self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes).await?;
-        let index = self.files.write(FileName::Index(j.handle), j.index.len, &pages).await?;
-        data.fdatasync().await.map_err(std::io::Error::from)?;
-        index.fdatasync().await.map_err(std::io::Error::from)?;
-        Ok(())
+        self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes).await?;
+        self.files.write(FileName::Index(j.handle), j.index.len, &pages).await
     }
 
     /// Replaces the checkpoint: temporary file, fdatasync, rename, directory sync.

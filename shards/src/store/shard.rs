@@ -72,7 +72,7 @@ impl Shard {
         let mut segments = Vec::new();
         for &no in &tail.segments[..written] {
             segments.push(
-                crate::log::segment::open_segment(&cfg.dir, no)
+                crate::log::segment::open_segment(&cfg.dir, no, cfg.dsync())
                     .await
                     .map_err(|e| format!("cannot open segment {no}: {e}"))?,
             );
@@ -86,7 +86,7 @@ impl Shard {
             for &no in rest.iter().rev() {
                 remove(no)?;
             }
-            let blank = crate::log::segment::open_segment(&cfg.dir, first)
+            let blank = crate::log::segment::open_segment(&cfg.dir, first, cfg.dsync())
                 .await
                 .map_err(|e| format!("cannot open segment {first}: {e}"))?;
             if blank.size >= cfg.segment_size {
@@ -98,7 +98,7 @@ impl Shard {
         let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
         let active = match segments.pop() {
             Some(s) => s,
-            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size)
+            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size, cfg.dsync())
                 .await
                 .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
         };
