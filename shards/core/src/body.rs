@@ -12,7 +12,6 @@
 //! stream's message count.
 
 use crate::index::{self, IndexEnd};
-use crate::limits::TAIL_RESERVE;
 use std::rc::Rc;
 
 /// Bytes a fork inherits from one ancestor's own stream files: offsets
@@ -43,20 +42,6 @@ impl Chunk {
     /// An empty chunk starting at `start` and record `start_record`.
     pub fn at(start: u64, start_record: u64) -> Chunk {
         Chunk { start, start_record, bytes: Vec::new(), ends: Vec::new() }
-    }
-
-    /// The empty chunk that follows this one, with room for as many bytes
-    /// and messages as this one holds (at most [`TAIL_RESERVE`] bytes), so a
-    /// steady writer's tail does not regrow from empty after every flush.
-    fn next(&self) -> Chunk {
-        let bytes = self.bytes.len().min(TAIL_RESERVE);
-        let messages = self.ends.len().min(bytes);
-        Chunk {
-            start: self.end(),
-            start_record: self.end_record(),
-            bytes: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(messages),
-        }
     }
 
     pub fn end(&self) -> u64 {
@@ -279,15 +264,13 @@ impl Body {
     }
 
     /// Moves the unflushed tail into `frozen` for the flusher; returns it
-    /// (None when there is nothing to flush: then the tail gives back the
-    /// room it reserved).
+    /// (None when there is nothing to flush).
     pub fn freeze(&mut self) -> Option<Rc<Chunk>> {
         assert!(self.frozen.is_none(), "one flush at a time");
         if self.cache.bytes.is_empty() {
-            self.cache = Chunk::at(self.cache.start, self.cache.start_record);
             return None;
         }
-        let next = self.cache.next();
+        let next = Chunk::at(self.cache.end(), self.cache.end_record());
         let chunk = Rc::new(std::mem::replace(&mut self.cache, next));
         self.frozen_index_len = index::planned(self.index_end(), &chunk.ends).len;
         self.frozen = Some(chunk.clone());
@@ -353,27 +336,6 @@ mod tests {
         c.push(b"aabbb", &[2, 3]);
         assert_eq!((c.record_at(100), c.record_at(101), c.record_at(102), c.record_at(104)), (5, 5, 6, 6));
         assert_eq!((c.end_of(6), c.start_of(6), c.start_of(5)), (105, 102, 100));
-    }
-
-    /// After a flush a busy stream's tail keeps room for as much as the
-    /// flushed chunk held, never more than `TAIL_RESERVE`; an idle stream's
-    /// tail gives the room back at the next flush.
-    #[test]
-    fn tail_reserves_bounded_room_and_gives_it_back_when_idle() {
-        let mut b = Body::new(Vec::new(), 0, 0);
-        b.cache.push(&[7; 100], &[60, 40]);
-        b.freeze().unwrap();
-        assert!(b.cache.bytes.capacity() >= 100 && b.cache.ends.capacity() >= 2);
-        assert_eq!((b.cache.start, b.cache.start_record), (100, 2));
-        b.stored_frozen();
-        let big = TAIL_RESERVE + 1;
-        b.cache.push(&vec![1; big], &[big as u32]);
-        b.freeze().unwrap();
-        assert!((TAIL_RESERVE..2 * TAIL_RESERVE).contains(&b.cache.bytes.capacity()));
-        b.stored_frozen();
-        assert!(b.freeze().is_none());
-        assert_eq!((b.cache.bytes.capacity(), b.cache.ends.capacity()), (0, 0));
-        assert_eq!((b.cache.start, b.cache.start_record, b.tail()), (100 + big as u64, 3, 100 + big as u64));
     }
 
     #[test]

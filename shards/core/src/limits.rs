@@ -20,11 +20,6 @@ pub const PAGE: u64 = 4096;
 pub const INDEX_PAGE: u64 = PAGE;
 /// Records per index entry, each entry with one CRC32C over their bytes.
 pub const ENTRY_RECORDS: usize = 127;
-/// Most bytes a stream's unflushed tail reserves after a flush, sized by
-/// what the flushed chunk held: a steady writer's appends then fill it
-/// without regrowing it from empty (an idle stream gives it back at the
-/// next flush).
-pub const TAIL_RESERVE: usize = 64 << 10;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;
