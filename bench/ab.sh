@@ -43,7 +43,7 @@ for round in $(seq 0 $((ROUNDS - 1))); do
         "${bins[$k]}" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$WORK/server.log" 2>&1 &
         SERVER_PID=$!
         wait_ready "$URL" "$WORK/server.log"
-        "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario write --streams "$STREAMS" \
+        timeout 900 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario write --streams "$STREAMS" \
             --duration "$DURATION" --json "$OUT/${names[$k]}-$round.json" >/dev/null 2>&1
         stop_server
         echo "round $round ${names[$k]} (load $(cut -d' ' -f1 /proc/loadavg))"
