@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side comparison of three Durable Streams servers with one client
 # (target/release/sluice-bench), a fresh server for every run:
-#   sluice        this repository, --fsync always (every acknowledged append fdatasync'ed)
+#   sluice        this repository, --fsync always (every acknowledged append on stable storage)
 #   rust          the Rust `durable-streams` 0.1.5 server (crates.io), default
 #                 WAL durability (group-commit fdatasync); installed here with
 #                 `cargo install` into $PEERS unless RUST_PEER names a binary
