@@ -18,3 +18,5 @@ pub mod offset;
 pub mod signal;
 pub mod stats;
 pub mod store;
+#[cfg(test)]
+mod test_dir;

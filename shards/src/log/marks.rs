@@ -125,12 +125,10 @@ pub async fn write(dir: &Path, name: &str, no: u32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_dir::TestDir;
 
-    fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("sluice-marks-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir(name: &str) -> TestDir {
+        TestDir::new(&format!("marks-{name}"))
     }
 
     #[test]
@@ -145,7 +143,6 @@ mod tests {
             let err = read(&d, LOG_START).unwrap_err();
             assert!(err.contains("log-start: damaged"), "{bad:?}: {err}");
         }
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -170,6 +167,5 @@ mod tests {
         assert!(read_head(&d).unwrap_err().contains("log-head: damaged"));
         std::fs::write(&path, &both[..SLOT]).unwrap();
         assert!(read_head(&d).unwrap_err().contains("log-head: damaged"));
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

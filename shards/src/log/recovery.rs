@@ -315,17 +315,15 @@ fn zero_range(path: &Path, at: u64, len: usize) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::log::record::{Record, Seal, SEAL_FRAME};
+    use crate::test_dir::TestDir;
 
     /// One Delete frame.
     const DEL: usize = 17;
     /// Where the first record after the seal starts.
     const S: usize = SEAL_FRAME;
 
-    fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("sluice-recovery-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir(name: &str) -> TestDir {
+        TestDir::new(&format!("recovery-{name}"))
     }
 
     /// Writes a log of `segments` (each its records; empty = preallocated,

@@ -98,6 +98,7 @@ pub(crate) fn is_dsync(fd: std::os::fd::RawFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_dir::TestDir;
     use std::os::fd::AsRawFd;
 
     /// Commits into a segment are durable writes with `dsync` (`--fsync
@@ -105,9 +106,8 @@ mod tests {
     /// created (zero-filled without `O_DSYNC`) or reopened at start.
     #[test]
     fn segments_open_for_durable_writes_only_with_dsync() {
-        let dir = std::env::temp_dir().join(format!("sluice-segment-dsync-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let d = dir.clone();
+        let dir = TestDir::new("segment-dsync");
+        let d = dir.to_path_buf();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let synced = create_segment(&d, 1, 8192, true).await.unwrap();
@@ -121,6 +121,5 @@ mod tests {
             .unwrap()
             .join()
             .unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

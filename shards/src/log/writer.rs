@@ -527,12 +527,10 @@ mod tests {
     use super::*;
     use crate::log::record::AppendRecord;
     use crate::log::recovery;
+    use crate::test_dir::TestDir;
 
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sluice-writer-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    fn dir(name: &str) -> TestDir {
+        TestDir::new(&format!("writer-{name}"))
     }
 
     fn append(handle: u64, data: &[u8]) -> Record<'_> {
@@ -553,7 +551,7 @@ mod tests {
     #[test]
     fn big_records_racing_small_ones_keep_every_byte() {
         let d = dir("big");
-        let d2 = d.clone();
+        let d2 = d.to_path_buf();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
                 let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
@@ -598,6 +596,5 @@ mod tests {
             let want = vec![b'A' + (i / 10) as u8; 10_000 + i as usize];
             assert!(seen.contains(&want), "big record {i} lost");
         }
-        let _ = std::fs::remove_dir_all(&d);
     }
 }
