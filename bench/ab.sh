@@ -2,7 +2,8 @@
 # Durable appends (the write scenario) of two or more sluice binaries side by
 # side in the same run: ROUNDS rounds, the binaries' order rotated each round,
 # a fresh server (`--fsync always`) and data dir for every run. Prints one line
-# per run, then the medians and each binary's ratio to the first one.
+# per run, then the medians (bench/summarize.py) and each binary's ratio to
+# the first one.
 #
 #   bench/ab.sh before=/path/to/older/sluice new=target/release/sluice
 #
@@ -49,18 +50,4 @@ for round in $(seq 0 $((ROUNDS - 1))); do
         echo "round $round ${names[$k]} (load $(cut -d' ' -f1 /proc/loadavg))"
     done
 done
-python3 - "$OUT" "${names[@]}" <<'PY'
-import json, statistics, sys, glob
-out, names = sys.argv[1], sys.argv[2:]
-first = None
-for name in names:
-    runs = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/{name}-*.json"))]
-    ops = statistics.median(r["ops_per_sec"] for r in runs)
-    p99 = statistics.median(r["latency"]["p99_ms"] for r in runs)
-    rss = statistics.median(r["server_rss_kib"] for r in runs) / 1024
-    other = statistics.median(r["other_cpu_cores"] for r in runs)
-    first = first or ops
-    each = ", ".join(f"{r['ops_per_sec']:.0f}" for r in runs)
-    print(f"{name}: {ops:,.0f} appends/s (x{ops / first:.3f}), p99 {p99:.1f} ms, RSS {rss:.0f} MiB,"
-          f" other cores {other:.2f}; runs {each}")
-PY
+bench/summarize.py "$OUT" "${names[0]}"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Summarizes sluice-bench JSON results: one Markdown row per run name
-(files NAME-ROUND.json), medians over rounds. Used by bench/suite.sh.
+(files NAME-ROUND.json), medians over rounds. Used by bench/suite.sh and
+bench/ab.sh; with BASE, each run's median ops/s is also given as a ratio to
+run BASE's.
 
-usage: bench/summarize.py DIR
+usage: bench/summarize.py DIR [BASE]
 """
 import glob
 import json
@@ -21,7 +23,7 @@ def f(x, spec):
     return "-" if x is None else format(x, spec)
 
 
-def main(out):
+def main(out, base=None):
     groups = {}
     for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         m = re.match(r"(.+)-(\d+)\.json$", os.path.basename(path))
@@ -106,6 +108,12 @@ def main(out):
             print(f"| {n}{over} | {f(wo, ',.0f')} ({f(med(get(w, 'latency', 'p99_ms')), '.1f')}) "
                   f"| {f(po, ',.0f')} ({f(med(get(p, 'latency', 'p99_ms')), '.1f')}) | {ratio} |")
 
+    if base:
+        base_ops = med(get(groups[base], "ops_per_sec"))
+        print()
+        for name, rs in sorted(groups.items()):
+            print(f"- {name}: ops/s x{med(get(rs, 'ops_per_sec')) / base_ops:.3f} of {base}")
+
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "target/bench-suite")
+    main(sys.argv[1] if len(sys.argv) > 1 else "target/bench-suite", sys.argv[2] if len(sys.argv) > 2 else None)
