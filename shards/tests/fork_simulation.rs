@@ -25,7 +25,7 @@
 
 mod sim;
 
-use sim::{canonical, key, Rng};
+use sim::{canonical, key, Rng, Trace};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
@@ -107,15 +107,16 @@ struct World {
     root: PathBuf,
     shards: Vec<Shard>,
     model: BTreeMap<String, Model>,
-    trace: Vec<String>,
+    trace: Trace,
 }
 
 impl World {
     fn fail(&self, what: String) -> ! {
-        let tail = self.trace.iter().rev().take(30).rev().cloned().collect::<Vec<_>>().join("\n  ");
         panic!(
-            "seed {}: {what}\nlast operations:\n  {tail}\nreproduce: SLUICE_SIM_SEED={} cargo test -p sluice-shards --test fork_simulation",
-            self.seed, self.seed
+            "seed {}: {what}\nlast operations:\n  {}\nreproduce: SLUICE_SIM_SEED={} cargo test -p sluice-shards --test fork_simulation",
+            self.seed,
+            self.trace.tail(30),
+            self.seed
         );
     }
 
@@ -509,21 +510,14 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize) {
+fn run(seed: u64, steps: usize, trace: Trace) {
     let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
     let root = base.join(format!("sluice-fork-sim-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let dir = root.clone();
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
-            let mut w = World {
-                seed,
-                rng: Rng(seed),
-                root: dir,
-                shards: Vec::new(),
-                model: BTreeMap::new(),
-                trace: Vec::new(),
-            };
+            let mut w = World { seed, rng: Rng(seed), root: dir, shards: Vec::new(), model: BTreeMap::new(), trace };
             w.open().await;
             for _ in 0..steps {
                 w.step().await;

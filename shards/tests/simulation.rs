@@ -35,7 +35,7 @@
 
 mod sim;
 
-use sim::{canonical, key, Rng};
+use sim::{canonical, key, Rng, Trace};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
 use sluice_shards::core::create::CreateInput;
@@ -311,11 +311,11 @@ struct World {
     now: u64,
     /// Model after each decided operation, by the commit number after it.
     history: Vec<(u64, Model)>,
-    trace: Vec<String>,
+    trace: Trace,
 }
 
 impl World {
-    fn new(seed: u64) -> World {
+    fn new(seed: u64, trace: Trace) -> World {
         let mut store = Store::new(0, MAX_PRODUCERS);
         store.shard = 0;
         World {
@@ -325,15 +325,15 @@ impl World {
             model: Model::new(),
             now: 1_000,
             history: vec![(0, Model::new())],
-            trace: Vec::new(),
+            trace,
         }
     }
 
     fn fail(&self, seed: u64, why: String) -> ! {
-        let tail: Vec<&String> = self.trace.iter().rev().take(12).collect();
         panic!(
-            "simulation seed {seed} failed: {why}\nlast steps (newest first): {tail:#?}\n\
-             reproduce: SLUICE_SIM_SEED={seed} cargo test -p sluice-shards --test simulation"
+            "simulation seed {seed} failed: {why}\nlast steps:\n  {}\n\
+             reproduce: SLUICE_SIM_SEED={seed} cargo test -p sluice-shards --test simulation",
+            self.trace.tail(12)
         );
     }
 
@@ -923,8 +923,8 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize) {
-    let mut w = World::new(seed);
+fn run(seed: u64, steps: usize, trace: Trace) {
+    let mut w = World::new(seed, trace);
     for _ in 0..steps {
         w.step(seed);
     }

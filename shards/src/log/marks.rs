@@ -9,7 +9,7 @@
 //! allocates: two 8-byte slots `[N u32][CRC u32]`, N written to slot N % 2.
 //! A torn slot leaves the other one, and the higher valid N is the head.
 
-use super::segment::sync_dir;
+use super::segment::{replace_file, sync_dir};
 use glommio::io::{BufferedFile, OpenOptions};
 use std::path::Path;
 
@@ -113,13 +113,7 @@ pub fn head_file(no: u32) -> Vec<u8> {
 
 /// Durably replaces mark `name` with segment `no`.
 pub async fn write(dir: &Path, name: &str, no: u32) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let file = OpenOptions::new().write(true).create(true).truncate(true).buffered_open(&tmp).await?;
-    file.write_at(encode(name, no).into_bytes(), 0).await?;
-    file.fdatasync().await?;
-    file.close().await?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir).await
+    replace_file(dir, name, encode(name, no).into_bytes()).await
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! Segment files: naming, zero-filled preallocation and listing.
+//! Segment files: naming, zero-filled preallocation and listing; and the
+//! two durable metadata steps every small file of a shard uses: a directory
+//! sync, and the atomic replacement of a whole file.
 //!
 //! Segments are zero-filled and synced before use, so a later commit's
 //! sync flushes only data, never block allocation metadata. With `dsync`
@@ -84,6 +86,29 @@ pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
     let d = Directory::open(dir).await.map_err(std::io::Error::from)?;
     d.sync().await.map_err(std::io::Error::from)?;
     d.close().await.map_err(std::io::Error::from)
+}
+
+/// Durably replaces file `name` in `dir` with `bytes`: a temporary file,
+/// fdatasync'ed, renamed over the old one, then the directory synced. A
+/// crash leaves the old file or the new one, never a mix.
+///
+/// The rename is a plain system call on the executor (a metadata change of
+/// microseconds), not glommio's `rename`: that runs on glommio's blocking
+/// thread, and its completion was seen lost (the shard slept with the
+/// rename done and nothing left to wake it, until a signal interrupted the
+/// sleep), so no shard path uses glommio's blocking thread.
+pub async fn replace_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let len = bytes.len();
+    let file = OpenOptions::new().write(true).create(true).truncate(true).buffered_open(&tmp).await?;
+    let n = file.write_at(bytes, 0).await?;
+    if n != len {
+        return Err(std::io::Error::other(format!("short write of {name}: {n} of {len} bytes")));
+    }
+    file.fdatasync().await?;
+    file.close().await?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    sync_dir(dir).await
 }
 
 /// Whether `fd` was opened for durable writes (`O_DSYNC`).

@@ -254,9 +254,15 @@ impl StreamFiles {
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
+    /// A plain ftruncate on the executor, not glommio's `truncate`, which runs
+    /// on glommio's blocking thread (see `log::segment::replace_file`).
     pub async fn truncate(&self, name: FileName, len: u64) -> std::io::Result<()> {
         let f = self.file(self.shard, name).await?;
-        f.truncate(len).await.map_err(std::io::Error::from)
+        // SAFETY: ftruncate on a descriptor this shard owns; no memory is shared.
+        if unsafe { libc::ftruncate(f.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Gives `[from, to)` of this shard's file `name` back to the file

@@ -23,10 +23,9 @@ use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
-use crate::log::segment::sync_dir;
+use crate::log::segment::{replace_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
-use glommio::io::OpenOptions;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -298,23 +297,7 @@ impl Shard {
     async fn write_checkpoint(&self, bytes: &[u8]) -> Result<(), LogError> {
         let dir = self.files.dir(self.id as u32);
         let dir = dir.parent().expect("the streams directory is inside the shard directory");
-        let tmp = dir.join(format!("{CHECKPOINT}.tmp"));
-        let err = io(CHECKPOINT);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .buffered_open(&tmp)
-            .await
-            .map_err(|e| err(e.into()))?;
-        let n = f.write_at(bytes.to_vec(), 0).await.map_err(|e| err(e.into()))?;
-        if n != bytes.len() {
-            return Err(err(std::io::Error::other("short write")));
-        }
-        f.fdatasync().await.map_err(|e| err(e.into()))?;
-        f.rename(dir.join(CHECKPOINT)).await.map_err(|e| err(e.into()))?;
-        f.close().await.map_err(|e| err(e.into()))?;
-        sync_dir(dir).await.map_err(err)
+        replace_file(dir, CHECKPOINT, bytes.to_vec()).await.map_err(io(CHECKPOINT))
     }
 
     /// After the checkpoint: readers get frozen chunks from the files, and

@@ -9,6 +9,30 @@
 
 use sluice_shards::ids::BUILTIN_BUCKET;
 use sluice_shards::store::StreamKey;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long one seed may run. A seed takes well under a second; the limit
+/// leaves room for a loaded machine and for debug builds.
+pub const SEED_LIMIT: Duration = Duration::from_secs(120);
+
+/// The operations a run went through, newest last; shared with the watchdog,
+/// which reports them when the run stops making progress.
+#[derive(Clone, Default)]
+pub struct Trace(Arc<Mutex<Vec<String>>>);
+
+impl Trace {
+    pub fn push(&self, op: String) {
+        self.0.lock().expect("trace lock").push(op);
+    }
+
+    /// The newest `n` operations, oldest first, one per line.
+    pub fn tail(&self, n: usize) -> String {
+        let ops = self.0.lock().expect("trace lock");
+        ops[ops.len().saturating_sub(n)..].join("\n  ")
+    }
+}
 
 /// splitmix64: small, seedable, identical everywhere.
 pub struct Rng(pub u64);
@@ -93,24 +117,53 @@ fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
 }
 
-/// Runs `run(seed, steps)` over the seeds the environment asks for.
-pub fn seeds(default_steps: u64, run: impl Fn(u64, usize)) {
+/// Runs `run(seed, steps, trace)` over the seeds the environment asks for,
+/// each on its own thread under the watchdog.
+pub fn seeds(default_steps: u64, run: impl Fn(u64, usize, Trace) + Send + Sync + 'static) {
+    let run = Arc::new(run);
     let steps = env("SLUICE_SIM_STEPS").unwrap_or(default_steps) as usize;
+    let one = |seed: u64| watched(seed, steps, run.clone());
     if let Some(seed) = env("SLUICE_SIM_SEED") {
-        run(seed, steps);
+        one(seed);
         return;
     }
     if let Some(secs) = env("SLUICE_SIM_SECONDS") {
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        let until = std::time::Instant::now() + Duration::from_secs(secs);
         let mut seed = env("SLUICE_SIM_FIRST_SEED").unwrap_or(0);
         while std::time::Instant::now() < until {
-            run(seed, steps);
+            one(seed);
             seed += 1;
         }
         println!("simulated seeds up to {seed}");
         return;
     }
     for seed in 0..env("SLUICE_SIM_SEEDS").unwrap_or(64) {
-        run(seed, steps);
+        one(seed);
+    }
+}
+
+/// Runs one seed on a thread of its own; fails with the seed and its last
+/// operations if it does not finish within [`SEED_LIMIT`] (the stuck
+/// thread is left behind: the test process ends with the failure).
+fn watched(seed: u64, steps: usize, run: Arc<dyn Fn(u64, usize, Trace) + Send + Sync>) {
+    let trace = Trace::default();
+    let (done, finished) = mpsc::channel();
+    let t = trace.clone();
+    let thread = std::thread::spawn(move || {
+        run(seed, steps, t);
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(SEED_LIMIT) {
+        Err(RecvTimeoutError::Timeout) => panic!(
+            "seed {seed} still running after {SEED_LIMIT:?}: a hang or a livelock\nlast operations:\n  {}\n\
+             reproduce: SLUICE_SIM_SEED={seed}",
+            trace.tail(30)
+        ),
+        // Finished, or panicked (the sender dropped): the join reports which.
+        Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = thread.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
     }
 }
