@@ -256,9 +256,10 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
     }
 }
 
-/// Starts a serving shard's background tasks: fork releases, the expiry
-/// sweep and the flusher.
+/// Starts a serving shard's background tasks: the reactor tick, fork
+/// releases, the expiry sweep and the flusher.
 fn background(ctx: &Rc<Ctx>) {
+    sluice_shards::tick::spawn_reactor_tick();
     glommio::spawn_local(release_pump(ctx.clone())).detach();
     glommio::spawn_local(sweeper(ctx.clone())).detach();
     let flusher = ctx.clone();

@@ -7,6 +7,7 @@
 //! - [`decide`]: the store's write decisions over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
+//! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
 
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
@@ -20,3 +21,4 @@ pub mod stats;
 pub mod store;
 #[cfg(test)]
 mod test_dir;
+pub mod tick;

@@ -3,8 +3,8 @@
 //! `simulation.rs` drives the store's decisions against a simulated journal
 //! with injected faults; a fork cannot run there, because its grant reads
 //! and flushes the source through the shard's stream files. Here two real
-//! [`Shard`]s (ids 0 and 1, one glommio executor, a data dir in /dev/shm
-//! where it exists) take a seeded random mix of creates (byte and JSON
+//! [`Shard`]s (ids 0 and 1, one glommio executor with the reactor tick a
+//! server's shard runs, a data dir in /dev/shm where it exists) take a seeded random mix of creates (byte and JSON
 //! streams), appends, forks (of either shard's streams and of forks, at
 //! message boundaries, inside a message, with sub-offsets, below the
 //! retained offset, and refused ones), snapshots with retention, deletes
@@ -517,6 +517,7 @@ fn run(seed: u64, steps: usize, trace: Trace) {
     let dir = root.clone();
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
+            sluice_shards::tick::spawn_reactor_tick();
             let mut w = World { seed, rng: Rng(seed), root: dir, shards: Vec::new(), model: BTreeMap::new(), trace };
             w.open().await;
             for _ in 0..steps {

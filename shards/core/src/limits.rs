@@ -30,6 +30,9 @@ pub const MAX_OPEN_FILES: usize = 512;
 pub const FLUSH_CONCURRENCY: usize = 8;
 /// How often the flusher checks whether a flush is due.
 pub const FLUSH_POLL: Duration = Duration::from_millis(50);
+/// The longest an executor sleeps with a timer armed: the bound on a stall
+/// of glommio's run loop (see `sluice_shards::tick`).
+pub const REACTOR_TICK: Duration = Duration::from_millis(10);
 /// Flushes' worth of journal bytes writers may run ahead of the flusher
 /// before they wait for it (one is being written while the next fills).
 pub const FLUSH_BACKLOG: u64 = 4;
@@ -53,6 +56,7 @@ const _: () = {
     assert!(ENTRY_RECORDS > 0 && ENTRY_RECORDS <= u8::MAX as usize, "an entry's record count is one byte");
     assert!(FLUSH_CONCURRENCY * 2 <= MAX_OPEN_FILES, "one flush batch fits in the descriptor cache");
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
+    assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");

@@ -92,11 +92,9 @@ pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// fdatasync'ed, renamed over the old one, then the directory synced. A
 /// crash leaves the old file or the new one, never a mix.
 ///
-/// The rename is a plain system call on the executor (a metadata change of
-/// microseconds), not glommio's `rename`: that runs on glommio's blocking
-/// thread, and its completion was seen lost (the shard slept with the
-/// rename done and nothing left to wake it, until a signal interrupted the
-/// sleep), so no shard path uses glommio's blocking thread.
+/// The rename is a plain system call on the executor, as every unlink and
+/// rename of a shard is: a metadata change of microseconds, where glommio's
+/// `rename` would hop to its blocking thread and back.
 pub async fn replace_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let len = bytes.len();
@@ -135,6 +133,7 @@ mod tests {
         let d = dir.to_path_buf();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
+                crate::tick::spawn_reactor_tick();
                 let synced = create_segment(&d, 1, 8192, true).await.unwrap();
                 let plain = create_segment(&d, 2, 8192, false).await.unwrap();
                 assert!(is_dsync(synced.file.as_raw_fd()));

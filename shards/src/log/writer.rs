@@ -554,6 +554,7 @@ mod tests {
         let d2 = d.to_path_buf();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
+                crate::tick::spawn_reactor_tick();
                 let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
                 let active = create_segment(&d2, 1, 4096, false).await.unwrap();
                 let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });

@@ -254,8 +254,7 @@ impl StreamFiles {
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
-    /// A plain ftruncate on the executor, not glommio's `truncate`, which runs
-    /// on glommio's blocking thread (see `log::segment::replace_file`).
+    /// A plain ftruncate on the executor (see `log::segment::replace_file`).
     pub async fn truncate(&self, name: FileName, len: u64) -> std::io::Result<()> {
         let f = self.file(self.shard, name).await?;
         // SAFETY: ftruncate on a descriptor this shard owns; no memory is shared.
@@ -331,6 +330,7 @@ mod tests {
         let dir = root.clone();
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
+                crate::tick::spawn_reactor_tick();
                 let files = StreamFiles::new(&dir, 0);
                 let name = FileName::Data(1);
                 files.write(name, 0, &bytes).await.unwrap();
