@@ -1,4 +1,4 @@
-# Shared by bench/suite.sh, bench/store.sh and bench/compare.sh (sourced): server lifecycle.
+# Shared by bench/suite.sh, bench/store.sh, bench/compare.sh and bench/ab.sh (sourced): server lifecycle.
 
 SERVER_PID=""
 

@@ -11,9 +11,11 @@
 //! active at the park (glommio instrumented locally), and a run with a
 //! 1 s timer task took 654 ms for one step instead of hanging. A timer at
 //! every park bounds such a stall to one tick; an idle shard pays one
-//! wake-up per tick.
+//! wake-up per tick. A serving shard starts it with its background tasks;
+//! tests that drive a shard without the server run on [`block_on`].
 
 use crate::core::limits::REACTOR_TICK;
+use std::future::Future;
 
 /// Spawns the tick on the current executor (call once per executor, first).
 pub fn spawn_reactor_tick() {
@@ -23,4 +25,21 @@ pub fn spawn_reactor_tick() {
         }
     })
     .detach();
+}
+
+/// Runs `make()`'s future to completion on a fresh glommio executor (its own
+/// thread) with the tick, and returns its output; a panic inside panics here.
+pub fn block_on<T, Fut>(make: impl FnOnce() -> Fut + Send + 'static) -> T
+where
+    T: Send + 'static,
+    Fut: Future<Output = T> + 'static,
+{
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            spawn_reactor_tick();
+            make().await
+        })
+        .expect("a glommio executor starts")
+        .join()
+        .expect("the executor's future ran to completion")
 }

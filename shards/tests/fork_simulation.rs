@@ -515,31 +515,26 @@ fn run(seed: u64, steps: usize, trace: Trace) {
     let root = base.join(format!("sluice-fork-sim-{}-{seed}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let dir = root.clone();
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            sluice_shards::tick::spawn_reactor_tick();
-            let mut w = World { seed, rng: Rng(seed), root: dir, shards: Vec::new(), model: BTreeMap::new(), trace };
-            w.open().await;
-            for _ in 0..steps {
-                w.step().await;
-            }
-            // Once both shards flushed, no deleted file is held open (its
-            // space would not come back), and a restart changes nothing.
-            for s in &w.shards {
-                s.flush().await.expect("final flush");
-            }
-            let deleted = w.open_files(|f| f.ends_with(" (deleted)")).await;
-            if !deleted.is_empty() {
-                w.fail(format!("deleted files held open after a flush of every shard: {deleted:?}"));
-            }
-            w.close().await;
-            w.open().await;
-            w.check().await;
-            w.close().await;
-        })
-        .expect("executor")
-        .join()
-        .expect("simulation ran");
+    sluice_shards::tick::block_on(move || async move {
+        let mut w = World { seed, rng: Rng(seed), root: dir, shards: Vec::new(), model: BTreeMap::new(), trace };
+        w.open().await;
+        for _ in 0..steps {
+            w.step().await;
+        }
+        // Once both shards flushed, no deleted file is held open (its
+        // space would not come back), and a restart changes nothing.
+        for s in &w.shards {
+            s.flush().await.expect("final flush");
+        }
+        let deleted = w.open_files(|f| f.ends_with(" (deleted)")).await;
+        if !deleted.is_empty() {
+            w.fail(format!("deleted files held open after a flush of every shard: {deleted:?}"));
+        }
+        w.close().await;
+        w.open().await;
+        w.check().await;
+        w.close().await;
+    });
     std::fs::remove_dir_all(&root).expect("remove the data dir");
 }
 

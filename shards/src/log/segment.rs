@@ -131,19 +131,14 @@ mod tests {
     fn segments_open_for_durable_writes_only_with_dsync() {
         let dir = TestDir::new("segment-dsync");
         let d = dir.to_path_buf();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                crate::tick::spawn_reactor_tick();
-                let synced = create_segment(&d, 1, 8192, true).await.unwrap();
-                let plain = create_segment(&d, 2, 8192, false).await.unwrap();
-                assert!(is_dsync(synced.file.as_raw_fd()));
-                assert!(!is_dsync(plain.file.as_raw_fd()));
-                assert_eq!((synced.size, std::fs::read(segment_path(&d, 1)).unwrap()), (8192, vec![0; 8192]));
-                assert!(is_dsync(open_segment(&d, 2, true).await.unwrap().file.as_raw_fd()));
-                assert!(!is_dsync(open_segment(&d, 1, false).await.unwrap().file.as_raw_fd()));
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        crate::tick::block_on(move || async move {
+            let synced = create_segment(&d, 1, 8192, true).await.unwrap();
+            let plain = create_segment(&d, 2, 8192, false).await.unwrap();
+            assert!(is_dsync(synced.file.as_raw_fd()));
+            assert!(!is_dsync(plain.file.as_raw_fd()));
+            assert_eq!((synced.size, std::fs::read(segment_path(&d, 1)).unwrap()), (8192, vec![0; 8192]));
+            assert!(is_dsync(open_segment(&d, 2, true).await.unwrap().file.as_raw_fd()));
+            assert!(!is_dsync(open_segment(&d, 1, false).await.unwrap().file.as_raw_fd()));
+        });
     }
 }

@@ -552,39 +552,34 @@ mod tests {
     fn big_records_racing_small_ones_keep_every_byte() {
         let d = dir("big");
         let d2 = d.to_path_buf();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                crate::tick::spawn_reactor_tick();
-                let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
-                let active = create_segment(&d2, 1, 4096, false).await.unwrap();
-                let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });
-                let head_file = Head::open(&d2).await.unwrap();
-                let resume =
-                    Resume { active, write_pos: 0, crc: 0, older: Vec::new(), next: None, head: 0, head_file, seal };
-                let log = Log::start(cfg, resume);
-                let mut tasks = Vec::new();
-                for w in 0..8u64 {
-                    let log = log.clone();
-                    tasks.push(glommio::spawn_local(async move {
-                        for i in 0..150u64 {
-                            let data = if w == 0 && i % 10 == 0 {
-                                vec![b'A' + (i / 10) as u8; 10_000 + i as usize]
-                            } else {
-                                format!("w{w}i{i};").into_bytes()
-                            };
-                            log.reserve(data.len() + 256).await.unwrap();
-                            let lsn = log.append(&append(w, &data)).lsn;
-                            log.durable(lsn).await.unwrap();
-                        }
-                    }));
-                }
-                for t in tasks {
-                    t.await;
-                }
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        crate::tick::block_on(move || async move {
+            let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
+            let active = create_segment(&d2, 1, 4096, false).await.unwrap();
+            let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });
+            let head_file = Head::open(&d2).await.unwrap();
+            let resume =
+                Resume { active, write_pos: 0, crc: 0, older: Vec::new(), next: None, head: 0, head_file, seal };
+            let log = Log::start(cfg, resume);
+            let mut tasks = Vec::new();
+            for w in 0..8u64 {
+                let log = log.clone();
+                tasks.push(glommio::spawn_local(async move {
+                    for i in 0..150u64 {
+                        let data = if w == 0 && i % 10 == 0 {
+                            vec![b'A' + (i / 10) as u8; 10_000 + i as usize]
+                        } else {
+                            format!("w{w}i{i};").into_bytes()
+                        };
+                        log.reserve(data.len() + 256).await.unwrap();
+                        let lsn = log.append(&append(w, &data)).lsn;
+                        log.durable(lsn).await.unwrap();
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await;
+            }
+        });
         let mut seen: Vec<Vec<u8>> = Vec::new();
         recovery::scan(&d, recovery::Mode::Verify, |r, _| {
             if let Record::Append(a) = r {

@@ -328,38 +328,33 @@ mod tests {
         std::fs::create_dir_all(root.join("shard-0").join(STREAMS_DIR)).unwrap();
         let bytes: Vec<u8> = (0..3 * READ_CHUNK + 777).map(|i| (i * 31 % 251) as u8).collect();
         let dir = root.clone();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                crate::tick::spawn_reactor_tick();
-                let files = StreamFiles::new(&dir, 0);
-                let name = FileName::Data(1);
-                files.write(name, 0, &bytes).await.unwrap();
-                let f = files.file(0, name).await.unwrap();
-                assert!(is_dsync(f.as_raw_fd()), "a shard writes its own stream files durably");
-                let other = StreamFiles::new(&dir, 1);
-                assert!(!is_dsync(other.file(0, name).await.unwrap().as_raw_fd()), "and reads other shards' only");
-                // The file's clean pages leave the cache; with read-ahead off,
-                // reading its first piece brings back only that piece.
-                let fd = f.as_raw_fd();
-                for advice in [libc::POSIX_FADV_DONTNEED, libc::POSIX_FADV_RANDOM] {
-                    // SAFETY: fadvise on a descriptor we own.
-                    assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, advice) }, 0);
-                }
-                let mut probe = vec![std::mem::MaybeUninit::new(0u8); READ_CHUNK];
-                let e = read_cached(&f, 0, &mut probe).unwrap_err();
-                assert_eq!(e.kind(), ErrorKind::WouldBlock, "a page not in the cache is not read");
-                assert_eq!(f.read_at(0, READ_CHUNK).await.unwrap().len(), READ_CHUNK);
-                assert_eq!(read_cached(&f, 0, &mut probe).unwrap(), READ_CHUNK, "now it is cached");
-                let mut out = b"head".to_vec();
-                files.read_into(0, name, 5, bytes.len() - 5, &mut out).await.unwrap();
-                assert_eq!(&out[..4], b"head");
-                assert!(out[4..] == bytes[5..], "cached and uncached pieces join up");
-                let e = files.read(0, name, bytes.len() as u64 - 10, 20).await.unwrap_err();
-                assert!(e.to_string().contains("short read: 0 of 10 bytes"), "{e}");
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        crate::tick::block_on(move || async move {
+            let files = StreamFiles::new(&dir, 0);
+            let name = FileName::Data(1);
+            files.write(name, 0, &bytes).await.unwrap();
+            let f = files.file(0, name).await.unwrap();
+            assert!(is_dsync(f.as_raw_fd()), "a shard writes its own stream files durably");
+            let other = StreamFiles::new(&dir, 1);
+            assert!(!is_dsync(other.file(0, name).await.unwrap().as_raw_fd()), "and reads other shards' only");
+            // The file's clean pages leave the cache; with read-ahead off,
+            // reading its first piece brings back only that piece.
+            let fd = f.as_raw_fd();
+            for advice in [libc::POSIX_FADV_DONTNEED, libc::POSIX_FADV_RANDOM] {
+                // SAFETY: fadvise on a descriptor we own.
+                assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, advice) }, 0);
+            }
+            let mut probe = vec![std::mem::MaybeUninit::new(0u8); READ_CHUNK];
+            let e = read_cached(&f, 0, &mut probe).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::WouldBlock, "a page not in the cache is not read");
+            assert_eq!(f.read_at(0, READ_CHUNK).await.unwrap().len(), READ_CHUNK);
+            assert_eq!(read_cached(&f, 0, &mut probe).unwrap(), READ_CHUNK, "now it is cached");
+            let mut out = b"head".to_vec();
+            files.read_into(0, name, 5, bytes.len() - 5, &mut out).await.unwrap();
+            assert_eq!(&out[..4], b"head");
+            assert!(out[4..] == bytes[5..], "cached and uncached pieces join up");
+            let e = files.read(0, name, bytes.len() as u64 - 10, 20).await.unwrap_err();
+            assert!(e.to_string().contains("short read: 0 of 10 bytes"), "{e}");
+        });
         std::fs::remove_dir_all(&root).unwrap();
     }
 
