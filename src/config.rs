@@ -172,6 +172,13 @@ pub struct Config {
     /// or * [default: * without --tokens, none with it].
     #[arg(long, env = "SLUICE_CORS_ORIGINS", value_name = "ORIGINS|*", value_parser = CorsPolicy::parse)]
     pub cors_origins: Option<CorsPolicy>,
+
+    /// Test-only: periodic tasks (reactor tick, flusher poll, heartbeats,
+    /// sweeps) run this many times faster, so a test covers days of timer
+    /// periods in seconds. Not for service.
+    #[arg(long, env = "SLUICE_TEST_TIME_SCALE", value_name = "N", default_value = "1", hide = true,
+          value_parser = count::<u32>(1, limits::MAX_TIME_SCALE as u64))]
+    pub test_time_scale: u32,
 }
 
 impl Config {

@@ -156,7 +156,7 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
         response.await;
         open.set(open.get() - 1);
     };
-    glommio::spawn_local_into(task, queue).expect("sse task queue exists").detach();
+    sluice_shards::tasks::spawn_into(task, queue).detach();
 }
 
 /// Access control's answer to a parsed, routed request, finished for the

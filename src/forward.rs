@@ -118,7 +118,7 @@ pub fn push(ctx: &Rc<Ctx>, to: usize, env: Envelope) {
     debug_assert_ne!(to, ctx.id, "a shard never forwards to itself");
     ctx.outbox.queues[to].borrow_mut().push(env);
     if !ctx.outbox.flushing[to].replace(true) {
-        glommio::spawn_local_into(flush(ctx.clone(), to), ctx.mesh_queue).expect("mesh task queue exists").detach();
+        sluice_shards::tasks::spawn_into(flush(ctx.clone(), to), ctx.mesh_queue).detach();
     }
 }
 
@@ -222,7 +222,7 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
             }
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
-                glommio::spawn_local(async move {
+                sluice_shards::tasks::spawn(async move {
                     let Forward { from, id, head, target, route, body, started } = *f;
                     let answered = crate::conn::answer(&ctx, from, head, target, route, body, started).await;
                     push(&ctx, from, Envelope::Answer(Answer { id, answered }));

@@ -70,6 +70,7 @@ pub struct ShardSnapshot {
     fsync_seconds: HistogramSnapshot,
     group_commit_records: HistogramSnapshot,
     connections: u64,
+    tasks: u64,
     long_polls: u64,
     sse: u64,
     streams: u64,
@@ -99,6 +100,7 @@ pub fn snapshot(ctx: &Ctx) -> ShardSnapshot {
         fsync_seconds: log.fsync_seconds.snapshot(),
         group_commit_records: log.group_commit_records.snapshot(),
         connections: ctx.connections.get() as u64,
+        tasks: sluice_shards::tasks::live(),
         long_polls: m.long_polls.get(),
         sse: m.sse.get(),
         streams: store.streams.len() as u64,
@@ -182,6 +184,7 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     let help = "Journal bytes appended since start and not yet in stream files behind a checkpoint.";
     per_shard(&mut out, "sluice_unflushed_bytes", "gauge", help, &|s| s.unflushed_bytes as f64);
     per_shard(&mut out, "sluice_connections", "gauge", "Open client connections.", &|s| s.connections as f64);
+    per_shard(&mut out, "sluice_tasks", "gauge", "Tasks running on the shard's executor.", &|s| s.tasks as f64);
     family(&mut out, "sluice_live_readers", "gauge", "Parked long-poll requests and open SSE connections.");
     for s in shards {
         let _ = writeln!(out, "sluice_live_readers{{shard=\"{}\",kind=\"long_poll\"}} {}", s.shard, s.long_polls);

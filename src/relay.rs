@@ -105,7 +105,7 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
         // In the mesh queue, not behind this shard's own subscribers: other
         // shards start writing an event while this one still does.
         let task = run_pump(ctx.clone(), req.key.clone(), pump.clone());
-        glommio::spawn_local_into(task, ctx.mesh_queue).expect("mesh task queue exists").detach();
+        sluice_shards::tasks::spawn_into(task, ctx.mesh_queue).detach();
         pump
     });
     pump.subscribers.borrow_mut()[from] += 1;

@@ -35,6 +35,6 @@ pub async fn watch(ctx: Rc<Ctx>, reloads: Arc<Reloads>) {
         while ctx.reload.generation() < reloads.count() {
             ctx.reload.notify();
         }
-        glommio::timer::sleep(POLL).await;
+        glommio::timer::sleep(sluice_shards::tick::period(POLL)).await;
     }
 }

@@ -36,6 +36,10 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     for w in warnings {
         tracing::warn!("{w}");
     }
+    sluice_shards::tick::set_time_scale(cfg.test_time_scale);
+    if cfg.test_time_scale > 1 {
+        tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
+    }
     let started = Instant::now();
     let running = start(&cfg).map_err(refused)?;
     tracing::info!(

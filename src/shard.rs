@@ -11,6 +11,9 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::{Latency, Shares};
 use sluice_shards::log::LogConfig;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
+use sluice_shards::tasks::{spawn, spawn_into};
+use sluice_shards::tick::period;
+use sluice_shards::woken::Woken;
 use std::cell::Cell;
 use std::os::fd::{FromRawFd, RawFd};
 use std::rc::Rc;
@@ -160,10 +163,10 @@ pub struct Startup {
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
     start.pulse.register_current_thread();
     let pulse = start.pulse.clone();
-    glommio::spawn_local(async move {
+    spawn(async move {
         loop {
             pulse.beat();
-            glommio::timer::sleep(crate::watchdog::BEAT).await;
+            glommio::timer::sleep(period(crate::watchdog::BEAT)).await;
         }
     })
     .detach();
@@ -190,12 +193,12 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     if torn > 0 {
         tracing::warn!(shard = id, torn_bytes = torn, "recovery zeroed a torn tail (a write never acknowledged)");
     }
-    glommio::spawn_local(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
+    spawn(crate::reload::watch(ctx.clone(), start.reloads.clone())).detach();
     let tq = ctx.mesh_queue;
     let mut receivers = receivers;
     for (_, rx) in receivers.streams() {
         let ctx = ctx.clone();
-        glommio::spawn_local_into(
+        spawn_into(
             async move {
                 while let Some(msg) = rx.recv().await {
                     on_message(&ctx, msg);
@@ -203,7 +206,6 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             },
             tq,
         )
-        .expect("mesh task queue exists")
         .detach();
     }
     // Tell every shard about the buckets whose home is here.
@@ -232,7 +234,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     background(&ctx);
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
-        glommio::spawn_local(async move {
+        spawn(async move {
             glommio::timer::sleep(Duration::from_millis(200)).await;
             panic!("injected fault: shard {id} panics while serving");
         })
@@ -260,10 +262,10 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
 /// releases, the expiry sweep and the flusher.
 fn background(ctx: &Rc<Ctx>) {
     sluice_shards::tick::spawn_reactor_tick();
-    glommio::spawn_local(release_pump(ctx.clone())).detach();
-    glommio::spawn_local(sweeper(ctx.clone())).detach();
+    spawn(release_pump(ctx.clone())).detach();
+    spawn(sweeper(ctx.clone())).detach();
     let flusher = ctx.clone();
-    glommio::spawn_local(async move { flusher.shard.flush_loop().await }).detach();
+    spawn(async move { flusher.shard.flush_loop().await }).detach();
 }
 
 /// A one-shard server without listener or peers, with its background tasks,
@@ -291,13 +293,16 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
 /// then gives their space back).
 async fn sweeper(ctx: Rc<Ctx>) {
     loop {
-        glommio::timer::sleep(SWEEP_EVERY).await;
+        glommio::timer::sleep(period(SWEEP_EVERY)).await;
         ctx.shard.sweep_expired(ctx.now_ms()).await;
     }
 }
 
 /// How often a shard deletes expired streams that nobody accessed.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// How often the accept loop looks whether the server is stopping.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
 /// Sends the fork releases that deletes and expiries queue up.
 async fn release_pump(ctx: Rc<Ctx>) {
@@ -320,14 +325,14 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
             if ctx.connections.get() >= ctx.cfg.max_connections {
                 // Handed-off connections count against the limit like accepted ones.
-                glommio::spawn_local(conn::refuse(sock, ctx.gate.cors(None))).detach();
+                spawn(conn::refuse(sock, ctx.gate.cors(None))).detach();
                 return;
             }
-            glommio::spawn_local(conn::serve(ctx.clone(), sock, buffered)).detach();
+            spawn(conn::serve(ctx.clone(), sock, buffered)).detach();
         }
         Message::Request { from, id, req } => {
             let ctx = ctx.clone();
-            glommio::spawn_local(async move {
+            spawn(async move {
                 let rep = crate::handlers::bucket::serve_request(&ctx, req).await;
                 let _ = ctx.senders.send_to(from, Message::Reply { id, rep }).await;
             })
@@ -340,9 +345,14 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
 
 async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool) {
     loop {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+        // The accept is polled only when it woke (`Woken`): the shutdown
+        // check below wakes this task 20 times a second, and each poll of a
+        // pending glommio accept keeps one more waker reference until a
+        // client connects (an idle shard panicked after 32,768 of them).
+        let accept = Woken::new(async { Some(listener.accept().await) });
+        let accepted = futures_lite::future::or(accept, async {
             while !shutdown.load(Ordering::Relaxed) {
-                glommio::timer::sleep(Duration::from_millis(50)).await;
+                glommio::timer::sleep(period(SHUTDOWN_POLL)).await;
             }
             None
         })
@@ -352,10 +362,10 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
             Some(Ok(sock)) => {
                 if ctx.connections.get() >= ctx.cfg.max_connections {
                     // Over the limit: refuse cleanly; existing clients are unaffected.
-                    glommio::spawn_local(conn::refuse(sock, ctx.gate.cors(None))).detach();
+                    spawn(conn::refuse(sock, ctx.gate.cors(None))).detach();
                     continue;
                 }
-                glommio::spawn_local(conn::serve(ctx.clone(), sock, Vec::new())).detach();
+                spawn(conn::serve(ctx.clone(), sock, Vec::new())).detach();
             }
             Some(Err(e)) => {
                 tracing::warn!(shard = ctx.id, error = %e, "accept failed");

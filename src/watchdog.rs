@@ -51,7 +51,7 @@ pub fn start(pulses: Vec<Arc<Pulse>>) {
         .spawn(move || {
             let mut seen: Vec<u64> = vec![0; pulses.len()];
             loop {
-                std::thread::sleep(CHECK);
+                std::thread::sleep(sluice_shards::tick::period(CHECK));
                 for (p, last) in pulses.iter().zip(seen.iter_mut()) {
                     let now = p.beats.load(Ordering::Relaxed);
                     let thread = p.thread.load(Ordering::SeqCst);

@@ -8,6 +8,7 @@
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 //! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
+//! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
@@ -19,6 +20,8 @@ pub mod offset;
 pub mod signal;
 pub mod stats;
 pub mod store;
+pub mod tasks;
 #[cfg(test)]
 mod test_dir;
 pub mod tick;
+pub mod woken;

@@ -2,7 +2,10 @@
 //!
 //! Waiters register a waker and are all woken by `notify`; each re-checks its
 //! own condition. Generation counting means a notify between a check and the
-//! wait is never missed.
+//! wait is never missed. A waiter dropped before the notify (a long-poll
+//! that timed out, a reader that left) takes its waker out with it: a waker
+//! keeps its task's memory alive, and a signal notified rarely (shutdown)
+//! would otherwise hold one for every task that ever waited on it.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -12,7 +15,10 @@ use std::task::{Context, Poll, Waker};
 #[derive(Default)]
 pub struct Signal {
     generation: Cell<u64>,
-    wakers: RefCell<Vec<Waker>>,
+    /// Registered waiters and their slot numbers (few per signal: a
+    /// linear search costs less memory per stream than a map).
+    wakers: RefCell<Vec<(u64, Waker)>>,
+    next_slot: Cell<u64>,
 }
 
 impl Signal {
@@ -24,32 +30,110 @@ impl Signal {
     /// Wakes every waiter.
     pub fn notify(&self) {
         self.generation.set(self.generation.get() + 1);
-        for w in self.wakers.borrow_mut().drain(..) {
+        let woken = std::mem::take(&mut *self.wakers.borrow_mut());
+        for (_, w) in woken {
             w.wake();
         }
     }
 
     /// Resolves once the generation moves past `seen`.
     pub fn changed(&self, seen: u64) -> Changed<'_> {
-        Changed { signal: self, seen }
+        Changed { signal: self, seen, slot: None }
+    }
+
+    /// Waiters registered now (pending `changed` futures that were polled).
+    pub fn waiters(&self) -> usize {
+        self.wakers.borrow().len()
     }
 }
 
 pub struct Changed<'a> {
     signal: &'a Signal,
     seen: u64,
+    /// Where this waiter's waker is registered, once polled.
+    slot: Option<u64>,
 }
 
 impl Future for Changed<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.signal.generation.get() != self.seen {
+        let this = self.get_mut();
+        let signal = this.signal;
+        if signal.generation.get() != this.seen {
+            this.slot = None;
             return Poll::Ready(());
         }
-        let mut wakers = self.signal.wakers.borrow_mut();
-        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
+        let mut wakers = signal.wakers.borrow_mut();
+        let slot = *this.slot.get_or_insert_with(|| {
+            let s = signal.next_slot.get();
+            signal.next_slot.set(s + 1);
+            s
+        });
+        match wakers.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, w)) if w.will_wake(cx.waker()) => {}
+            Some((_, w)) => *w = cx.waker().clone(),
+            None => wakers.push((slot, cx.waker().clone())),
         }
         Poll::Pending
+    }
+}
+
+impl Drop for Changed<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            let mut wakers = self.signal.wakers.borrow_mut();
+            if let Some(i) = wakers.iter().position(|(s, _)| *s == slot) {
+                wakers.swap_remove(i);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_dropped_waiter_leaves_no_waker() {
+        let signal = Signal::default();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        for _ in 0..1000 {
+            let mut w = std::pin::pin!(signal.changed(signal.generation()));
+            assert!(w.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            assert!(w.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            assert_eq!(signal.waiters(), 1, "a waiter polled twice holds one slot");
+        }
+        assert_eq!(signal.waiters(), 0, "timed-out waiters took their wakers with them");
+        assert_eq!(Arc::strong_count(&count), 2, "no clone of the waker is left");
+    }
+
+    #[test]
+    fn notify_wakes_every_waiter_once_and_resolves_them() {
+        let signal = Signal::default();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let seen = signal.generation();
+        let mut a = Box::pin(signal.changed(seen));
+        let mut b = Box::pin(signal.changed(seen));
+        let mut cx = Context::from_waker(&waker);
+        assert!(a.as_mut().poll(&mut cx).is_pending() && b.as_mut().poll(&mut cx).is_pending());
+        signal.notify();
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        assert_eq!(signal.waiters(), 0);
+        assert!(a.as_mut().poll(&mut cx).is_ready() && b.as_mut().poll(&mut cx).is_ready());
+        // A waiter created after the notify waits for the next one.
+        let mut c = Box::pin(signal.changed(signal.generation()));
+        assert!(c.as_mut().poll(&mut cx).is_pending());
     }
 }

@@ -13,15 +13,35 @@
 //! every park bounds such a stall to one tick; an idle shard pays one
 //! wake-up per tick. A serving shard starts it with its background tasks;
 //! tests that drive a shard without the server run on [`block_on`].
+//!
+//! Every periodic task takes its period from [`period`], which a test-only
+//! setting ([`set_time_scale`]) can shorten, so that a test sees in seconds
+//! what a server sees in days of timer periods.
 
-use crate::core::limits::REACTOR_TICK;
+use crate::core::limits::{MAX_TIME_SCALE, REACTOR_TICK};
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// How many times faster than real time periodic tasks run (1 in service).
+static TIME_SCALE: AtomicU32 = AtomicU32::new(1);
+
+/// Sets the time scale for the whole process; call before any executor starts.
+pub fn set_time_scale(scale: u32) {
+    assert!((1..=MAX_TIME_SCALE).contains(&scale), "time scale {scale} out of 1..={MAX_TIME_SCALE}");
+    TIME_SCALE.store(scale, Ordering::Relaxed);
+}
+
+/// The period a periodic task sleeps: `base`, divided by the time scale.
+pub fn period(base: Duration) -> Duration {
+    base / TIME_SCALE.load(Ordering::Relaxed)
+}
 
 /// Spawns the tick on the current executor (call once per executor, first).
 pub fn spawn_reactor_tick() {
-    glommio::spawn_local(async {
+    crate::tasks::spawn(async {
         loop {
-            glommio::timer::sleep(REACTOR_TICK).await;
+            glommio::timer::sleep(period(REACTOR_TICK)).await;
         }
     })
     .detach();

@@ -33,6 +33,9 @@ pub const FLUSH_POLL: Duration = Duration::from_millis(50);
 /// The longest an executor sleeps with a timer armed: the bound on a stall
 /// of glommio's run loop (see `sluice_shards::tick`).
 pub const REACTOR_TICK: Duration = Duration::from_millis(20);
+/// Largest test-only time scale (`--test-time-scale`): periodic tasks run
+/// at most this many times faster than in service.
+pub const MAX_TIME_SCALE: u32 = 1000;
 /// Flushes' worth of journal bytes writers may run ahead of the flusher
 /// before they wait for it (one is being written while the next fills).
 pub const FLUSH_BACKLOG: u64 = 4;

@@ -161,7 +161,7 @@ impl Log {
             ready: Rc::new(Signal::default()),
             stats: Rc::new(LogStats::default()),
         };
-        glommio::spawn_local(log.clone().flusher()).detach();
+        crate::tasks::spawn(log.clone().flusher()).detach();
         log.prepare_next();
         log
     }
@@ -357,7 +357,7 @@ impl Log {
         let (dir, no, size, dsync) = (s.cfg.dir.clone(), s.active.no + 1, s.cfg.segment_size, s.cfg.dsync());
         drop(s);
         let log = self.clone();
-        glommio::spawn_local(async move {
+        crate::tasks::spawn(async move {
             let r = create_segment(&dir, no, size, dsync).await;
             let mut s = log.inner.borrow_mut();
             s.preparing = false;
@@ -563,7 +563,7 @@ mod tests {
             let mut tasks = Vec::new();
             for w in 0..8u64 {
                 let log = log.clone();
-                tasks.push(glommio::spawn_local(async move {
+                tasks.push(crate::tasks::spawn(async move {
                     for i in 0..150u64 {
                         let data = if w == 0 && i % 10 == 0 {
                             vec![b'A' + (i / 10) as u8; 10_000 + i as usize]

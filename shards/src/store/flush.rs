@@ -26,6 +26,8 @@ use crate::core::stream::{Blob, Snapshot};
 use crate::log::segment::{replace_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
+use crate::tick::period;
+use crate::woken::Woken;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -86,7 +88,7 @@ impl Shard {
     pub async fn flush_loop(&self) {
         let mut last = Instant::now();
         loop {
-            glommio::timer::sleep(FLUSH_POLL).await;
+            glommio::timer::sleep(period(FLUSH_POLL)).await;
             if self.log.is_failed() || self.flushing.get() {
                 continue;
             }
@@ -101,7 +103,7 @@ impl Shard {
                     // Shards share the disk: retry at staggered times, so on a
                     // nearly full one a flush can finish and free journal
                     // segments for the next.
-                    glommio::timer::sleep(FLUSH_POLL * (self.id as u32 + 1)).await;
+                    glommio::timer::sleep(period(FLUSH_POLL * (self.id as u32 + 1))).await;
                 }
             }
         }
@@ -326,14 +328,16 @@ impl Shard {
     }
 }
 
-/// Runs `futures` concurrently on this executor; results in order.
+/// Runs `futures` concurrently on this executor; results in order. Each is
+/// polled only when it woke ([`Woken`]): re-polling a pending file operation
+/// whenever another one completes would pile up waker references.
 async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut futures: Vec<Woken<F>> = futures.into_iter().map(Woken::new).collect();
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
         for (f, o) in futures.iter_mut().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
-            match f.as_mut().poll(cx) {
+            match Pin::new(f).poll(cx) {
                 Poll::Ready(v) => *o = Some(v),
                 Poll::Pending => pending = true,
             }
