@@ -96,6 +96,14 @@ pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// rename of a shard is: a metadata change of microseconds, where glommio's
 /// `rename` would hop to its blocking thread and back.
 pub async fn replace_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
+    install_file(dir, name, bytes).await?;
+    sync_dir(dir).await
+}
+
+/// [`replace_file`] up to the rename: when it fails, `name` is the old file
+/// still; when it succeeds, `name` is the new one, durable once the caller
+/// syncs `dir`.
+pub async fn install_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let len = bytes.len();
     let file = OpenOptions::new().write(true).create(true).truncate(true).buffered_open(&tmp).await?;
@@ -105,8 +113,7 @@ pub async fn replace_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Re
     }
     file.fdatasync().await?;
     file.close().await?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir).await
+    std::fs::rename(&tmp, dir.join(name))
 }
 
 /// Whether `fd` was opened for durable writes (`O_DSYNC`).

@@ -291,22 +291,24 @@ impl Log {
     }
 
     /// Deletes sealed segments numbered below `no`; returns how many.
+    /// Idempotent: a segment leaves the log only once its file is gone, so
+    /// a call that failed part-way is finished by the next.
     pub async fn reclaim_below(&self, no: u32) -> std::io::Result<usize> {
         let (dir, old) = {
-            let mut s = self.inner.borrow_mut();
+            let s = self.inner.borrow();
             let active = s.active.no;
             // Never past log-head: the start must not name a segment the head does not cover.
             let old: Vec<u32> = s.segments.range(..no.min(active).min(s.head)).map(|(n, _)| *n).collect();
-            for n in &old {
-                s.segments.remove(n);
-            }
             (s.cfg.dir.clone(), old)
         };
         let Some(&newest) = old.last() else { return Ok(0) };
         // Record the new start first: recovery then treats leftovers as reclaimed.
         marks::write(&dir, LOG_START, newest + 1).await?;
         for n in &old {
-            std::fs::remove_file(super::segment::segment_path(&dir, *n))?;
+            match std::fs::remove_file(super::segment::segment_path(&dir, *n)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => self.inner.borrow_mut().segments.remove(n),
+            };
         }
         super::segment::sync_dir(&dir).await?;
         Ok(old.len())

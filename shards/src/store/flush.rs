@@ -15,6 +15,17 @@
 //!    checkpoint no longer needs (deleted streams, replaced snapshots), give
 //!    retained-away ranges back (hole punch), delete journal segments
 //!    wholly before the captured position.
+//!
+//! A failure up to the rename of step 4 undoes the flush: the old
+//! checkpoint stands, memory serves the chunks again and the stream files
+//! are cut back to what it records. From the rename on, the flush is done:
+//! the new checkpoint records the chunks, so nothing may cut them back. A
+//! failure after it (the directory sync, an unlink, a hole punch, the
+//! journal's reclamation) only postpones step 5's clean-up: each step is
+//! idempotent, what failed is queued again (doomed files back to the
+//! graveyard, punches back to their start) and a later flush retries it.
+//! Files and segments are only given back once the checkpoint that no
+//! longer needs them is durable (its directory synced).
 
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::files::{snapshot_name, FileName, STREAMS_DIR};
@@ -23,13 +34,14 @@ use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
-use crate::log::segment::{replace_file, sync_dir};
+use crate::log::segment::{install_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
 use crate::woken::Woken;
 use std::collections::HashSet;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
@@ -47,6 +59,7 @@ struct Job {
 
 /// Retained-away ranges to give back: bytes (own-file relative), and the
 /// index pages before the one holding the first retained record.
+#[derive(Clone, Copy)]
 struct Punch {
     handle: u64,
     /// What was punched before, restored if the flush fails.
@@ -111,18 +124,21 @@ impl Shard {
 
     /// Waits until stream `handle` at `key` has its bytes below `offset` in
     /// its stream files, flushing if needed.
+    /// A flush that failed only in its clean-up still stored the bytes.
     pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
+        let mut failed = None;
         loop {
             let stored =
                 self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
             match stored {
                 None => return Ok(()),
                 Some(s) if s >= offset => return Ok(()),
+                Some(_) if failed.is_some() => return Err(failed.expect("checked")),
                 Some(_) if self.flushing.get() => {
                     let seen = self.flush_done.generation();
                     self.flush_done.changed(seen).await;
                 }
-                Some(_) => self.flush().await?,
+                Some(_) => failed = self.flush().await.err(),
             }
         }
     }
@@ -133,11 +149,19 @@ impl Shard {
         self.flushing.set(true);
         let started = Instant::now();
         let c = self.capture();
-        let r = self.flush_steps(&c).await;
         let stats = &self.flush_stats;
+        let r = match self.flush_steps(&c).await {
+            Err(e) => {
+                self.undo(&c);
+                self.give_back(&c).await;
+                Err(e)
+            }
+            Ok(()) => {
+                self.stored(&c);
+                self.clean_up(&c).await
+            }
+        };
         if r.is_err() {
-            self.undo(&c);
-            self.give_back(&c).await;
             stats.failed.set(stats.failed.get() + 1);
         } else {
             stats.ok.set(stats.ok.get() + 1);
@@ -153,19 +177,27 @@ impl Shard {
     /// A flush failed before its checkpoint: memory serves everything again
     /// and the next flush redoes the work.
     fn undo(&self, c: &Capture) {
-        let mut st = self.store.borrow_mut();
-        for j in &c.jobs {
-            if let Some(e) = st.by_handle(j.handle) {
-                e.state.body.thaw();
+        {
+            let mut st = self.store.borrow_mut();
+            for j in &c.jobs {
+                if let Some(e) = st.by_handle(j.handle) {
+                    e.state.body.thaw();
+                }
             }
         }
-        for p in &c.punches {
+        self.punch_again(&c.punches);
+        // The journal bytes the capture covered are unflushed again.
+        self.flushed.set(c.flushed_before);
+    }
+
+    /// Queues `punches` for the next flush (a hole punch is idempotent).
+    fn punch_again(&self, punches: &[Punch]) {
+        let mut st = self.store.borrow_mut();
+        for p in punches {
             if let Some(e) = st.by_handle(p.handle) {
                 e.punched = p.from;
             }
         }
-        // The journal bytes the capture covered are unflushed again.
-        self.flushed.set(c.flushed_before);
     }
 
     /// After a failed flush, cuts the stream files back to what the
@@ -232,6 +264,8 @@ impl Shard {
         Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint, referenced }
     }
 
+    /// Steps 2-4, up to the checkpoint's rename: an error leaves the old
+    /// checkpoint in place.
     async fn flush_steps(&self, c: &Capture) -> Result<(), LogError> {
         self.log.durable(c.lsn).await?;
         for batch in c.jobs.chunks(FLUSH_CONCURRENCY) {
@@ -245,24 +279,64 @@ impl Shard {
         }
         let streams = self.files.dir(self.id as u32);
         sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
-        self.write_checkpoint(&c.checkpoint).await?;
-        self.stored(c);
+        install_file(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
+    }
+
+    /// Step 5, after the checkpoint's rename (see the module header): every
+    /// step is tried; what failed is queued for a later flush and the first
+    /// error is returned.
+    async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
+        self.files.retain_referenced(&c.referenced);
+        if let Err(e) = sync_dir(&self.shard_dir()).await {
+            // The new checkpoint may not survive a crash: the old one may
+            // still need every file, punched range and segment.
+            self.store.borrow_mut().graveyard.extend(c.doomed.iter().cloned());
+            self.punch_again(&c.punches);
+            self.store.borrow_mut().flush_due = true;
+            return Err(io(CHECKPOINT)(e));
+        }
+        let mut first: Option<LogError> = None;
+        let streams = self.files.dir(self.id as u32);
+        let mut left = Vec::new();
         for name in &c.doomed {
             if let Some(f) = FileName::parse(name) {
                 self.files.forget(f);
             }
             match std::fs::remove_file(streams.join(name)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(name)(e)),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    first.get_or_insert(io(name)(e));
+                    left.push(name.clone());
+                }
                 _ => {}
             }
         }
+        let mut unpunched = Vec::new();
         for p in &c.punches {
-            self.files.punch(FileName::Data(p.handle), p.bytes.0, p.bytes.1).await.map_err(io("hole punch"))?;
-            self.punch_index(p).await.map_err(io("hole punch"))?;
+            let punched = match self.files.punch(FileName::Data(p.handle), p.bytes.0, p.bytes.1).await {
+                Ok(()) => self.punch_index(p).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = punched {
+                first.get_or_insert(io("hole punch")(e));
+                unpunched.push(*p);
+            }
         }
-        self.log.reclaim_below(c.journal.0).await.map_err(io("journal reclamation"))?;
-        self.files.retain_referenced(&c.referenced);
-        Ok(())
+        if let Err(e) = self.log.reclaim_below(c.journal.0).await {
+            first.get_or_insert(io("journal reclamation")(e));
+        }
+        self.punch_again(&unpunched);
+        let mut st = self.store.borrow_mut();
+        st.graveyard.extend(left);
+        if first.is_some() {
+            st.flush_due = true;
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The shard's directory, which holds the checkpoint.
+    fn shard_dir(&self) -> PathBuf {
+        let streams = self.files.dir(self.id as u32);
+        streams.parent().expect("the streams directory is inside the shard directory").to_path_buf()
     }
 
     /// Gives back the index pages before the one holding `p.record` (or,
@@ -293,13 +367,6 @@ impl Shard {
         assert_eq!(end.len, j.index_after, "the index ends where the capture planned");
         self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes).await?;
         self.files.write(FileName::Index(j.handle), j.index.len, &pages).await
-    }
-
-    /// Replaces the checkpoint: temporary file, fdatasync, rename, directory sync.
-    async fn write_checkpoint(&self, bytes: &[u8]) -> Result<(), LogError> {
-        let dir = self.files.dir(self.id as u32);
-        let dir = dir.parent().expect("the streams directory is inside the shard directory");
-        replace_file(dir, CHECKPOINT, bytes.to_vec()).await.map_err(io(CHECKPOINT))
     }
 
     /// After the checkpoint: readers get frozen chunks from the files, and
