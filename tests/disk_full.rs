@@ -117,3 +117,68 @@ fn full_disk_gives_507_loses_nothing_and_recovers() {
         assert!(got == acked[i], "{p}: content differs from the acknowledged appends");
     }
 }
+
+/// Free bytes of the file system holding `dir`.
+fn free_bytes(dir: &Path) -> u64 {
+    let out = Command::new("df").args(["--output=avail", "-B1"]).arg(dir).output().expect("run df");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().nth(1).and_then(|l| l.trim().parse().ok()).unwrap_or_else(|| panic!("df said {text:?}"))
+}
+
+/// A disk full of streams still takes a DELETE (space-freeing records have
+/// a reserve of their own), and the delete gives the space back: appends
+/// and creates work again, also after a restart.
+#[test]
+#[ignore = "needs root (mounts a tmpfs); scripts/test runs it as root"]
+fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
+    let dir = TempDir::new("disk-full-delete");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let _mount = mount_tmpfs(&mnt, "64m").unwrap_or_else(|why| panic!("cannot mount the small tmpfs: {why}"));
+    let data = mnt.join("data");
+    let launch = Launch::logged(
+        &dir.path().join("server.log"),
+        &["--segment-bytes", "4MiB", "--flush-bytes", "1MiB", "--flush-interval", "200ms"],
+    );
+    let mut s = Server::launch(&data, launch);
+    let paths: Vec<String> = (0..4).map(|i| format!("/v1/stream/fill/{i}")).collect();
+    for p in &paths {
+        s.create(p, "text/plain");
+    }
+    let mut acked: Vec<Vec<u8>> = vec![Vec::new(); paths.len()];
+    let mut n = 0;
+    let mut refused = 0;
+    while refused < 8 {
+        n += 1;
+        assert!(n < 20_000, "the disk never filled up");
+        if append(&s, &paths, &mut acked, n % paths.len(), n, 30_000) != 204 {
+            refused += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    s.wait_flushed();
+    let full = free_bytes(&mnt);
+    println!("full after {n} appends: {full} bytes free");
+    // Still full for anything that adds data.
+    assert_eq!(append(&s, &paths, &mut acked, 1, n + 1, 200_000), 507);
+    let deleted = acked[0].len() as u64;
+    assert!(deleted > 4 << 20, "stream 0 holds {deleted} bytes");
+    s.delete(&paths[0]).expect(204);
+    acked[0].clear();
+    // The flush after the delete unlinks its files.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while free_bytes(&mnt) < full + deleted / 2 {
+        assert!(Instant::now() < deadline, "the delete gave no space back: {} then {}", full, free_bytes(&mnt));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    s.put("/v1/stream/fill/new", "text/plain", b"").expect(201);
+    n += 1;
+    assert_eq!(append(&s, &paths, &mut acked, 1, n, 200_000), 204, "appends resume once the delete freed space");
+    s.restart_after_kill();
+    s.get(&paths[0]).expect(404);
+    for (i, p) in paths.iter().enumerate().skip(1) {
+        let (got, tail) = s.read_all(p);
+        assert_eq!(tail, acked[i].len() as u64, "{p}: tail");
+        assert!(got == acked[i], "{p}: content differs from the acknowledged appends");
+    }
+}

@@ -36,6 +36,12 @@ pub const REACTOR_TICK: Duration = Duration::from_millis(20);
 /// Largest test-only time scale (`--test-time-scale`): periodic tasks run
 /// at most this many times faster than in service.
 pub const MAX_TIME_SCALE: u32 = 1000;
+/// Journal segments of free disk a write that adds data leaves beyond the
+/// unflushed bytes: the active segment (its flushed bytes stay until it
+/// rolls) and the next. Records that give space back (deletes, retention,
+/// bucket deletes, expiry) may use this room, so a full disk still takes a
+/// DELETE.
+pub const JOURNAL_ROOM_SEGMENTS: u64 = 2;
 /// Flushes' worth of journal bytes writers may run ahead of the flusher
 /// before they wait for it (one is being written while the next fills).
 pub const FLUSH_BACKLOG: u64 = 4;

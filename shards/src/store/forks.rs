@@ -4,6 +4,7 @@
 //! inherited range is in its files; while references remain, a deleted
 //! parent stays as a tombstone (410) and its files stay.
 
+use super::shard::Room;
 use super::{ForkGrant, Shard, StoreError, StreamKey};
 use crate::core::body::Ancestor;
 use crate::log::Record;
@@ -115,7 +116,7 @@ impl Shard {
             .map(|e| e.state.handle)
             .collect();
         for handle in dead {
-            if self.reserve(16).await.is_ok() {
+            if self.reserve(16, Room::Frees).await.is_ok() {
                 self.store.borrow_mut().remove_hard(handle);
                 self.log.append(&Record::Delete { handle });
             }
@@ -124,7 +125,7 @@ impl Shard {
 
     /// Drops one fork reference; a soft-deleted stream with none left goes for good.
     pub async fn release_fork(&self, handle: u64) {
-        if self.reserve(16).await.is_err() {
+        if self.reserve(16, Room::Frees).await.is_err() {
             return;
         }
         let mut st = self.store.borrow_mut();

@@ -8,7 +8,7 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG};
+use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
@@ -21,6 +21,16 @@ pub struct FlushConfig {
     pub bytes: u64,
     /// Flush at least this often when anything changed.
     pub every: std::time::Duration,
+}
+
+/// What a write does to the disk: the disk room it needs depends on it
+/// (see [`Shard::disk_room`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// Adds data (creates, appends, snapshots, attributes, bucket creates).
+    Grows,
+    /// Gives space back once flushed (deletes, retention, expiry, bucket deletes).
+    Frees,
 }
 
 /// Everything a shard is opened with.
@@ -138,24 +148,33 @@ impl Shard {
         })
     }
 
-    /// Reserves log room for a write of about `bytes` (plus slack for a lazy
+    /// Reserves log room for a write of about `bytes` that `room` says adds
+    /// data or gives space back (plus slack for a lazy
     /// expiry record); no await may come between this and the append.
     /// Waits first while the flusher is too far behind, so the memory the
     /// unflushed tail holds stays bounded.
-    pub(crate) async fn reserve(&self, bytes: usize) -> Result<(), LogError> {
+    pub(crate) async fn reserve(&self, bytes: usize, room: Room) -> Result<(), LogError> {
         self.flush_room().await?;
-        self.disk_room(bytes as u64)?;
+        self.disk_room(bytes as u64, room)?;
         self.log.reserve(bytes + 256).await
     }
 
     /// Refuses a write (`507`) unless the disk keeps room for the flush to
     /// copy every unflushed byte, this write included, into stream files,
-    /// and two journal segments more (the active one, whose flushed bytes
+    /// and [`JOURNAL_ROOM_SEGMENTS`] journal segments more (the active one, whose flushed bytes
     /// stay until it rolls, and the next): the flush is what frees journal
     /// segments, so a disk filled by the journal alone could never drain.
-    fn disk_room(&self, bytes: u64) -> Result<(), LogError> {
+    /// A record that gives space back needs room only for itself and the
+    /// flush: it may use the journal room the others keep, so on a disk
+    /// full of streams a DELETE still goes through and its flush frees the
+    /// files.
+    fn disk_room(&self, bytes: u64, room: Room) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
-        let need = unflushed.saturating_add(bytes).saturating_add(2 * self.log.segment_size());
+        let segments = match room {
+            Room::Grows => JOURNAL_ROOM_SEGMENTS,
+            Room::Frees => 0,
+        };
+        let need = unflushed.saturating_add(bytes).saturating_add(segments * self.log.segment_size());
         match self.free_bytes() {
             Some(free) if free < need => Err(LogError::NoSpace),
             _ => Ok(()),
@@ -206,6 +225,7 @@ impl Shard {
                 + key.1.len()
                 + input.content_type.len()
                 + input.attrs.len(),
+            Room::Grows,
         )
         .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
@@ -222,7 +242,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve(Self::append_room(input.body) + extra).await?;
+        self.reserve(Self::append_room(input.body) + extra, Room::Grows).await?;
         let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.records.1, out.closed);
@@ -238,7 +258,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
         let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
-        self.reserve(total).await?;
+        self.reserve(total, Room::Grows).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
             st.expire(&self.log, key, now_ms);
@@ -383,7 +403,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<(u64, String), StoreError> {
         let at = self.resolve(key, at, now_ms).await?;
-        self.reserve(body.len() + content_type.len() + 128).await?;
+        self.reserve(body.len() + content_type.len() + 128, Room::Grows).await?;
         let decided = self.store.borrow_mut().decide_snapshot(&self.log, key, at, content_type, body, expected, now_ms);
         self.settle_outcome(key, decided).await
     }
@@ -391,14 +411,14 @@ impl Shard {
     /// PUT {stream}/retention/{offset}: moves the earliest retained offset.
     pub async fn set_retention(&self, key: &StreamKey, at: SnapshotAt, now_ms: u64) -> Result<u64, StoreError> {
         let at = self.resolve(key, at, now_ms).await?;
-        self.reserve(48).await?;
+        self.reserve(48, Room::Frees).await?;
         let decided = self.store.borrow_mut().decide_retention(&self.log, key, at, now_ms);
         self.settle_outcome(key, decided).await
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
     pub async fn delete(&self, key: &StreamKey, now_ms: u64) -> Result<(), StoreError> {
-        self.reserve(16).await?;
+        self.reserve(16, Room::Frees).await?;
         let decided = self.store.borrow_mut().decide_delete(&self.log, key, now_ms);
         self.settle_outcome(key, decided).await
     }
@@ -420,7 +440,7 @@ impl Shard {
 
     /// Replaces a stream's attributes.
     pub async fn set_attrs(&self, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Result<(), StoreError> {
-        self.reserve(attrs.len()).await?;
+        self.reserve(attrs.len(), Room::Grows).await?;
         let decided = self.store.borrow_mut().decide_attrs(&self.log, key, attrs, now_ms);
         self.settle_outcome(key, decided).await
     }
@@ -437,7 +457,7 @@ impl Shard {
             .map(|(k, _)| StreamKey::clone(k))
             .collect();
         for key in &expired {
-            if self.reserve(16).await.is_err() {
+            if self.reserve(16, Room::Frees).await.is_err() {
                 return 0;
             }
             let mut st = self.store.borrow_mut();
@@ -448,7 +468,8 @@ impl Shard {
 
     /// Logs a bucket record in this (home) shard and waits until durable.
     pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
-        self.reserve(128).await?;
+        let room = if matches!(record, Record::BucketDelete { .. }) { Room::Frees } else { Room::Grows };
+        self.reserve(128, room).await?;
         let at = self.log.append(&record);
         self.store.borrow_mut().replay(record);
         self.log.durable(at.lsn).await?;
