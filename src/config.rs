@@ -179,22 +179,22 @@ pub struct Config {
     #[arg(long, env = "SLUICE_TEST_TIME_SCALE", value_name = "N", default_value = "1", hide = true,
           value_parser = count::<u32>(1, limits::MAX_TIME_SCALE as u64))]
     pub test_time_scale: u32,
+
+    /// Stream-file descriptors each shard may keep open: not a flag, set by
+    /// [`Config::check`] from the open-files limit.
+    #[arg(skip = limits::MAX_OPEN_FILES)]
+    pub open_files: usize,
 }
 
 impl Config {
     /// Checks that span several flags, or a flag and the host; run once
-    /// before start. Returns the warnings worth logging; a configuration
-    /// that cannot work is an error (one line).
-    pub fn check(&self, host: &HostLimits) -> Result<Vec<String>, String> {
+    /// before start. Shares the open-files limit out among the shards
+    /// (`max_connections` and `open_files` may come down). Returns the
+    /// warnings worth logging; a configuration that cannot work is an
+    /// error (one line).
+    pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
-        let fds = (self.shards as u64).saturating_mul(self.max_connections as u64 + FDS_PER_SHARD);
-        if fds > host.open_files {
-            warnings.push(format!(
-                "the open-files limit {} is below what --shards {} x --max-connections {} needs ({fds}): \
-                 accepts beyond it fail (raise LimitNOFILE / ulimit -n)",
-                host.open_files, self.shards, self.max_connections
-            ));
-        }
+        warnings.extend(self.share_descriptors(host.open_files)?);
         let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
         if let Some(memlock) = host.locked_memory {
             if memlock < MIN_LOCKED_MEMORY {
@@ -222,14 +222,46 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Splits `open_files` (the process's limit) evenly among the shards:
+    /// each keeps [`limits::FIXED_FDS_PER_SHARD`], then its stream-file
+    /// cache and its connections share the rest. When the limit cannot hold
+    /// `--max-connections` and a full cache, the cache shrinks first (down
+    /// to [`limits::MIN_OPEN_FILES`]), then the connections (refused with
+    /// 503 beyond, instead of accepts failing). A limit that leaves fewer
+    /// than [`limits::MIN_CONNECTIONS`] (or `--max-connections`, if lower)
+    /// is refused.
+    fn share_descriptors(&mut self, open_files: u64) -> Result<Option<String>, String> {
+        let per_shard = usize::try_from(open_files / self.shards as u64).unwrap_or(usize::MAX);
+        let spare = per_shard.saturating_sub(limits::FIXED_FDS_PER_SHARD);
+        let files = spare.saturating_sub(self.max_connections).clamp(limits::MIN_OPEN_FILES, limits::MAX_OPEN_FILES);
+        let connections = self.max_connections.min(spare.saturating_sub(files));
+        let least = self.max_connections.min(limits::MIN_CONNECTIONS);
+        if connections < least {
+            let need = self.shards * (limits::FIXED_FDS_PER_SHARD + limits::MIN_OPEN_FILES + least);
+            return Err(format!(
+                "the open-files limit {open_files} is too low for --shards {}: at least {need} descriptors are needed \
+                 (raise LimitNOFILE / ulimit -n)",
+                self.shards
+            ));
+        }
+        let warning = (connections < self.max_connections || files < limits::MAX_OPEN_FILES).then(|| {
+            format!(
+                "the open-files limit {open_files} leaves each of the {} shards {per_shard} descriptors: \
+                 {connections} connections (of --max-connections {}) and {files} cached stream files \
+                 (raise LimitNOFILE / ulimit -n)",
+                self.shards, self.max_connections
+            )
+        });
+        self.max_connections = connections;
+        self.open_files = files;
+        Ok(warning)
+    }
+}
+
 /// Locked memory glommio needs per executor for its rings; below it the
 /// executor fails to start.
 const MIN_LOCKED_MEMORY: u64 = 512 << 10;
-
-/// File descriptors a shard needs besides its connections (listener, log
-/// segments, io_uring rings, eventfds, and the stream files it keeps open),
-/// used for the open-files check.
-const FDS_PER_SHARD: u64 = 32 + sluice_shards::store::files::MAX_OPEN_FILES as u64;
 
 /// What the host allows this process, read once at start.
 #[derive(Clone, Debug)]
@@ -404,7 +436,7 @@ mod tests {
 
     #[test]
     fn cross_flag_checks() {
-        let c = serve("serve --shards 4 --max-connections 1000 --io-memory 4MiB").expect("parses");
+        let mut c = serve("serve --shards 4 --max-connections 1000 --io-memory 4MiB").expect("parses");
         assert!(c.check(&roomy_host()).expect("fine").is_empty());
         let tight = HostLimits { open_files: 1024, locked_memory: Some(8 << 20), cores: 2 };
         let w = c.check(&tight).expect("warnings only");
@@ -412,8 +444,28 @@ mod tests {
         assert!(w[0].contains("open-files limit 1024"), "{}", w[0]);
         assert!(w[1].contains("locked-memory limit 8MiB"), "{}", w[1]);
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
+        assert_eq!((c.max_connections, c.open_files), (208, limits::MIN_OPEN_FILES), "1024 / 4 - 32 - 16");
         let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
         let e = c.check(&starved).expect_err("below glommio's minimum");
         assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");
+    }
+
+    #[test]
+    fn the_open_files_limit_is_shared_out() {
+        let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
+        assert_eq!(c.share_descriptors(2 * (32 + 100 + 512)).expect("fits"), None);
+        assert_eq!((c.max_connections, c.open_files), (100, limits::MAX_OPEN_FILES));
+        let w = c.share_descriptors(2 * (32 + 100 + 200)).expect("fits").expect("a warning");
+        assert!(w.contains("100 connections (of --max-connections 100) and 200 cached stream files"), "{w}");
+        let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
+        let w = c.share_descriptors(2 * (32 + 16 + 40)).expect("fits").expect("a warning");
+        assert!(w.contains("40 connections (of --max-connections 100) and 16 cached stream files"), "{w}");
+        let e = c.share_descriptors(2 * (32 + 16 + 15)).expect_err("too low");
+        assert!(e.contains("the open-files limit 126 is too low for --shards 2: at least 128"), "{e}");
+        let mut few = serve("serve --shards 2 --max-connections 2").expect("parses");
+        assert!(few.share_descriptors(2 * (32 + 16 + 2)).expect("fits").is_some());
+        assert_eq!((few.max_connections, few.open_files), (2, limits::MIN_OPEN_FILES));
+        let e = few.share_descriptors(2 * (32 + 16 + 1)).expect_err("too low");
+        assert!(e.contains("the open-files limit 98 is too low for --shards 2: at least 100"), "{e}");
     }
 }

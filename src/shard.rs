@@ -9,6 +9,7 @@ use crate::mesh::{BucketRep, BucketReq, Message, Pending};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::{Latency, Shares};
+use sluice_shards::every::Every;
 use sluice_shards::log::LogConfig;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use sluice_shards::tasks::{spawn, spawn_into};
@@ -248,6 +249,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
 /// Shard `id`'s store settings, from the command line.
 fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
     ShardConfig {
+        open_files: cfg.open_files,
         log: LogConfig {
             dir: cfg.data_dir.join(format!("shard-{id}")),
             segment_size: cfg.segment_bytes,
@@ -344,7 +346,10 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
 }
 
 async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool) {
-    loop {
+    let warn = Every::default();
+    // Checked here too: a failing accept is ready at once, every time, and
+    // `or` would never get to the check below.
+    while !shutdown.load(Ordering::Relaxed) {
         // The accept is polled only when it woke (`Woken`): the shutdown
         // check below wakes this task 20 times a second, and each poll of a
         // pending glommio accept keeps one more waker reference until a
@@ -368,7 +373,9 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 spawn(conn::serve(ctx.clone(), sock, Vec::new())).detach();
             }
             Some(Err(e)) => {
-                tracing::warn!(shard = ctx.id, error = %e, "accept failed");
+                if let Some(held) = warn.allow(std::time::Instant::now()) {
+                    tracing::warn!(shard = ctx.id, error = %e, repeats = held, "accept failed");
+                }
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }

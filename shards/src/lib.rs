@@ -9,11 +9,13 @@
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 //! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
+//! - [`every`]: a repeated warning, logged at most once per interval.
 
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod decide;
+pub mod every;
 pub mod ids;
 pub mod log;
 pub mod offset;

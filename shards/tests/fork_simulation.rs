@@ -95,6 +95,7 @@ fn owner(name: &str) -> usize {
 fn config(root: &Path, id: usize) -> ShardConfig {
     ShardConfig {
         log: LogConfig { dir: root.join(format!("shard-{id}")), segment_size: SEGMENT, fsync: FsyncMode::Always },
+        open_files: sluice_shards::store::files::MAX_OPEN_FILES,
         max_producers: 16,
         // The simulation flushes when it decides to, never in the background.
         flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },

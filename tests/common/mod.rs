@@ -78,6 +78,8 @@ pub struct Launch {
     /// The address given to `--listen` (the port is picked at start);
     /// clients connect to it, or to 127.0.0.1 when it is unspecified (0.0.0.0).
     pub listen_ip: IpAddr,
+    /// The open-files limit (soft and hard) the server starts with, if not inherited.
+    pub open_files: Option<u64>,
 }
 
 impl Launch {
@@ -94,6 +96,7 @@ impl Launch {
             io_timeout: IO_TIMEOUT,
             env: Vec::new(),
             listen_ip: Ipv4Addr::LOCALHOST.into(),
+            open_files: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl Launch {
             io_timeout: Duration::from_secs(15),
             env: Vec::new(),
             listen_ip: Ipv4Addr::LOCALHOST.into(),
+            open_files: None,
         }
     }
 
@@ -394,6 +398,18 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
         cmd.arg("--segment-bytes").arg(TEST_SEGMENT_BYTES);
     }
     cmd.args(extra).envs(launch.env.iter().cloned()).stdin(Stdio::null());
+    if let Some(n) = launch.open_files {
+        let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+        // SAFETY: between fork and exec, setrlimit only (async-signal-safe).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     match &launch.log {
         Some(log) => {
             let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));

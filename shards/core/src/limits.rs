@@ -23,8 +23,16 @@ pub const ENTRY_RECORDS: usize = 127;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;
-/// Stream-file descriptors a shard keeps open before it closes them all.
+/// Stream-file descriptors a shard keeps open at most before it closes
+/// them all; fewer when the open-files limit is low (`src/config.rs`
+/// shares it out), never fewer than [`MIN_OPEN_FILES`].
 pub const MAX_OPEN_FILES: usize = 512;
+pub const MIN_OPEN_FILES: usize = 2 * FLUSH_CONCURRENCY;
+/// Descriptors a shard needs besides connections and stream files (the
+/// listener, journal segments, io_uring rings, eventfds, directories).
+pub const FIXED_FDS_PER_SHARD: usize = 32;
+/// The fewest connections per shard the open-files limit must leave room for.
+pub const MIN_CONNECTIONS: usize = 16;
 /// Streams whose files one flush writes and syncs at the same time (two
 /// descriptors each).
 pub const FLUSH_CONCURRENCY: usize = 8;
@@ -63,7 +71,8 @@ pub const FILL_CHUNK: usize = 1 << 20;
 const _: () = {
     assert!(INDEX_PAGE.is_multiple_of(PAGE), "retention punches whole index pages");
     assert!(ENTRY_RECORDS > 0 && ENTRY_RECORDS <= u8::MAX as usize, "an entry's record count is one byte");
-    assert!(FLUSH_CONCURRENCY * 2 <= MAX_OPEN_FILES, "one flush batch fits in the descriptor cache");
+    assert!(FLUSH_CONCURRENCY * 2 <= MIN_OPEN_FILES, "one flush batch fits in the descriptor cache");
+    assert!(MIN_OPEN_FILES <= MAX_OPEN_FILES);
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
     assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");

@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
-pub use crate::core::limits::{MAX_OPEN_FILES, PAGE, READ_CHUNK};
+pub use crate::core::limits::{MAX_OPEN_FILES, MIN_OPEN_FILES, PAGE, READ_CHUNK};
 
 pub fn data_name(handle: u64) -> String {
     FileName::Data(handle).to_string()
@@ -84,11 +84,14 @@ pub struct StreamFiles {
     shard: u32,
     /// Keyed by what the file is, so a lookup builds no path.
     open: RefCell<HashMap<(u32, FileName), Rc<BufferedFile>>>,
+    /// Descriptors `open` may hold.
+    capacity: usize,
 }
 
 impl StreamFiles {
-    pub fn new(root: &Path, shard: u32) -> StreamFiles {
-        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()) }
+    pub fn new(root: &Path, shard: u32, capacity: usize) -> StreamFiles {
+        assert!((MIN_OPEN_FILES..=MAX_OPEN_FILES).contains(&capacity), "descriptor cache of {capacity}");
+        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()), capacity }
     }
 
     /// `shard`'s streams directory.
@@ -98,28 +101,49 @@ impl StreamFiles {
 
     /// An open descriptor for `name` on `shard`: this shard's own files are
     /// opened for writing too (and created), `O_DSYNC`, so a write returns
-    /// once its bytes are durable; other shards' read-only.
+    /// once its bytes are durable; other shards' read-only. When the process
+    /// is out of descriptors, the cached ones are closed and the open tried
+    /// once more (those in use close when their reads finish).
     async fn file(&self, shard: u32, name: FileName) -> std::io::Result<Rc<BufferedFile>> {
         let key = (shard, name);
         if let Some(f) = self.open.borrow().get(&key) {
             return Ok(f.clone());
         }
+        let f = match self.open_file(shard, name).await {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                self.open.borrow_mut().clear();
+                self.open_file(shard, name).await?
+            }
+            r => r?,
+        };
+        let f = Rc::new(f);
+        let mut open = self.open.borrow_mut();
+        if open.len() >= self.capacity {
+            open.clear();
+        }
+        open.insert(key, f.clone());
+        Ok(f)
+    }
+
+    async fn open_file(&self, shard: u32, name: FileName) -> std::io::Result<BufferedFile> {
         let own = shard == self.shard;
-        let f = OpenOptions::new()
+        OpenOptions::new()
             .read(true)
             .write(own)
             .create(own)
             .custom_flags(if own { libc::O_DSYNC } else { 0 })
             .buffered_open(self.dir(shard).join(name.to_string()))
             .await
-            .map_err(std::io::Error::from)?;
-        let f = Rc::new(f);
-        let mut open = self.open.borrow_mut();
-        if open.len() >= MAX_OPEN_FILES {
-            open.clear();
-        }
-        open.insert(key, f.clone());
-        Ok(f)
+            .map_err(|e| match e {
+                // Keep the errno of "out of descriptors" (glommio's own
+                // conversion keeps only the kind): `file` retries on it.
+                glommio::GlommioError::EnhancedIoError { source, .. }
+                    if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+                {
+                    source
+                }
+                e => e.into(),
+            })
     }
 
     /// Bytes free for unprivileged writers on the file system holding this
@@ -329,12 +353,12 @@ mod tests {
         let bytes: Vec<u8> = (0..3 * READ_CHUNK + 777).map(|i| (i * 31 % 251) as u8).collect();
         let dir = root.clone();
         crate::tick::block_on(move || async move {
-            let files = StreamFiles::new(&dir, 0);
+            let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES);
             let name = FileName::Data(1);
             files.write(name, 0, &bytes).await.unwrap();
             let f = files.file(0, name).await.unwrap();
             assert!(is_dsync(f.as_raw_fd()), "a shard writes its own stream files durably");
-            let other = StreamFiles::new(&dir, 1);
+            let other = StreamFiles::new(&dir, 1, MAX_OPEN_FILES);
             assert!(!is_dsync(other.file(0, name).await.unwrap().as_raw_fd()), "and reads other shards' only");
             // The file's clean pages leave the cache; with read-ahead off,
             // reading its first piece brings back only that piece.

@@ -34,6 +34,7 @@ use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
+use crate::every::Every;
 use crate::log::segment::{install_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
@@ -100,6 +101,7 @@ impl Shard {
     /// would run too far ahead ([`Shard::reserve`]).
     pub async fn flush_loop(&self) {
         let mut last = Instant::now();
+        let warn = Every::default();
         loop {
             glommio::timer::sleep(period(FLUSH_POLL)).await;
             if self.log.is_failed() || self.flushing.get() {
@@ -112,7 +114,9 @@ impl Shard {
             if due {
                 last = Instant::now();
                 if let Err(e) = self.flush().await {
-                    tracing::warn!(shard = self.id, error = ?e, "flush failed; retrying");
+                    if let Some(held) = warn.allow(Instant::now()) {
+                        tracing::warn!(shard = self.id, error = ?e, repeats = held, "flush failed; retrying");
+                    }
                     // Shards share the disk: retry at staggered times, so on a
                     // nearly full one a flush can finish and free journal
                     // segments for the next.
@@ -204,14 +208,19 @@ impl Shard {
     /// checkpoint records, so a full disk gets the partial writes' space back
     /// (best effort: recovery cuts them back too).
     async fn give_back(&self, c: &Capture) {
+        let (mut failed, mut first) = (0, None);
         for j in &c.jobs {
             let stored =
                 [(FileName::Data(j.handle), j.chunk.start - j.origin), (FileName::Index(j.handle), j.index.len)];
             for (name, len) in stored {
                 if let Err(e) = self.files.truncate(name, len).await {
-                    tracing::warn!(shard = self.id, file = %name, error = %e, "cannot cut back a stream file");
+                    failed += 1;
+                    first.get_or_insert((name, e));
                 }
             }
+        }
+        if let Some((file, error)) = first {
+            tracing::debug!(shard = self.id, %file, %error, failed, "cannot cut stream files back");
         }
     }
 

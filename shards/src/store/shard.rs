@@ -37,6 +37,9 @@ pub(crate) enum Room {
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
     pub log: LogConfig,
+    /// Stream-file descriptors the shard may keep open
+    /// ([`crate::core::limits::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
+    pub open_files: usize,
     /// Producers each stream remembers.
     pub max_producers: usize,
     pub flush: FlushConfig,
@@ -65,9 +68,9 @@ impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
     pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
-        let ShardConfig { log: cfg, max_producers, flush } = cfg;
+        let ShardConfig { log: cfg, open_files, max_producers, flush } = cfg;
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
-        let files = StreamFiles::new(&root, id as u32);
+        let files = StreamFiles::new(&root, id as u32, open_files);
         let streams = files.dir(id as u32);
         std::fs::create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
         crate::log::segment::sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
