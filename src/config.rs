@@ -117,7 +117,8 @@ pub struct Config {
           value_parser = size::<u64>(4 << 10, 1 << 30))]
     pub max_read_bytes: u64,
 
-    /// Keep-alive idle limit; also how long a peer may take no response bytes (1s..1d).
+    /// Keep-alive idle limit; also how long a peer may take to accept each 256KiB of a
+    /// response before its connection is reset (1s..1d).
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",
           value_parser = duration(ms(1_000), hours(24)))]
     pub idle_timeout: Duration,

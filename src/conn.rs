@@ -9,8 +9,9 @@ use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::metrics::answered;
+use crate::send::send;
 use crate::shard::Ctx;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
@@ -26,6 +27,8 @@ use std::time::{Duration, Instant};
 /// each read, so a read never asks for much more than it expects.
 const HEAD_READ: usize = 8 * 1024;
 const BODY_READ: usize = 256 * 1024;
+/// The interim answer to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Counts a connection for the connection limit while alive.
 struct ConnGuard(Rc<Ctx>);
@@ -37,8 +40,8 @@ impl Drop for ConnGuard {
 }
 
 /// Answers a connection over the limit with 503 and closes it.
-pub async fn refuse(mut sock: TcpStream, cors: Cors) {
-    refuse_with(&mut sock, Error::Unavailable("too many connections").into(), &cors).await;
+pub async fn refuse(ctx: Rc<Ctx>, mut sock: TcpStream, cors: Cors) {
+    refuse_with(&ctx, &mut sock, Error::Unavailable("too many connections").into(), &cors).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -46,9 +49,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     ctx.connections.set(ctx.connections.get() + 1);
     let guard = ConnGuard(ctx.clone());
     let _ = sock.set_nodelay(true);
-    // A peer that takes no bytes of a response for the idle timeout is gone
-    // (or attacking): drop it rather than hold its connection forever.
-    let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
+    // Every write goes through `send`: a peer that takes too few bytes of a
+    // response for the idle timeout is reset rather than held forever.
     let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -57,7 +59,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
-                refuse_with(&mut sock, resp, &ctx.gate.cors(None)).await;
+                refuse_with(&ctx, &mut sock, resp, &ctx.gate.cors(None)).await;
                 return;
             }
         };
@@ -68,7 +70,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
-                refuse_with(&mut sock, resp, &cors).await;
+                refuse_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -81,7 +83,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
             let rendered = Rendered::new(answer, close);
-            if !write(&mut sock, &rendered).await || close {
+            if !write(&ctx, &mut sock, &rendered).await || close {
                 return;
             }
             buf.drain(..head.len);
@@ -104,7 +106,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), label, resp.status, started);
-                refuse_with(&mut sock, resp, &cors).await;
+                refuse_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -139,7 +141,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             },
         };
-        if !write(&mut sock, &rendered).await || close {
+        if !write(&ctx, &mut sock, &rendered).await || close {
             return;
         }
     }
@@ -229,14 +231,15 @@ pub async fn answer(
     }
 }
 
-/// Writes rendered response bytes; false if the peer is gone.
-async fn write(sock: &mut TcpStream, r: &Rendered) -> bool {
-    sock.write_all(&r.head).await.is_ok() && (r.body.is_empty() || sock.write_all(&r.body).await.is_ok())
+/// Writes rendered response bytes; false if the peer is gone or stalled.
+async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
+    let idle = ctx.cfg.idle_timeout;
+    send(sock, &r.head, idle).await && (r.body.is_empty() || send(sock, &r.body, idle).await)
 }
 
 /// Writes an error response that ends the connection.
-async fn refuse_with(sock: &mut TcpStream, resp: Response, cors: &Cors) {
-    let _ = write(sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
+async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
+    let _ = write(ctx, sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
@@ -322,7 +325,7 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
             }
             let need = head.len + n as usize;
             if head.expect_continue && buf.len() < need {
-                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+                let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
             while buf.len() < need {
                 let want = (need - buf.len()).min(BODY_READ);
@@ -338,7 +341,7 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
         }
         BodyKind::Chunked => {
             if head.expect_continue {
-                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+                let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
             let mut dec = ChunkedDecoder::new(limit);
             let mut body = Vec::new();

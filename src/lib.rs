@@ -24,6 +24,7 @@ mod mesh;
 mod metrics;
 mod relay;
 mod reload;
+mod send;
 pub mod server;
 pub mod shard;
 mod sse;

@@ -27,6 +27,11 @@ pub const ENTRY_BYTES: u64 = 256 << 10;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;
+/// A client must take each piece of a response this long within
+/// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
+/// deadline; at the shortest timeout, 1 s, a peer slower than this per
+/// second is dropped).
+pub const SEND_PIECE: usize = 256 << 10;
 /// Stream-file descriptors a shard keeps open before it closes them all.
 pub const MAX_OPEN_FILES: usize = 512;
 /// Streams whose files one flush writes and syncs at the same time (two
