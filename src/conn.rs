@@ -13,7 +13,8 @@ use crate::send::send;
 use crate::shard::Ctx;
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
-use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
+use sluice::budget::Reserved;
+use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::{parse_target, Target};
 use sluice::http::{headers as h, parse_head, Head, HeadError, Response};
@@ -101,7 +102,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         }
         // A remote SSE read that the owner cannot relay is replayed there.
         let replay = remote_sse.then(|| buf[..head.len].to_vec());
-        let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
+        // The body's budget reservation lives until its request is answered.
+        let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(e) => {
                 let resp = refusal(&head, e);
@@ -307,8 +309,15 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, wan
     }
 }
 
-/// Reads the request body (if any), consuming head and body from `buf`.
-async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Error> {
+/// Reads the request body (if any), consuming head and body from `buf`,
+/// with its reservation of this shard's `--max-body-memory` part: taken
+/// before any body byte is buffered, and to be held as long as the body is.
+async fn read_body(
+    ctx: &Ctx,
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    head: &Head,
+) -> Result<(Vec<u8>, Option<Reserved>), Error> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
@@ -317,40 +326,55 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
-            Ok(Vec::new())
+            Ok((Vec::new(), None))
         }
         BodyKind::Length(n) => {
             if n > limit {
                 return Err(BODY_TOO_LARGE);
             }
-            let need = head.len + n as usize;
-            if head.expect_continue && buf.len() < need {
+            let reserved = ctx.bodies.reserve(n).ok_or(BODY_MEMORY)?;
+            // The body is read into its own buffer, allocated once.
+            let n = n as usize;
+            let have = (buf.len() - head.len).min(n);
+            let mut body = Vec::with_capacity(n);
+            body.extend_from_slice(&buf[head.len..head.len + have]);
+            buf.drain(..head.len + have);
+            if head.expect_continue && body.len() < n {
                 let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
-            while buf.len() < need {
-                let want = (need - buf.len()).min(BODY_READ);
-                match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), want).await {
+            while body.len() < n {
+                let want = (n - body.len()).min(BODY_READ);
+                match read_more(sock, &mut body, deadline.saturating_sub(started.elapsed()), want).await {
                     ReadOutcome::Data => {}
                     ReadOutcome::Closed => return Err(CUT_SHORT),
                     ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
-            let body = buf[head.len..need].to_vec();
-            buf.drain(..need);
-            Ok(body)
+            Ok((body, Some(reserved)))
         }
         BodyKind::Chunked => {
             if head.expect_continue {
                 let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
+            let mut reserved = ctx.bodies.reserve(0).ok_or(BODY_MEMORY)?;
             let mut dec = ChunkedDecoder::new(limit);
             let mut body = Vec::new();
             buf.drain(..head.len);
             loop {
+                // The decoder adds at most what `buf` holds: room for that is
+                // reserved first, growing by doubling up to the body limit.
+                let need = (body.len() + buf.len()).min(limit as usize);
+                if need > body.capacity() {
+                    let room = (body.capacity() * 2).clamp(need, limit as usize);
+                    if !reserved.cover(room as u64) {
+                        return Err(BODY_MEMORY);
+                    }
+                    body.reserve_exact(room - body.len());
+                }
                 let used = dec.feed(buf, &mut body)?;
                 buf.drain(..used);
                 if dec.is_done() {
-                    return Ok(body);
+                    return Ok((body, Some(reserved)));
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
                     ReadOutcome::Data => {}

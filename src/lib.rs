@@ -12,6 +12,7 @@ pub mod sse_wire;
 pub mod units;
 
 mod auth;
+pub mod budget;
 pub mod check;
 pub mod config;
 pub mod conn;

@@ -45,6 +45,8 @@ pub struct Ctx {
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
+    /// This shard's part of `--max-body-memory`.
+    pub bodies: Rc<crate::budget::BodyBudget>,
     /// Access control: who may do what, decided before routing to an owner.
     pub gate: crate::auth::Gate,
     /// Counters and histograms for /v1/metrics.
@@ -63,6 +65,7 @@ impl Ctx {
     /// A recovered shard's context, before any task runs on it.
     pub fn new(id: usize, cfg: Config, shard: Shard, senders: Senders<Message>, access: Arc<Access>) -> Rc<Ctx> {
         let shards = cfg.shards;
+        let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
         Rc::new(Ctx {
             id,
             shards,
@@ -81,6 +84,7 @@ impl Ctx {
             waiting: crate::forward::Waiting::default(),
             relays: crate::relay::Relays::default(),
             waiters: Cell::new(0),
+            bodies,
             gate: crate::auth::Gate::new(access),
             metrics: crate::metrics::ShardMetrics::default(),
             reload: sluice_shards::signal::Signal::default(),
