@@ -85,6 +85,13 @@ pub struct Config {
           value_parser = size::<u64>(1 << 10, 1 << 30))]
     pub max_body_bytes: u64,
 
+    /// Memory all request bodies being received may hold, server-wide; a body that would
+    /// exceed it gets 503 with Retry-After, unread. Split evenly: each shard owns
+    /// this / --shards, which must be at least --max-body-bytes (1KiB..16TiB)
+    /// [default: 1GiB, or --shards x --max-body-bytes when larger].
+    #[arg(long, env = "SLUICE_MAX_BODY_MEMORY", value_name = "SIZE", value_parser = size::<u64>(1 << 10, 1 << 44))]
+    pub max_body_memory: Option<u64>,
+
     /// Open connections per shard; more get 503 and are closed (1..1000000).
     #[arg(long, env = "SLUICE_MAX_CONNECTIONS", value_name = "N", default_value = "10000",
           value_parser = count::<usize>(1, 1_000_000))]
@@ -117,7 +124,8 @@ pub struct Config {
           value_parser = size::<u64>(4 << 10, 1 << 30))]
     pub max_read_bytes: u64,
 
-    /// Keep-alive idle limit; also how long a peer may take no response bytes (1s..1d).
+    /// Keep-alive idle limit; also how long a peer may take to accept each 256KiB of a
+    /// response before its connection is reset (1s..1d).
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",
           value_parser = duration(ms(1_000), hours(24)))]
     pub idle_timeout: Duration,
@@ -187,6 +195,13 @@ pub struct Config {
 }
 
 impl Config {
+    /// Each shard's part of `--max-body-memory` (or of its default).
+    pub fn body_memory_per_shard(&self) -> u64 {
+        let shards = self.shards as u64;
+        let total = self.max_body_memory.unwrap_or(DEFAULT_BODY_MEMORY.max(shards * self.max_body_bytes));
+        total / shards
+    }
+
     /// Checks that span several flags, or a flag and the host; run once
     /// before start. Shares the open-files limit out among the shards
     /// (`max_connections` and `open_files` may come down). Returns the
@@ -194,6 +209,17 @@ impl Config {
     /// error (one line).
     pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
+        if self.body_memory_per_shard() < self.max_body_bytes {
+            return Err(format!(
+                "--max-body-memory {} gives each of the {} shards {}, below --max-body-bytes {}: \
+                 raise it to at least {}",
+                format_size(self.max_body_memory.unwrap_or_default()),
+                self.shards,
+                format_size(self.body_memory_per_shard()),
+                format_size(self.max_body_bytes),
+                format_size(self.shards as u64 * self.max_body_bytes)
+            ));
+        }
         warnings.extend(self.share_descriptors(host.open_files)?);
         let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
         if let Some(memlock) = host.locked_memory {
@@ -258,6 +284,9 @@ impl Config {
         Ok(warning)
     }
 }
+
+/// `--max-body-memory` unless set (raised to one largest body per shard).
+const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
 
 /// Locked memory glommio needs per executor for its rings; below it the
 /// executor fails to start.
@@ -406,6 +435,7 @@ mod tests {
             ("serve --long-poll-timeout 2", "--long-poll-timeout"),
             ("serve --idle-timeout 2w", "--idle-timeout"),
             ("serve --max-body-bytes 2GiB", "--max-body-bytes"),
+            ("serve --max-body-memory 1", "--max-body-memory"),
             ("serve --max-producers 0", "--max-producers"),
             ("serve --max-producer-id-bytes 0", "--max-producer-id-bytes"),
             ("serve --max-read-bytes 1KiB", "--max-read-bytes"),
@@ -445,6 +475,18 @@ mod tests {
         assert!(w[1].contains("locked-memory limit 8MiB"), "{}", w[1]);
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
         assert_eq!((c.max_connections, c.open_files), (208, limits::MIN_OPEN_FILES), "1024 / 4 - 32 - 16");
+        let mut lean = serve("serve --shards 4 --max-body-bytes 64MiB --max-body-memory 255MiB").expect("parses");
+        let e = lean.check(&roomy_host()).expect_err("a shard's part below one body");
+        assert_eq!(
+            e,
+            "--max-body-memory 255MiB gives each of the 4 shards 65280KiB, below --max-body-bytes 64MiB: \
+             raise it to at least 256MiB"
+        );
+        let mut fits = serve("serve --shards 4 --max-body-bytes 64MiB --max-body-memory 256MiB").expect("parses");
+        assert_eq!((fits.check(&roomy_host()).map(|w| w.len()), fits.body_memory_per_shard()), (Ok(0), 64 << 20));
+        let wide = serve("serve --shards 64 --max-body-bytes 64MiB").expect("parses");
+        assert_eq!(wide.body_memory_per_shard(), 64 << 20, "the default grows to one largest body per shard");
+        assert_eq!(serve("serve --shards 2").expect("parses").body_memory_per_shard(), 512 << 20, "1GiB / 2");
         let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
         let e = c.check(&starved).expect_err("below glommio's minimum");
         assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");

@@ -9,10 +9,12 @@ use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
 use crate::metrics::answered;
+use crate::send::send;
 use crate::shard::Ctx;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
-use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
+use sluice::budget::Reserved;
+use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::{parse_target, Target};
 use sluice::http::{headers as h, parse_head, Head, HeadError, Response};
@@ -26,6 +28,8 @@ use std::time::{Duration, Instant};
 /// each read, so a read never asks for much more than it expects.
 const HEAD_READ: usize = 8 * 1024;
 const BODY_READ: usize = 256 * 1024;
+/// The interim answer to `Expect: 100-continue`.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Counts a connection for the connection limit while alive.
 struct ConnGuard(Rc<Ctx>);
@@ -37,8 +41,8 @@ impl Drop for ConnGuard {
 }
 
 /// Answers a connection over the limit with 503 and closes it.
-pub async fn refuse(mut sock: TcpStream, cors: Cors) {
-    refuse_with(&mut sock, Error::Unavailable("too many connections").into(), &cors).await;
+pub async fn refuse(ctx: Rc<Ctx>, mut sock: TcpStream, cors: Cors) {
+    refuse_with(&ctx, &mut sock, Error::Unavailable("too many connections").into(), &cors).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -46,9 +50,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     ctx.connections.set(ctx.connections.get() + 1);
     let guard = ConnGuard(ctx.clone());
     let _ = sock.set_nodelay(true);
-    // A peer that takes no bytes of a response for the idle timeout is gone
-    // (or attacking): drop it rather than hold its connection forever.
-    let _ = sock.set_write_timeout(Some(ctx.cfg.idle_timeout));
+    // Every write goes through `send`: a peer that takes too few bytes of a
+    // response for the idle timeout is reset rather than held forever.
     let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -57,7 +60,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
-                refuse_with(&mut sock, resp, &ctx.gate.cors(None)).await;
+                refuse_with(&ctx, &mut sock, resp, &ctx.gate.cors(None)).await;
                 return;
             }
         };
@@ -68,7 +71,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
-                refuse_with(&mut sock, resp, &cors).await;
+                refuse_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -81,7 +84,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
             let rendered = Rendered::new(answer, close);
-            if !write(&mut sock, &rendered).await || close {
+            if !write(&ctx, &mut sock, &rendered).await || close {
                 return;
             }
             buf.drain(..head.len);
@@ -99,12 +102,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         }
         // A remote SSE read that the owner cannot relay is replayed there.
         let replay = remote_sse.then(|| buf[..head.len].to_vec());
-        let body = match read_body(&ctx, &mut sock, &mut buf, &head).await {
+        // The body's budget reservation lives until its request is answered.
+        let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), label, resp.status, started);
-                refuse_with(&mut sock, resp, &cors).await;
+                refuse_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -139,7 +143,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             },
         };
-        if !write(&mut sock, &rendered).await || close {
+        if !write(&ctx, &mut sock, &rendered).await || close {
             return;
         }
     }
@@ -229,14 +233,15 @@ pub async fn answer(
     }
 }
 
-/// Writes rendered response bytes; false if the peer is gone.
-async fn write(sock: &mut TcpStream, r: &Rendered) -> bool {
-    sock.write_all(&r.head).await.is_ok() && (r.body.is_empty() || sock.write_all(&r.body).await.is_ok())
+/// Writes rendered response bytes; false if the peer is gone or stalled.
+async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
+    let idle = ctx.cfg.idle_timeout;
+    send(sock, &r.head, idle).await && (r.body.is_empty() || send(sock, &r.body, idle).await)
 }
 
 /// Writes an error response that ends the connection.
-async fn refuse_with(sock: &mut TcpStream, resp: Response, cors: &Cors) {
-    let _ = write(sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
+async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
+    let _ = write(ctx, sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
@@ -304,8 +309,15 @@ async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, wan
     }
 }
 
-/// Reads the request body (if any), consuming head and body from `buf`.
-async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &Head) -> Result<Vec<u8>, Error> {
+/// Reads the request body (if any), consuming head and body from `buf`,
+/// with its reservation of this shard's `--max-body-memory` part: taken
+/// before any body byte is buffered, and to be held as long as the body is.
+async fn read_body(
+    ctx: &Ctx,
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    head: &Head,
+) -> Result<(Vec<u8>, Option<Reserved>), Error> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
@@ -314,40 +326,55 @@ async fn read_body(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>, head: &He
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
-            Ok(Vec::new())
+            Ok((Vec::new(), None))
         }
         BodyKind::Length(n) => {
             if n > limit {
                 return Err(BODY_TOO_LARGE);
             }
-            let need = head.len + n as usize;
-            if head.expect_continue && buf.len() < need {
-                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+            let reserved = ctx.bodies.reserve(n).ok_or(BODY_MEMORY)?;
+            // The body is read into its own buffer, allocated once.
+            let n = n as usize;
+            let have = (buf.len() - head.len).min(n);
+            let mut body = Vec::with_capacity(n);
+            body.extend_from_slice(&buf[head.len..head.len + have]);
+            buf.drain(..head.len + have);
+            if head.expect_continue && body.len() < n {
+                let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
-            while buf.len() < need {
-                let want = (need - buf.len()).min(BODY_READ);
-                match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), want).await {
+            while body.len() < n {
+                let want = (n - body.len()).min(BODY_READ);
+                match read_more(sock, &mut body, deadline.saturating_sub(started.elapsed()), want).await {
                     ReadOutcome::Data => {}
                     ReadOutcome::Closed => return Err(CUT_SHORT),
                     ReadOutcome::TimedOut => return Err(TOO_SLOW),
                 }
             }
-            let body = buf[head.len..need].to_vec();
-            buf.drain(..need);
-            Ok(body)
+            Ok((body, Some(reserved)))
         }
         BodyKind::Chunked => {
             if head.expect_continue {
-                let _ = sock.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
+                let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
+            let mut reserved = ctx.bodies.reserve(0).ok_or(BODY_MEMORY)?;
             let mut dec = ChunkedDecoder::new(limit);
             let mut body = Vec::new();
             buf.drain(..head.len);
             loop {
+                // The decoder adds at most what `buf` holds: room for that is
+                // reserved first, growing by doubling up to the body limit.
+                let need = (body.len() + buf.len()).min(limit as usize);
+                if need > body.capacity() {
+                    let room = (body.capacity() * 2).clamp(need, limit as usize);
+                    if !reserved.cover(room as u64) {
+                        return Err(BODY_MEMORY);
+                    }
+                    body.reserve_exact(room - body.len());
+                }
                 let used = dec.feed(buf, &mut body)?;
                 buf.drain(..used);
                 if dec.is_done() {
-                    return Ok(body);
+                    return Ok((body, Some(reserved)));
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
                     ReadOutcome::Data => {}

@@ -12,6 +12,7 @@ pub mod sse_wire;
 pub mod units;
 
 mod auth;
+pub mod budget;
 pub mod check;
 pub mod config;
 pub mod conn;
@@ -24,6 +25,7 @@ mod mesh;
 mod metrics;
 mod relay;
 mod reload;
+mod send;
 pub mod server;
 pub mod shard;
 mod sse;

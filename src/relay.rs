@@ -7,9 +7,9 @@
 
 use crate::forward::{self, Envelope};
 use crate::handlers::read::{read_batch, Limit, View};
+use crate::send::send;
 use crate::shard::Ctx;
 use crate::sse::{self, SseRequest};
-use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 use sluice::sse_wire::{encode_control, Control};
 use sluice_shards::core::cursor::next_cursor;
@@ -277,7 +277,7 @@ pub struct Subscription {
 }
 
 async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {
-    if sock.write_all(&start).await.is_err() {
+    if !send(sock, &start, ctx.cfg.idle_timeout).await {
         return;
     }
     let _ = sock.set_read_timeout(None);
@@ -307,7 +307,7 @@ async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<
                 ready.iter().for_each(|e| out.extend_from_slice(&e.bytes));
                 &out
             };
-            if sock.write_all(bytes).await.is_err() || last.closed {
+            if !send(sock, bytes, ctx.cfg.idle_timeout).await || last.closed {
                 return;
             }
             offset = last.end;

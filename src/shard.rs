@@ -46,6 +46,8 @@ pub struct Ctx {
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
+    /// This shard's part of `--max-body-memory`.
+    pub bodies: Rc<crate::budget::BodyBudget>,
     /// Access control: who may do what, decided before routing to an owner.
     pub gate: crate::auth::Gate,
     /// Counters and histograms for /v1/metrics.
@@ -64,6 +66,7 @@ impl Ctx {
     /// A recovered shard's context, before any task runs on it.
     pub fn new(id: usize, cfg: Config, shard: Shard, senders: Senders<Message>, access: Arc<Access>) -> Rc<Ctx> {
         let shards = cfg.shards;
+        let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
         Rc::new(Ctx {
             id,
             shards,
@@ -82,6 +85,7 @@ impl Ctx {
             waiting: crate::forward::Waiting::default(),
             relays: crate::relay::Relays::default(),
             waiters: Cell::new(0),
+            bodies,
             gate: crate::auth::Gate::new(access),
             metrics: crate::metrics::ShardMetrics::default(),
             reload: sluice_shards::signal::Signal::default(),
@@ -327,7 +331,7 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
             if ctx.connections.get() >= ctx.cfg.max_connections {
                 // Handed-off connections count against the limit like accepted ones.
-                spawn(conn::refuse(sock, ctx.gate.cors(None))).detach();
+                spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                 return;
             }
             spawn(conn::serve(ctx.clone(), sock, buffered)).detach();
@@ -367,7 +371,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
             Some(Ok(sock)) => {
                 if ctx.connections.get() >= ctx.cfg.max_connections {
                     // Over the limit: refuse cleanly; existing clients are unaffected.
-                    spawn(conn::refuse(sock, ctx.gate.cors(None))).detach();
+                    spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                     continue;
                 }
                 spawn(conn::serve(ctx.clone(), sock, Vec::new())).detach();

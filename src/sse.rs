@@ -3,9 +3,10 @@
 //! streams, and a clean close after the stream's final control event.
 
 use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
+use crate::send::send;
 use crate::shard::Ctx;
 use base64::Engine;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::http::headers as h;
 use sluice::http::Response;
@@ -31,7 +32,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         return;
     };
     let record_aware = json && req.view.record_aware();
-    if sock.write_all(&out).await.is_err() {
+    if !send(sock, &out, ctx.cfg.idle_timeout).await {
         return;
     }
     // The connection now lives as long as the SSE response: no read timeout
@@ -61,7 +62,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         }) {
             offset = ev.end;
             announced = true;
-            if sock.write_all(&ev.bytes).await.is_err() || ev.closed {
+            if !send(sock, &ev.bytes, ctx.cfg.idle_timeout).await || ev.closed {
                 return;
             }
             continue;
@@ -92,7 +93,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
             }
             offset = b.end;
             announced = true;
-            if sock.write_all(&out).await.is_err() || b.closed {
+            if !send(sock, &out, ctx.cfg.idle_timeout).await || b.closed {
                 return;
             }
             continue;
@@ -103,14 +104,14 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
                 Control { next: offset, up_to_date: true, closed: true, records, ..Control::default() },
                 &mut out,
             );
-            let _ = sock.write_all(&out).await;
+            let _ = send(sock, &out, ctx.cfg.idle_timeout).await;
             return;
         }
         if !announced {
             let c = Control { next: offset, cursor: Some(cursor()), up_to_date: true, records, ..Control::default() };
             encode_control(c, &mut out);
             announced = true;
-            if sock.write_all(&out).await.is_err() {
+            if !send(sock, &out, ctx.cfg.idle_timeout).await {
                 return;
             }
         }

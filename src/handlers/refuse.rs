@@ -44,8 +44,13 @@ pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
     r
 }
 
-/// Logs a failed read of stored data and names it as the protocol error.
+/// Logs a failed read of stored data and names it as the protocol error:
+/// data that fails its checks (`InvalidData`) is named with its stream and
+/// the damage, anything else may be retried.
 pub fn read_failed(ctx: &Ctx, key: &StreamKey, e: std::io::Error) -> Error {
     tracing::error!(shard = ctx.id, bucket = %key.0, stream = %key.1, error = %e, "read failed");
-    Error::ReadFailed
+    match e.kind() {
+        std::io::ErrorKind::InvalidData => Error::Damaged(format!("stream {}/{} is damaged: {e}", key.0, key.1)),
+        _ => Error::ReadFailed,
+    }
 }

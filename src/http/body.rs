@@ -22,6 +22,9 @@ use sluice_shards::core::Error;
 
 /// A body over `--max-body-bytes`.
 pub const BODY_TOO_LARGE: Error = Error::TooLarge("request body exceeds --max-body-bytes");
+/// A body the shard's part of `--max-body-memory` cannot hold now (503 with
+/// Retry-After; the body is not read).
+pub const BODY_MEMORY: Error = Error::Unavailable("request bodies in progress fill --max-body-memory; retry");
 
 pub struct ChunkedDecoder {
     state: State,

@@ -27,6 +27,7 @@ pub fn status(e: &Error) -> u16 {
         Error::RecordMismatch => 412,
         Error::TooLarge(_) => 413,
         Error::HeadTooLarge(_) => 431,
+        Error::Damaged(_) => 500,
         Error::NotImplemented(_) => 501,
         Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => 503,
         Error::Log(LogError::NoSpace) => 507,
@@ -73,5 +74,8 @@ mod tests {
         assert_eq!(status(&Error::Log(LogError::NoSpace)), 507);
         assert_eq!(status(&Error::Log(LogError::Failed("x".into()))), 503);
         assert_eq!(status(&Error::ReadFailed), 503);
+        let r = Response::from(Error::Damaged("stream b/s: damaged".into()));
+        assert_eq!((r.status, &r.body[..]), (500, &b"stream b/s: damaged\n"[..]));
+        assert!(!r.headers.iter().any(|(n, _)| *n == h::RETRY_AFTER), "retrying does not mend damage");
     }
 }

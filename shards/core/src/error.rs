@@ -51,6 +51,9 @@ pub enum Error {
     NotImplemented(&'static str),
     /// Stored data could not be read; the request may be retried.
     ReadFailed,
+    /// Stored data fails its checks (an index CRC32C, a record length): the
+    /// stream and the damage are named; retrying does not help.
+    Damaged(String),
     /// A resource limit or a peer shard refuses for now; retry later.
     Unavailable(&'static str),
     /// The shard's log refused the write.
@@ -70,6 +73,7 @@ impl Error {
     pub fn reason(&self) -> Cow<'static, str> {
         let fixed = match self {
             Error::UnsupportedHeader(name) => return Cow::Owned(format!("the {name} header is not supported here")),
+            Error::Damaged(what) => return Cow::Owned(what.clone()),
             Error::Invalid(why)
             | Error::NotFound(why)
             | Error::Timeout(why)
@@ -122,6 +126,7 @@ impl Error {
             Error::TooLarge(_) | Error::HeadTooLarge(_) => "too_large",
             Error::NotImplemented(_) => "not_implemented",
             Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => "unavailable",
+            Error::Damaged(_) => "damaged",
             Error::Log(LogError::NoSpace) => "no_space",
             Error::Unauthenticated | Error::InvalidToken(_) => "unauthorized",
             Error::InsufficientScope(_) | Error::Forbidden(_) => "forbidden",

@@ -6,7 +6,8 @@
 //! the stream. A page begins with a header, the offset and the record
 //! ordinal its first entry starts at (u64 LE each, absolute stream
 //! coordinates), then entries until the next one does not fit, then zeros.
-//! An entry covers up to [`ENTRY_RECORDS`] consecutive records: their count
+//! An entry covers up to [`ENTRY_RECORDS`] consecutive records (and takes
+//! no more once they reach [`ENTRY_BYTES`]): their count
 //! (u8, never 0), the CRC32C of their bytes (u32 LE), and each record's
 //! length (LEB128). A record boundary inside a page is found by adding up
 //! the stored lengths from the page's header; a page is found by a binary
@@ -19,7 +20,7 @@
 //! retained record; a punched page reads as zeros, whose header `(0, 0)`
 //! sorts before every real one, so the search never lands on it.
 
-pub use crate::limits::{ENTRY_RECORDS, INDEX_PAGE};
+pub use crate::limits::{ENTRY_BYTES, ENTRY_RECORDS, INDEX_PAGE};
 
 /// Bytes of a page header: offset and record ordinal.
 pub const PAGE_HEADER: u64 = 16;
@@ -134,7 +135,7 @@ fn layout<'a>(at: IndexEnd, ends: &'a [u64], mut sink: impl FnMut(Piece<'a>)) ->
         }
         let room = INDEX_PAGE - len % INDEX_PAGE;
         let (mut n, mut used, mut prev) = (0, ENTRY_HEADER, offset);
-        while n < rest.len() && n < ENTRY_RECORDS {
+        while n < rest.len() && n < ENTRY_RECORDS && prev - offset < ENTRY_BYTES {
             assert!(rest[n] > prev, "records are not empty and ends ascend");
             let l = varint_len(rest[n] - prev);
             if used + l > room {
@@ -310,6 +311,24 @@ mod tests {
         assert_eq!(at.len, INDEX_PAGE + PAGE_HEADER + ENTRY_HEADER + 2, "a header and the second record");
         let p = decode_page(&file[next..]).unwrap();
         assert_eq!((p.header, p.ends), (Header { offset: 2, record: 1 }, vec![302]));
+    }
+
+    /// An entry takes no more records once their bytes reach ENTRY_BYTES;
+    /// a longer record is an entry alone.
+    #[test]
+    fn entries_are_bounded_in_bytes() {
+        let big = ENTRY_BYTES + 1;
+        let (ends, bytes) = records(0, &[1000, 3000, big, 10, ENTRY_BYTES / 2, ENTRY_BYTES / 2, 1, 1]);
+        let mut file = Vec::new();
+        encode(IndexEnd::default(), &ends, &bytes, &mut file);
+        let p = decode_page(&file).unwrap();
+        let spans: Vec<u64> = p.entries.iter().map(|e| p.ends[e.first + e.count - 1] - p.start_at(e.first)).collect();
+        let whole = ENTRY_BYTES / 2 * 2;
+        assert_eq!(spans, vec![4000 + big, 10 + whole, 2], "an entry ends at the record reaching the bound");
+        for e in &p.entries {
+            let (start, end) = (p.start_at(e.first), p.ends[e.first + e.count - 1]);
+            assert_eq!(crc32c::crc32c(&bytes[start as usize..end as usize]), e.crc);
+        }
     }
 
     #[test]

@@ -20,9 +20,18 @@ pub const PAGE: u64 = 4096;
 pub const INDEX_PAGE: u64 = PAGE;
 /// Records per index entry, each entry with one CRC32C over their bytes.
 pub const ENTRY_RECORDS: usize = 127;
+/// An index entry takes no more records once its bytes reach this (a
+/// longer record is an entry alone): a read checks the CRC of every entry
+/// it touches, so this bounds what a short read reads beyond its range.
+pub const ENTRY_BYTES: u64 = 256 << 10;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;
+/// A client must take each piece of a response this long within
+/// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
+/// deadline; at the shortest timeout, 1 s, a peer slower than this per
+/// second is dropped).
+pub const SEND_PIECE: usize = 256 << 10;
 /// Stream-file descriptors a shard keeps open at most before it closes
 /// them all; fewer when the open-files limit is low (`src/config.rs`
 /// shares it out), never fewer than [`MIN_OPEN_FILES`].
@@ -71,6 +80,7 @@ pub const FILL_CHUNK: usize = 1 << 20;
 const _: () = {
     assert!(INDEX_PAGE.is_multiple_of(PAGE), "retention punches whole index pages");
     assert!(ENTRY_RECORDS > 0 && ENTRY_RECORDS <= u8::MAX as usize, "an entry's record count is one byte");
+    assert!(ENTRY_BYTES > 0 && ENTRY_BYTES <= READ_CHUNK as u64, "a checked entry is read in few pieces");
     assert!(FLUSH_CONCURRENCY * 2 <= MIN_OPEN_FILES, "one flush batch fits in the descriptor cache");
     assert!(MIN_OPEN_FILES <= MAX_OPEN_FILES);
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");

@@ -256,9 +256,7 @@ impl StreamFiles {
         let (name, pos) = (FileName::Index(layer.handle), p * INDEX_PAGE);
         assert!(pos < len, "page {p} is inside the index");
         let b = self.read(layer.shard, name, pos, (len - pos).min(INDEX_PAGE) as usize).await?;
-        decode_page(&b).map_err(|why| {
-            std::io::Error::other(format!("shard-{}/{STREAMS_DIR}/{name}: index page {p}: {why}", layer.shard))
-        })
+        decode_page(&b).map_err(|why| super::verify::damaged(layer, name, format_args!("index page {p}: {why}")))
     }
 
     /// Writes all of `bytes` at `pos` of this shard's file `name`, durably

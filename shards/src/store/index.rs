@@ -42,8 +42,7 @@ fn gone() -> io::Error {
 
 /// The index of `f` does not hold what its layer says it does.
 fn damaged(f: FileLayer, what: impl std::fmt::Display) -> io::Error {
-    let name = super::files::FileName::Index(f.handle);
-    io::Error::other(format!("shard-{}/{}/{name}: {what}: damaged", f.shard, super::files::STREAMS_DIR))
+    super::verify::damaged(f, super::files::FileName::Index(f.handle), what)
 }
 
 impl Shard {
@@ -193,13 +192,14 @@ impl Shard {
 
     /// The bytes `[from, to)` (decided, below the tail). Memory is copied
     /// before any await (a flush may move it into files meanwhile); reads of
-    /// a single layer copy once.
+    /// a single layer copy once. File bytes are checked against their
+    /// index entries (see [`super::verify`]).
     pub async fn bytes(&self, key: &StreamKey, from: u64, to: u64) -> io::Result<Vec<u8>> {
         let mut out = Vec::with_capacity((to - from) as usize);
         if from == to {
             return Ok(out);
         }
-        let (pieces, ram) = {
+        let (pieces, ram, retained) = {
             let st = self.store.borrow();
             let s = &st.streams.get(key).ok_or_else(gone)?.state;
             let (pieces, ram_from) = s.body.file_pieces(self.id as u32, s.handle, from, to);
@@ -211,10 +211,10 @@ impl Shard {
             if ram_from < to {
                 s.body.copy_ram(ram_from, to, &mut ram);
             }
-            (pieces, ram)
+            (pieces, ram, s.retained)
         };
         for p in pieces {
-            self.files.read_bytes(p, &mut out).await?;
+            self.read_checked(p, retained, &mut out).await?;
         }
         out.extend_from_slice(&ram);
         Ok(out)

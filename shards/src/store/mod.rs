@@ -5,6 +5,7 @@
 //!   replay and live decisions ([`crate::decide`]) change it through;
 //! - [`shard`]: the shard's write operations (reserve, decide, wait durable, publish);
 //! - [`index`]: reads and record lookups across a stream's layers;
+//! - [`verify`]: stream-file reads checked against their index entries' CRC32C;
 //! - [`files`]: stream files (data, sparse record index, snapshots) and their names;
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
@@ -24,6 +25,7 @@ pub mod forks;
 pub mod index;
 pub mod restore;
 mod shard;
+mod verify;
 
 pub use shard::{FlushConfig, Shard, ShardConfig};
 
