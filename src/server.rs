@@ -102,12 +102,10 @@ struct Running {
 fn start(cfg: &Config) -> Result<Running, String> {
     let access = Arc::new(Access::from_config(cfg)?);
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards)?;
-    // SO_REUSEPORT would let this process share a port with another sluice:
-    // bind once without it first, so a port in use is refused.
-    drop(bind(cfg, false)?);
+    drop(bind_exclusive(cfg)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {
-        listeners.push(bind(cfg, true)?);
+        listeners.push(bind(cfg, true).map_err(|e| bind_error(cfg, e))?);
     }
     let signals = block_signals();
     let cpus = allowed_cpus();
@@ -246,19 +244,47 @@ fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {
+/// Binds the port once without SO_REUSEPORT, which would let this process
+/// share it with another sluice: a port in use is refused. A predecessor
+/// killed a moment ago (SIGKILL, then a supervisor's restart) still holds
+/// its listeners while the kernel tears down its io_uring rings (their
+/// pending accepts hold the sockets; 5-300 ms measured): SO_REUSEADDR does
+/// not cover a listening socket, so a port in use is retried for
+/// [`BIND_WAIT`] before it is refused. Joining the dying listeners with
+/// SO_REUSEPORT instead would hand connections to a dead process.
+fn bind_exclusive(cfg: &Config) -> Result<socket2::Socket, String> {
+    let deadline = Instant::now() + BIND_WAIT;
+    loop {
+        match bind(cfg, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(BIND_RETRY);
+            }
+            r => return r.map_err(|e| bind_error(cfg, e)),
+        }
+    }
+}
+
+/// How long a port in use is retried at start (see [`bind_exclusive`]).
+const BIND_WAIT: Duration = Duration::from_secs(2);
+/// How often it is retried meanwhile.
+const BIND_RETRY: Duration = Duration::from_millis(10);
+
+fn bind(cfg: &Config, reuse_port: bool) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let addr = cfg.listen;
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(|e| format!("cannot create socket: {e}"))?;
-    s.set_reuse_address(true).map_err(|e| format!("SO_REUSEADDR: {e}"))?;
-    s.set_reuse_port(reuse_port).map_err(|e| format!("SO_REUSEPORT: {e}"))?;
-    s.bind(&addr.into()).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AddrInUse => format!("cannot listen on {addr}: address already in use"),
-        _ => format!("cannot listen on {addr}: {e}"),
-    })?;
-    s.listen(1024).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(reuse_port)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
     Ok(s)
+}
+
+fn bind_error(cfg: &Config, e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!("cannot listen on {}: address already in use", cfg.listen),
+        _ => format!("cannot listen on {}: {e}", cfg.listen),
+    }
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread
