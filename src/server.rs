@@ -192,6 +192,14 @@ fn prepare_data_dir(dir: &Path, shards: usize) -> Result<DirLock, String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(unwritable)?;
     let lock = DirLock::acquire(dir)?;
+    // A start killed while preparing segments left them unfinished; on a
+    // full disk they hold the space even the probe below needs.
+    for i in 0..shards {
+        let shard = dir.join(format!("shard-{i}"));
+        if shard.is_dir() {
+            sluice_shards::log::segment::remove_unfinished(&shard).map_err(unwritable)?;
+        }
+    }
     let probe = dir.join(".write-probe");
     std::fs::write(&probe, b"probe").map_err(unwritable)?;
     let _ = std::fs::remove_file(&probe);
