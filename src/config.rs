@@ -50,7 +50,7 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// Shard (executor) count; shard i is pinned to the i-th CPU this process may use.
-    /// Fixed when the data dir is created [default: the number of usable CPUs].
+    /// At most 4 per usable CPU; fixed when the data dir is created [default: the number of usable CPUs].
     #[arg(long, env = "SLUICE_SHARDS", value_name = "N", value_parser = count::<usize>(1, 256),
           default_value_t = cores(), hide_default_value = true)]
     pub shards: usize,
@@ -208,6 +208,15 @@ impl Config {
     /// warnings worth logging; a configuration that cannot work is an
     /// error (one line).
     pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, String> {
+        if self.shards > host.max_shards() {
+            return Err(format!(
+                "--shards {} is too many for this host: at most {MAX_SHARDS_PER_CORE} per core, {} on {} \
+                 (each shard pins a thread and zero-fills its journal segments at start)",
+                self.shards,
+                host.max_shards(),
+                host.cpus()
+            ));
+        }
         let mut warnings = Vec::new();
         if self.body_memory_per_shard() < self.max_body_bytes {
             return Err(format!(
@@ -288,6 +297,11 @@ impl Config {
 /// `--max-body-memory` unless set (raised to one largest body per shard).
 const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
 
+/// Shards allowed per usable CPU. Beyond it nothing gets faster, while
+/// start-up time, memory and threads grow with every shard (256 shards on 2
+/// cores never finished starting).
+pub const MAX_SHARDS_PER_CORE: usize = 4;
+
 /// Locked memory glommio needs per executor for its rings; below it the
 /// executor fails to start.
 const MIN_LOCKED_MEMORY: u64 = 512 << 10;
@@ -317,6 +331,16 @@ impl HostLimits {
             locked_memory: (memlock != libc::RLIM_INFINITY).then_some(memlock),
             cores: cores(),
         }
+    }
+
+    /// The most shards this host runs ([`MAX_SHARDS_PER_CORE`] per usable CPU).
+    pub fn max_shards(&self) -> usize {
+        self.cores.saturating_mul(MAX_SHARDS_PER_CORE)
+    }
+
+    /// The usable CPUs, for messages: "1 usable CPU", "2 usable CPUs".
+    pub fn cpus(&self) -> String {
+        format!("{} usable CPU{}", self.cores, if self.cores == 1 { "" } else { "s" })
     }
 }
 
@@ -487,6 +511,11 @@ mod tests {
         let wide = serve("serve --shards 64 --max-body-bytes 64MiB").expect("parses");
         assert_eq!(wide.body_memory_per_shard(), 64 << 20, "the default grows to one largest body per shard");
         assert_eq!(serve("serve --shards 2").expect("parses").body_memory_per_shard(), 512 << 20, "1GiB / 2");
+        let small = HostLimits { cores: 1, ..roomy_host() };
+        let e = c.check(&small).expect("4 shards on one core are allowed");
+        assert!(e[0].contains("exceeds the 1 cores"), "{e:?}");
+        let e = serve("serve --shards 5").unwrap().check(&small).expect_err("5 shards on one core");
+        assert!(e.starts_with("--shards 5 is too many") && e.contains("at most 4 per core, 4 on 1 usable CPU "), "{e}");
         let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
         let e = c.check(&starved).expect_err("below glommio's minimum");
         assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");

@@ -3,7 +3,7 @@
 //! SIGHUP reloads), and the start/stop/refused log events.
 
 use crate::auth::Access;
-use crate::config::{Config, HostLimits};
+use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
 use crate::dirlock::DirLock;
 use crate::mesh::Message;
 use crate::reload::Reloads;
@@ -41,7 +41,15 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
-    let running = start(&cfg).map_err(refused)?;
+    let running = match start(&cfg, &host).map_err(refused)? {
+        Started::Running(r) => r,
+        Started::Stopped(signal) => {
+            // Every step of a start survives being cut short, as a crash
+            // would cut it: the next start resumes from what is on disk.
+            tracing::info!(signal, "stopped during start-up, before serving");
+            return Ok(());
+        }
+    };
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         listen = %cfg.listen,
@@ -79,6 +87,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
 
 /// How long the shards may take to drain and sync after SIGTERM.
 const STOP_LIMIT: Duration = Duration::from_secs(30);
+/// How often a start that waits for its shards looks for SIGTERM/SIGINT.
+const START_POLL: Duration = Duration::from_millis(50);
 
 fn refused(reason: String) -> i32 {
     tracing::error!(%reason, "refused to start");
@@ -98,16 +108,23 @@ struct Running {
     _lock: DirLock,
 }
 
-/// Prepares the data dir, binds, starts every shard and waits for their recovery.
-fn start(cfg: &Config) -> Result<Running, String> {
+/// How a start ended, when it was not refused.
+enum Started {
+    Running(Running),
+    /// SIGTERM or SIGINT (named) arrived while the shards were recovering
+    /// or preparing segments.
+    Stopped(&'static str),
+}
+
+/// Prepares the data dir, binds, starts every shard and waits for their
+/// recovery, or for SIGTERM/SIGINT, whichever comes first.
+fn start(cfg: &Config, host: &HostLimits) -> Result<Started, String> {
     let access = Arc::new(Access::from_config(cfg)?);
-    let lock = prepare_data_dir(&cfg.data_dir, cfg.shards)?;
-    // SO_REUSEPORT would let this process share a port with another sluice:
-    // bind once without it first, so a port in use is refused.
-    drop(bind(cfg, false)?);
+    let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
+    drop(bind_exclusive(cfg)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {
-        listeners.push(bind(cfg, true)?);
+        listeners.push(bind(cfg, true).map_err(|e| bind_error(cfg, e))?);
     }
     let signals = block_signals();
     let cpus = allowed_cpus();
@@ -142,17 +159,25 @@ fn start(cfg: &Config) -> Result<Running, String> {
     drop(ready_tx);
     watchdog::start(pulses);
     let mut recovered = shard::Recovered { replay: Duration::ZERO, torn_bytes: 0 };
-    for _ in 0..cfg.shards {
-        match ready_rx.recv() {
+    let mut ready = 0;
+    while ready < cfg.shards {
+        if let Some(signal) = stop_requested() {
+            return Ok(Started::Stopped(signal));
+        }
+        match ready_rx.recv_timeout(START_POLL) {
             Ok(Ok(r)) => {
                 recovered.replay = recovered.replay.max(r.replay);
                 recovered.torn_bytes += r.torn_bytes;
+                ready += 1;
             }
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("a shard stopped during start-up (io_uring or locked memory failure?)".into())
+            }
         }
     }
-    Ok(Running { handles, shutdown, signals, access, reloads, recovered, _lock: lock })
+    Ok(Started::Running(Running { handles, shutdown, signals, access, reloads, recovered, _lock: lock }))
 }
 
 /// The CPUs this process may run on (taskset, systemd CPUAffinity=, a
@@ -190,16 +215,34 @@ pub fn read_shard_count(dir: &Path) -> Result<Option<usize>, String> {
 }
 
 /// Creates or checks the data directory and locks it for this process.
-fn prepare_data_dir(dir: &Path, shards: usize) -> Result<DirLock, String> {
+fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirLock, String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(unwritable)?;
     let lock = DirLock::acquire(dir)?;
+    // A start killed while preparing segments left them unfinished; on a
+    // full disk they hold the space even the probe below needs.
+    for i in 0..shards {
+        let shard = dir.join(format!("shard-{i}"));
+        if shard.is_dir() {
+            sluice_shards::log::segment::remove_unfinished(&shard).map_err(unwritable)?;
+        }
+    }
     let probe = dir.join(".write-probe");
     std::fs::write(&probe, b"probe").map_err(unwritable)?;
     let _ = std::fs::remove_file(&probe);
     let meta = dir.join(META_FILE);
     match read_shard_count(dir) {
         Ok(Some(found)) => {
+            if found > host.max_shards() {
+                return Err(format!(
+                    "data dir {} was created with {found} shards, but this host runs at most {} \
+                     ({MAX_SHARDS_PER_CORE} per core, {}): start it where at least {} CPUs are usable",
+                    dir.display(),
+                    host.max_shards(),
+                    host.cpus(),
+                    found.div_ceil(MAX_SHARDS_PER_CORE)
+                ));
+            }
             if found != shards {
                 return Err(format!(
                     "data dir {} was created with {found} shards; start with --shards {found} (asked for {shards})",
@@ -246,19 +289,48 @@ fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn bind(cfg: &Config, reuse_port: bool) -> Result<socket2::Socket, String> {
+/// Binds the port once without SO_REUSEPORT, which would let this process
+/// share it with another sluice: a port in use is refused. A predecessor
+/// killed a moment ago (SIGKILL, then a supervisor's restart) still holds
+/// its listeners while the kernel tears down its io_uring rings (their
+/// pending accepts hold the sockets: 5-11 ms here, 0.3 s reported in issue
+/// #8), and SO_REUSEADDR does not cover a listening socket, so a port in
+/// use is retried for [`BIND_WAIT`] before it is refused. Joining the dying
+/// listeners with SO_REUSEPORT instead would hand connections to a dead
+/// process.
+fn bind_exclusive(cfg: &Config) -> Result<socket2::Socket, String> {
+    let deadline = Instant::now() + BIND_WAIT;
+    loop {
+        match bind(cfg, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                std::thread::sleep(BIND_RETRY);
+            }
+            r => return r.map_err(|e| bind_error(cfg, e)),
+        }
+    }
+}
+
+/// How long a port in use is retried at start (see [`bind_exclusive`]).
+const BIND_WAIT: Duration = Duration::from_secs(2);
+/// How often it is retried meanwhile.
+const BIND_RETRY: Duration = Duration::from_millis(10);
+
+fn bind(cfg: &Config, reuse_port: bool) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let addr = cfg.listen;
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(|e| format!("cannot create socket: {e}"))?;
-    s.set_reuse_address(true).map_err(|e| format!("SO_REUSEADDR: {e}"))?;
-    s.set_reuse_port(reuse_port).map_err(|e| format!("SO_REUSEPORT: {e}"))?;
-    s.bind(&addr.into()).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AddrInUse => format!("cannot listen on {addr}: address already in use"),
-        _ => format!("cannot listen on {addr}: {e}"),
-    })?;
-    s.listen(1024).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(reuse_port)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
     Ok(s)
+}
+
+fn bind_error(cfg: &Config, e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!("cannot listen on {}: address already in use", cfg.listen),
+        _ => format!("cannot listen on {}: {e}", cfg.listen),
+    }
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread
@@ -286,13 +358,36 @@ fn wait_for_stop(set: &libc::sigset_t, reload: impl Fn()) -> &'static str {
         unsafe {
             libc::sigwait(set, &mut sig);
         }
-        match sig {
-            libc::SIGTERM => return "SIGTERM",
-            libc::SIGINT => return "SIGINT",
-            _ => {
+        match stop_name(sig) {
+            Some(name) => return name,
+            None => {
                 tracing::info!(signal = "SIGHUP", "reload requested; the server keeps running");
                 reload();
             }
         }
+    }
+}
+
+/// Takes a pending SIGTERM or SIGINT (blocked by [`block_signals`]) without
+/// waiting, and names it; a pending SIGHUP stays for [`wait_for_stop`].
+fn stop_requested() -> Option<&'static str> {
+    // SAFETY: plain signal-set calls on a set we own; sigtimedwait(2) with a
+    // zero timeout only takes a signal that is already pending.
+    let sig = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        let now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        libc::sigtimedwait(&set, std::ptr::null_mut(), &now)
+    };
+    stop_name(sig)
+}
+
+fn stop_name(sig: libc::c_int) -> Option<&'static str> {
+    match sig {
+        libc::SIGTERM => Some("SIGTERM"),
+        libc::SIGINT => Some("SIGINT"),
+        _ => None,
     }
 }

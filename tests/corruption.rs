@@ -3,10 +3,13 @@
 //! Each test writes acknowledged data, stops the server with SIGKILL, damages
 //! files under `DIR/shard-N/*.seg` by hand, and restarts it:
 //!
-//! - a torn record at the tail of the newest segment (the preallocated next
-//!   segment is there, all zeros) is dropped and the server starts with every
-//!   earlier acknowledged byte, and keeps writing correctly; a segment file
-//!   cut short (no write does that to a preallocated file) is refused;
+//! - a torn record at the tail of the newest segment (a sector of it lost,
+//!   as a power loss leaves it; the preallocated next segment is there, all
+//!   zeros) is dropped and the server starts with every earlier acknowledged
+//!   byte, and keeps writing correctly; a segment file cut short (no write
+//!   does that to a preallocated file) is refused;
+//! - a byte flipped inside the newest record (every sector of it written:
+//!   acknowledged) is refused by start and by `sluice check`;
 //! - a flipped bit, or a zeroed record, in the middle of a segment with valid
 //!   records after it, damage at the tail of an older segment, and a missing
 //!   segment (first or middle) make the server refuse to start with a
@@ -145,13 +148,20 @@ fn refused(dir: &Path, extra: &[&str]) -> String {
 
 // ------------------------------------------------------------------ torn tails
 
-/// Damages the last record (`body` at `at` in `seg`) and checks the restart.
-fn torn_tail(name: &str, damage: impl FnOnce(&Path, usize)) {
+/// The smallest unit a disk writes whole (`SECTOR` in the core limits): a
+/// power loss during a commit loses whole sectors of it, which keep the
+/// preallocated zeros.
+const SECTOR: usize = 512;
+
+/// Tears the last record (`body` at `at` in `seg`) as a power loss would
+/// and checks the restart drops it and keeps everything acknowledged.
+fn torn_tail(name: &str, lose: impl FnOnce(&mut Vec<u8>, (usize, usize))) {
     let tmp = TempDir::new(name);
     let dir = tmp.path();
     let mut s = start(dir, SMALL);
     let path = "/v1/stream/torn";
-    let recs = fill(&s, path, 30, 120);
+    // Records longer than a sector: each spans a sector boundary.
+    let recs = fill(&s, path, 30, 700);
     s.kill();
     let (last_body, _) = recs.last().unwrap();
     let (seg, at) = locate(dir, last_body);
@@ -159,7 +169,10 @@ fn torn_tail(name: &str, damage: impl FnOnce(&Path, usize)) {
     let next = sibling(&seg, segment_no(&seg) + 1);
     assert!(next.exists(), "expected a preallocated {}", next.display());
     assert!(std::fs::read(&next).unwrap().iter().all(|b| *b == 0));
-    damage(&seg, at);
+    let mut buf = std::fs::read(&seg).unwrap();
+    let frame = frames(&buf).into_iter().find(|&(a, b)| a <= at && at < b).unwrap();
+    lose(&mut buf, frame);
+    std::fs::write(&seg, buf).unwrap();
 
     let mut s = start(dir, SMALL);
     let log = s.output();
@@ -182,22 +195,65 @@ fn torn_tail(name: &str, damage: impl FnOnce(&Path, usize)) {
 }
 
 #[test]
-fn corrupt_tail_record_is_dropped() {
-    torn_tail("corrupt-tail", |seg, at| {
-        let mut buf = std::fs::read(seg).unwrap();
-        buf[at + 40] ^= 0x10;
-        std::fs::write(seg, buf).unwrap();
+fn half_written_tail_record_is_dropped() {
+    // The sector holding the record's length landed, the next one did not.
+    torn_tail("half-tail", |buf, (from, to)| {
+        let lost = (from / SECTOR + 1) * SECTOR;
+        assert!(lost < to, "the record spans a sector boundary");
+        buf[lost..to.min(lost + SECTOR)].fill(0);
     });
 }
 
 #[test]
-fn half_written_tail_record_is_dropped() {
-    // The second half of the record never reached the disk.
-    torn_tail("half-tail", |seg, at| {
-        let mut buf = std::fs::read(seg).unwrap();
-        buf[at + 60..at + 120].fill(0);
-        std::fs::write(seg, buf).unwrap();
+fn tail_record_whose_first_sector_was_lost_is_dropped() {
+    // Sectors land in any order: the later part of the record made it,
+    // the sector with its length did not.
+    torn_tail("head-lost-tail", |buf, (from, _)| {
+        let lost = (from / SECTOR + 1) * SECTOR;
+        buf[from..lost].fill(0);
     });
+}
+
+/// Issue #5: a byte flipped inside the newest acknowledged record, whole
+/// on disk with the preallocated zeros after it as after any last record,
+/// is damage, not a torn tail (no sector of it was lost): the server
+/// refuses to start and `sluice check` exits 1, both naming the segment and
+/// the record's byte position, and nothing is truncated; restoring the
+/// file brings every record back. Records within one sector and records
+/// spanning two alike.
+#[test]
+fn flipped_byte_in_the_newest_record_refuses_to_start() {
+    for size in [120, 700] {
+        let tmp = TempDir::new("flip-newest");
+        let dir = tmp.path();
+        let mut s = start(dir, SMALL);
+        let path = "/v1/stream/newest";
+        let recs = fill(&s, path, 30, size);
+        s.kill();
+        let (seg, at) = locate(dir, &recs.last().unwrap().0);
+        let original = std::fs::read(&seg).unwrap();
+        let (from, _) = frames(&original).into_iter().find(|&(a, b)| a <= at && at < b).unwrap();
+        let mut buf = original.clone();
+        buf[at + size / 2] ^= 0x10;
+        std::fs::write(&seg, &buf).unwrap();
+
+        let named = format!("{}: damaged record at byte {from}", seg.display());
+        let out = refused(dir, SMALL);
+        assert!(out.contains(&named), "size {size}: {out}");
+        let check = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["check", "--data-dir"])
+            .arg(dir.join("data"))
+            .output()
+            .expect("run sluice check");
+        let said = String::from_utf8_lossy(&check.stdout);
+        assert_eq!(check.status.code(), Some(1), "size {size}: {said}");
+        assert!(said.contains("DAMAGED") && said.contains(&named), "size {size}: {said}");
+        assert_eq!(std::fs::read(&seg).unwrap(), buf, "size {size}: the damaged record was changed");
+
+        std::fs::write(&seg, &original).unwrap();
+        let s = start(dir, SMALL);
+        assert_eq!(read(&s, path).0, concat(&recs), "size {size}");
+    }
 }
 
 /// A write into a preallocated segment never shortens the file: a segment

@@ -269,6 +269,57 @@ fn several_unwritten_segments_after_a_crash_are_set_aside() {
     }
 }
 
+/// Issue #9: a first start that failed while preparing its segments (out
+/// of space, or killed while zero-filling) leaves what it was preparing
+/// behind: a segment cut short (an earlier binary prepared it under its
+/// own name) or a temporary file. The next start succeeds, prepares whole
+/// segments again and removes the leftovers, and `sluice check` accepts
+/// the dir; a real segment the journal needs is still refused when missing.
+#[test]
+fn a_failed_first_start_leaves_nothing_that_stops_the_next() {
+    let tmp = TempDir::new("failed-first");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, launch(tmp.path()));
+    s.terminate();
+    // What a first start that failed during preparation leaves behind.
+    let shard = data.join("shard-0");
+    for e in std::fs::read_dir(&shard).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    std::fs::write(shard.join("0000000001.seg"), b"").unwrap();
+    std::fs::write(shard.join("0000000002.seg.tmp"), vec![0u8; 8192]).unwrap();
+    let size = SEGMENT.parse::<u64>().unwrap();
+    let mut acked = Vec::new();
+    for round in 0..2 {
+        let mut s = Server::try_launch(&data, launch(tmp.path())).unwrap_or_else(|(status, out)| {
+            panic!("round {round}: refused after a failed first start ({status}): {out}")
+        });
+        if round == 0 {
+            s.put(STREAM, "text/plain", b"").expect(201);
+        }
+        append(&s, 100 * round, 10, &mut acked);
+        s.terminate();
+        let names: Vec<String> =
+            files(&shard).keys().map(|p| p.to_str().unwrap().to_string()).filter(|n| n.contains(".seg")).collect();
+        for n in &names {
+            assert_eq!(std::fs::metadata(shard.join(n)).unwrap().len(), size, "round {round}: {n} is not whole");
+        }
+        assert!(names.iter().all(|n| n.ends_with(".seg")), "round {round}: leftovers {names:?}");
+        let (code, out) = check(&data);
+        assert_eq!(code, 0, "round {round}: {out}");
+    }
+    let s = Server::try_launch(&data, launch(tmp.path())).unwrap_or_else(|(_, out)| panic!("{out}"));
+    assert_eq!(s.read_all(STREAM).0, acked);
+    drop(s);
+    // The segment holding the records is no leftover: missing, it is refused.
+    std::fs::remove_file(shard.join("0000000001.seg")).unwrap();
+    let (_, out) = Server::try_launch(&data, launch(tmp.path())).err().expect("started without its records");
+    assert!(out.contains("0000000001.seg") && out.contains("missing"), "{out}");
+}
+
 /// Retention over a stream of small records gives back index pages too (a
 /// prefix of zeros): `sluice check` accepts them, a restart serves the
 /// retained records by ordinal; a zeroed last page is refused by name, a

@@ -30,6 +30,32 @@ fn ttl_beyond_the_representable_range_is_refused_and_the_largest_is_kept() {
     assert_eq!(r.h("stream-expires-at"), "9999-12-31T23:59:59.000Z");
 }
 
+/// Issue #11: a `Stream-Expires-At` that names no real instant up to the
+/// end of year 9999, or an instant already past, is refused with a reason
+/// and creates nothing (it used to be accepted: echoed as a year-10000 date,
+/// rolled over to March 2, or created already gone).
+#[test]
+fn expires_at_that_is_no_future_instant_is_refused_and_creates_nothing() {
+    let s = Server::start();
+    for (at, why) in [
+        ("9999-12-31T23:59:59-23:59", "beyond 9999-12-31T23:59:59Z"),
+        ("2030-02-30T00:00:00Z", "no such day"),
+        ("2031-04-31T12:00:00Z", "no such day"),
+        ("2029-02-29T00:00:00Z", "no such day"),
+        ("2030-01-01T00:00:00+24:00", "RFC 3339"),
+        ("2030-01-01T00:00:00+01:60", "RFC 3339"),
+        ("2001-01-01T00:00:00Z", "in the past"),
+        ("1970-01-01T00:00:00Z", "in the past"),
+    ] {
+        let r = s.req("PUT", "/v1/stream/exp-bad", &[("Stream-Expires-At", at)], b"").expect(400);
+        assert!(r.text().contains(why), "{at}: {}", r.text());
+        s.head("/v1/stream/exp-bad").expect(404);
+    }
+    s.req("PUT", "/v1/stream/exp-leap", &[("Stream-Expires-At", "2032-02-29T23:00:00-01:00")], b"").expect(201);
+    let r = s.head("/v1/stream/exp-leap").expect(200);
+    assert_eq!(r.h("stream-expires-at"), "2032-03-01T00:00:00.000Z");
+}
+
 #[test]
 fn cursor_beyond_the_representable_range_is_refused_and_never_wraps() {
     let s = Server::start();

@@ -1,11 +1,12 @@
 //! Operations through the real binary: /v1/metrics moves with load, the
 //! command line honours SLUICE_* variables, units and `--flag=value`, bad
 //! limits are refused with one line, SIGHUP does not stop the server, and
-//! the start/stop events and /v1/healthz behave as documented.
+//! the start/stop events and /v1/healthz behave as documented, and a
+//! restart right after SIGKILL binds the same port.
 
 mod common;
 
-use common::{build, Launch, Server, TempDir};
+use common::{build, free_port, Launch, Server, TempDir};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -421,4 +422,35 @@ fn healthz_answers_only_after_recovery() {
     assert!(slowest > 0.0, "{text}");
     assert!(first_ok.as_secs_f64() >= slowest, "first 200 after {first_ok:?}, replay took {slowest}s");
     println!("replay {slowest:.3}s, first healthz 200 after {first_ok:?}");
+}
+
+/// Issue #8: a supervisor restarting sluice right after SIGKILL, on the
+/// same port, with a client connected at the kill, gets a running server
+/// (it was refused with "address already in use" for about 0.3 s).
+#[test]
+fn restart_right_after_sigkill_binds_the_same_port() {
+    let dir = TempDir::new("rebind");
+    let data = dir.path().join("data");
+    let launch = Launch::quick(2, &[]);
+    let port = free_port();
+    let mut s = Server::try_launch_on(&data, port, launch.clone()).expect("first start");
+    for round in 0..5 {
+        let path = format!("/v1/stream/round-{round}");
+        s.put(&path, "text/plain", b"kept").expect(201);
+        let _open = s.connect();
+        s.kill();
+        s = Server::try_launch_on(&data, port, launch.clone())
+            .unwrap_or_else(|(status, out)| panic!("restart {round} on port {port}: {status}: {out}"));
+        assert_eq!(s.addr.port(), port);
+        assert_eq!(s.read_all(&path).0, b"kept");
+    }
+    // A port a live process holds is still refused, after the short wait.
+    let other = TempDir::new("rebind-other");
+    let (d, listen) = (other.path().to_str().unwrap(), format!("127.0.0.1:{port}"));
+    let started = Instant::now();
+    let (status, err) = common::run_to_exit(&["serve", "--shards", "1", "--data-dir", d, "--listen", &listen]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("address already in use"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(s.read_all("/v1/stream/round-4").0, b"kept");
 }

@@ -10,11 +10,9 @@ fuzz_target!(|data: &[u8]| {
     if let Some(ttl) = parse_ttl(s) {
         assert_eq!(ttl.to_string(), s);
     }
-    if let Some(ms) = parse_rfc3339(s) {
+    if let Ok(ms) = parse_rfc3339(s) {
+        // Nothing beyond year 9999 is accepted, so every value renders back.
         let f = format_rfc3339(ms);
-        // Four-digit years only (an offset can push 9999-12-31 into 10000).
-        if f.len() == "2024-01-01T00:00:00.000Z".len() {
-            assert_eq!(parse_rfc3339(&f), Some(ms), "{s} -> {f}");
-        }
+        assert_eq!(parse_rfc3339(&f), Ok(ms), "{s} -> {f}");
     }
 });

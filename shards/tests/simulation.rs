@@ -9,9 +9,10 @@
 //! decided by the real store code ([`Store::decide_create`] and friends,
 //! through the protocol core) into an in-memory journal that frames records,
 //! seals segments and rolls exactly like the log. Group commits persist the
-//! journal to a simulated disk; faults cut them short (a short write, a
-//! failed fsync that persisted an unknown prefix, a power loss leaving a torn
-//! tail of garbage), and crashes lose everything not persisted. Recovery is
+//! journal to a simulated disk; faults cut them short at a sector boundary
+//! (a short write, a failed fsync that persisted an unknown prefix, a power
+//! loss leaving a torn tail with garbage in a later sector), and crashes
+//! lose everything not persisted. Recovery is
 //! the real scan ([`scan_files`]) over the disk image and the real
 //! [`Store::replay`].
 //!
@@ -39,6 +40,7 @@ use sim::{canonical, key, Rng, Trace};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
 use sluice_shards::core::create::CreateInput;
+use sluice_shards::core::limits::SECTOR;
 use sluice_shards::core::records::{self, RecordStart};
 use sluice_shards::core::stream::Blob;
 use sluice_shards::decide::Journal;
@@ -121,13 +123,19 @@ impl Inner {
         out
     }
 
-    /// Persists the first `keep` unsynced bytes (all of them on a clean
-    /// sync); a torn write adds garbage right after the cut.
+    /// Persists the unsynced bytes up to the sector boundary at or before
+    /// the first `keep` of them (all of them on a clean sync): a disk writes
+    /// whole sectors. A torn write adds garbage in the sector after the
+    /// first one lost (a later sector of the commit landed without it).
     fn persist(&mut self, keep: usize, torn: Option<Vec<u8>>) {
         let mut left = keep;
         let mut last = None;
         for (no, from, to) in self.unsynced() {
-            let n = left.min(to - from);
+            let mut n = left.min(to - from);
+            if n < to - from {
+                n = ((from + n) / SECTOR * SECTOR).max(from) - from;
+                left = n;
+            }
             let src = self.image[&no][from..from + n].to_vec();
             self.disk.segments.get_mut(&no).expect("preallocated")[from..from + n].copy_from_slice(&src);
             left -= n;
@@ -138,8 +146,11 @@ impl Inner {
         }
         if let (Some(garbage), Some((no, at))) = (torn, last) {
             let seg = self.disk.segments.get_mut(&no).expect("preallocated");
-            let end = (at + garbage.len()).min(seg.len());
-            seg[at..end].copy_from_slice(&garbage[..end - at]);
+            let at = (at / SECTOR + 1) * SECTOR;
+            if at < seg.len() {
+                let end = (at + garbage.len()).min(seg.len());
+                seg[at..end].copy_from_slice(&garbage[..end - at]);
+            }
         }
     }
 }
@@ -834,7 +845,7 @@ impl World {
                 0 => {}
                 // A short write, or a failed fsync that persisted an unknown prefix.
                 1 | 2 => s.persist(keep, None),
-                // Power loss during the write: a torn tail of garbage.
+                // Power loss during the write: a torn tail, garbage in a later sector.
                 _ => {
                     let garbage = self.rng.bytes(64);
                     s.persist(keep, Some(garbage));

@@ -14,7 +14,7 @@ use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::producer::parse_producer_int;
-use sluice_shards::core::ttl::{format_rfc3339, parse_rfc3339, parse_ttl, MAX_TTL_SECS};
+use sluice_shards::core::ttl::{format_rfc3339, parse_expires_at, parse_ttl, MAX_TTL_SECS};
 use sluice_shards::core::Error;
 use sluice_shards::log::ProducerStamp;
 use sluice_shards::offset::Offset;
@@ -65,11 +65,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         Some(v) => v,
         None => None,
     };
-    let expires_at_ms = match expires.map(parse_rfc3339) {
-        Some(None) => return Err(Error::Invalid("Stream-Expires-At must be an RFC 3339 timestamp")),
-        Some(v) => v,
-        None => None,
-    };
+    let expires_at_ms = expires.map(|v| parse_expires_at(v, ctx.now_ms())).transpose().map_err(Error::Invalid)?;
     let closed = header_true(head, h::STREAM_CLOSED)?;
     let attrs = match head.header(h::STREAM_ATTRS) {
         Some(a) => canonical_attrs(a.as_bytes())?,

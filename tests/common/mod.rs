@@ -179,20 +179,38 @@ impl Server {
         for _ in 0..4 {
             let port = free_port();
             match spawn_ready(data_dir, port, &launch) {
-                Ok(child) => {
-                    return Ok(Server {
-                        child: Some(child),
-                        addr: launch.client_addr(port),
-                        data_dir: data_dir.to_path_buf(),
-                        launch,
-                        own_dir: None,
-                    });
-                }
+                Ok(child) => return Ok(Server::running(child, data_dir, port, launch)),
                 Err(Spawn::Retry(e)) => errors.push(e),
+                Err(Spawn::Exited(status, out)) if out.contains("address already in use") => {
+                    errors.push(format!("exited with {status}: {out}"))
+                }
                 Err(Spawn::Exited(status, out)) => return Err((status, out)),
             }
         }
         panic!("sluice did not start: {errors:#?}");
+    }
+
+    /// As `try_launch`, on `port` exactly: a port in use is an error here,
+    /// not a reason to try another.
+    pub fn try_launch_on(data_dir: &Path, port: u16, launch: Launch) -> Result<Server, (ExitStatus, String)> {
+        loop {
+            match spawn_ready(data_dir, port, &launch) {
+                Ok(child) => return Ok(Server::running(child, data_dir, port, launch)),
+                // A stalled start (see STALLS) says nothing about the port.
+                Err(Spawn::Retry(_)) => {}
+                Err(Spawn::Exited(status, out)) => return Err((status, out)),
+            }
+        }
+    }
+
+    fn running(child: Child, data_dir: &Path, port: u16, launch: Launch) -> Server {
+        Server {
+            child: Some(child),
+            addr: launch.client_addr(port),
+            data_dir: data_dir.to_path_buf(),
+            launch,
+            own_dir: None,
+        }
     }
 
     /// SIGKILLs the process (no graceful shutdown) and reaps it.
@@ -365,7 +383,7 @@ impl Drop for Server {
 
 /// Why a spawn attempt failed.
 enum Spawn {
-    /// Worth another attempt: the port was taken, or the process stalled.
+    /// Worth another attempt: the process stalled.
     Retry(String),
     /// The process exited on its own: its status and output.
     Exited(ExitStatus, String),
@@ -424,11 +442,7 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
     let deadline = Instant::now() + launch.start_timeout;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            let out = take_output(&mut child, launch);
-            if out.contains("address already in use") {
-                return Err(Spawn::Retry(format!("exited with {status}: {out}")));
-            }
-            return Err(Spawn::Exited(status, out));
+            return Err(Spawn::Exited(status, take_output(&mut child, launch)));
         }
         if health_ok(addr) {
             // Keep stderr drained so a chatty server never blocks on the pipe.

@@ -76,6 +76,11 @@ pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
 pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
 /// Journal segments are zero-filled in pieces of this size.
 pub const FILL_CHUNK: usize = 1 << 20;
+/// The smallest unit a disk writes whole (a logical block): a power loss
+/// during a write loses whole sectors of it, never part of one. Recovery
+/// tells a torn journal tail from damage by it (`log::recovery`); a disk
+/// with larger sectors loses whole 512-byte pieces too.
+pub const SECTOR: usize = 512;
 
 const _: () = {
     assert!(INDEX_PAGE.is_multiple_of(PAGE), "retention punches whole index pages");
@@ -89,6 +94,7 @@ const _: () = {
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
     assert!(MIN_SEGMENT_BYTES > crate::record::SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(PAGE.is_multiple_of(SECTOR as u64), "a page is whole sectors");
     assert!(MAX_OFFSET < u64::MAX / 2, "an offset plus any body size fits in a u64");
     assert!(MAX_TTL_SECS < u64::MAX / 1000 / 2, "a TTL in milliseconds, plus now, fits in a u64");
 };

@@ -8,26 +8,51 @@ pub fn parse_ttl(v: &str) -> Option<u64> {
     super::int::parse_canonical_uint(v)
 }
 
-/// Parses an RFC 3339 timestamp to Unix milliseconds.
-pub fn parse_rfc3339(v: &str) -> Option<u64> {
+/// The latest `Stream-Expires-At`, in Unix milliseconds: the last
+/// millisecond of year 9999, the largest date four year digits render.
+pub const MAX_EXPIRES_AT_MS: u64 = MAX_TTL_SECS * 1000 + 999;
+
+/// Parses `Stream-Expires-At` as the absolute expiry it sets, in Unix
+/// milliseconds: an RFC 3339 timestamp naming a real day (no February 30),
+/// with an offset of at most 23:59, at most [`MAX_EXPIRES_AT_MS`] and after
+/// `now_ms` (a stream that would be gone at once is refused, not created).
+/// The error is the reason the request is refused.
+pub fn parse_expires_at(v: &str, now_ms: u64) -> Result<u64, &'static str> {
+    let at = parse_rfc3339(v)?;
+    if at <= now_ms {
+        return Err("Stream-Expires-At is in the past");
+    }
+    Ok(at)
+}
+
+/// Parses an RFC 3339 timestamp to Unix milliseconds, refusing what
+/// names no instant from 1970 to the end of year 9999.
+pub fn parse_rfc3339(v: &str) -> Result<u64, &'static str> {
+    const SYNTAX: &str = "Stream-Expires-At must be an RFC 3339 timestamp";
     let b = v.as_bytes();
     if b.len() < 20 {
-        return None;
+        return Err(SYNTAX);
     }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = v.get(r)?;
-        s.bytes().all(|c| c.is_ascii_digit()).then(|| s.parse().ok())?
+    let num = |r: std::ops::Range<usize>| -> Result<i64, &'static str> {
+        let s = v.get(r).ok_or(SYNTAX)?;
+        if !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(SYNTAX);
+        }
+        s.parse().map_err(|_| SYNTAX)
     };
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
     if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
+        return Err(SYNTAX);
     }
     let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
     if b[13] != b':' || b[16] != b':' {
-        return None;
+        return Err(SYNTAX);
     }
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return None;
+        return Err(SYNTAX);
+    }
+    if day > days_in_month(year, month) {
+        return Err("Stream-Expires-At names no such day (the month is shorter)");
     }
     let mut i = 19;
     let mut millis = 0i64;
@@ -38,16 +63,18 @@ pub fn parse_rfc3339(v: &str) -> Option<u64> {
             i += 1;
         }
         if i == start {
-            return None;
+            return Err(SYNTAX);
         }
         let frac = &v[start..i.min(start + 3)];
-        millis = frac.parse::<i64>().ok()? * 10i64.pow(3 - frac.len() as u32);
+        millis = frac.parse::<i64>().map_err(|_| SYNTAX)? * 10i64.pow(3 - frac.len() as u32);
     }
-    let offset_secs = match b.get(i)? {
+    let offset_secs = match b.get(i).ok_or(SYNTAX)? {
         b'Z' | b'z' if i + 1 == b.len() => 0,
         sign @ (b'+' | b'-') if b.len() == i + 6 && b[i + 3] == b':' => {
-            let h = num(i + 1..i + 3)?;
-            let m = num(i + 4..i + 6)?;
+            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if h > 23 || m > 59 {
+                return Err(SYNTAX);
+            }
             let s = (h * 60 + m) * 60;
             if *sign == b'+' {
                 s
@@ -55,12 +82,25 @@ pub fn parse_rfc3339(v: &str) -> Option<u64> {
                 -s
             }
         }
-        _ => return None,
+        _ => return Err(SYNTAX),
     };
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    let ms = secs * 1000 + millis;
-    u64::try_from(ms).ok()
+    match u64::try_from(secs * 1000 + millis) {
+        Ok(ms) if ms <= MAX_EXPIRES_AT_MS => Ok(ms),
+        Ok(_) => Err("Stream-Expires-At is beyond 9999-12-31T23:59:59Z"),
+        Err(_) => Err("Stream-Expires-At is before 1970"),
+    }
+}
+
+/// Days in `month` (1-12) of `year` (Gregorian leap years).
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 /// Days since 1970-01-01 (Howard Hinnant's civil calendar algorithm).
@@ -132,17 +172,49 @@ mod tests {
 
     #[test]
     fn rfc3339_round_trip() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2025-01-01T00:00:00.5Z"), Some(1_735_689_600_500));
-        assert_eq!(parse_rfc3339("2025-01-01T01:00:00+01:00"), Some(1_735_689_600_000));
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_rfc3339("2025-01-01T00:00:00.5Z"), Ok(1_735_689_600_500));
+        assert_eq!(parse_rfc3339("2025-01-01T01:00:00+01:00"), Ok(1_735_689_600_000));
         assert_eq!(format_rfc3339(1_735_689_600_500), "2025-01-01T00:00:00.500Z");
         let ms = parse_rfc3339("2031-07-09T13:14:15.123Z").unwrap();
         assert_eq!(format_rfc3339(ms), "2031-07-09T13:14:15.123Z");
         for bad in
             ["", "not-a-date", "2025-13-01T00:00:00Z", "2025-01-01", "2025-01-01T00:00:00", "2025-01-01T00:00:00+0100"]
         {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+            assert!(parse_rfc3339(bad).unwrap_err().contains("RFC 3339"), "{bad}");
         }
+    }
+
+    /// Issue #11: every accepted value is a real day up to the end of year
+    /// 9999 and renders back as itself; February 30 used to roll over to
+    /// March 2 and `9999-12-31T23:59:59-23:59` to a year-10000 date.
+    #[test]
+    fn expires_at_is_a_real_future_day_up_to_year_9999() {
+        let now = parse_rfc3339("2026-01-01T00:00:00Z").unwrap();
+        for (v, why) in [
+            ("2030-02-30T00:00:00Z", "no such day"),
+            ("2029-02-29T00:00:00Z", "no such day"),
+            ("2100-02-29T00:00:00Z", "no such day"),
+            ("2031-11-31T00:00:00Z", "no such day"),
+            ("9999-12-31T23:59:59-23:59", "beyond 9999-12-31T23:59:59Z"),
+            ("9999-12-31T23:59:60Z", "beyond 9999-12-31T23:59:59Z"),
+            ("2030-01-01T00:00:00+24:00", "RFC 3339"),
+            ("2030-01-01T00:00:00-01:60", "RFC 3339"),
+            ("2025-12-31T23:59:59.999Z", "in the past"),
+            ("2026-01-01T00:00:00Z", "in the past"),
+            ("1970-01-01T00:00:00+00:01", "before 1970"),
+        ] {
+            let e = parse_expires_at(v, now).expect_err(v);
+            assert!(e.starts_with("Stream-Expires-At") && e.contains(why), "{v}: {e}");
+        }
+        for v in
+            ["2028-02-29T00:00:00Z", "2000-02-29T12:00:00Z", "2031-12-31T23:59:59+23:59", "9999-12-31T23:59:59.999Z"]
+        {
+            let Ok(ms) = parse_rfc3339(v) else { panic!("{v} refused") };
+            assert_eq!(parse_rfc3339(&format_rfc3339(ms)), Ok(ms), "{v}");
+        }
+        assert_eq!(parse_expires_at("2026-01-01T00:00:00.001Z", now), Ok(now + 1));
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59.999Z"), Ok(MAX_EXPIRES_AT_MS));
     }
 
     #[test]
@@ -164,6 +236,6 @@ mod tests {
             assert!(!l.expired(now + 1000), "ttl {ttl}");
         }
         assert!(parse_ttl(&MAX_TTL_SECS.to_string()).is_some());
-        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), Some(MAX_TTL_SECS * 1000));
+        assert_eq!(parse_rfc3339("9999-12-31T23:59:59Z"), Ok(MAX_TTL_SECS * 1000));
     }
 }

@@ -2,10 +2,41 @@
 //!
 //! Every valid record is handed to the caller in log order with its position.
 //! The scan stops at the zero-filled end of the newest segment. Damage there
-//! with nothing valid after it is a torn write that was never acknowledged: it
-//! is zeroed and the log resumes at that point. Damage anywhere else, or a
-//! missing segment, means acknowledged data is gone: the scan fails loudly
-//! rather than serve a log with a hole in it.
+//! that a torn write can explain was never acknowledged: it is zeroed and the
+//! log resumes at that point. Damage anywhere else, or a missing segment,
+//! means acknowledged data is gone: the scan fails loudly rather than serve a
+//! log with a hole in it.
+//!
+//! Torn tail or damage. A group commit is one write (`O_DSYNC`) of whole
+//! records into zero-filled space that nothing wrote before: bytes at and
+//! after the log's end are zeros (recovery zeroes a torn tail before the log
+//! resumes there). Until the write returns nothing in it is acknowledged;
+//! a power loss during it leaves each of its sectors ([`SECTOR`], 512 bytes
+//! at file offsets that are multiples of it) either written or still zero,
+//! in any combination, and never changes a byte to anything but what was
+//! written. So, where the valid records end at byte `p` of the newest
+//! segment with records (later segments all zeros):
+//!
+//! - `p` reads as an end (a zero length and CRC): a torn write lost the
+//!   sector holding `p`, so the rest of that sector is zero too, and
+//!   whatever non-zero bytes follow are sectors of the torn commit that
+//!   landed without its start. Torn if the rest of `p`'s sector is zero and
+//!   no valid record follows; damage otherwise.
+//! - the record at `p` fails its CRC (or its length runs past the segment):
+//!   a torn write must have lost a sector of it, whose part at or after `p`
+//!   is still zero. Torn if some sector's part of the record (its declared
+//!   extent, or only its length field when that runs past the segment,
+//!   since only a lost sector under the field can make it wrong) is all
+//!   zeros and no valid record follows; damage otherwise. A byte flipped in
+//!   the newest acknowledged record leaves every sector of it non-zero: it
+//!   is refused, never truncated.
+//!
+//! What stays ambiguous: damage that zeroes a whole sector's part of the
+//! newest record, or a flip in a newest record whose payload holds a
+//! sector's worth of zeros of its own, reads as a torn write and is
+//! dropped; and a torn commit whose later sector holding a whole record
+//! landed while an earlier one did not is refused as a hole (never
+//! acknowledged, but recovery cannot tell it from a lost acknowledged block).
 //!
 //! File-level faults are caught by the seals and marks: every segment from
 //! `log-start` to `log-head` must exist; each segment begins with the seal of
@@ -14,8 +45,9 @@
 //! copy, and a written segment that is cut short or emptied, are named.
 
 use super::marks::{self, LOG_HEAD, LOG_START};
-use super::record::{read_frame, Frame, Record, MAX_KIND};
+use super::record::{read_frame, Frame, Record, FRAME_HEADER, MAX_KIND};
 use super::segment::{list_segments, segment_path};
+use crate::core::limits::SECTOR;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -224,6 +256,9 @@ pub fn scan_files<F: LogFiles>(
                     if valid_frame_after(&buf, pos + 1) {
                         return Err(hole(&path, pos, "zeroed"));
                     }
+                    if !zero(&buf[pos..sector_end(pos).min(buf.len())]) {
+                        return Err(not_torn(&path, pos, "zeroed"));
+                    }
                     // Sectors of a torn write can land out of order: bytes
                     // after the end with no valid record among them were
                     // never acknowledged. Zero them, or the log would resume
@@ -243,6 +278,9 @@ pub fn scan_files<F: LogFiles>(
                     // the log's tail.
                     if valid_frame_after(&buf, pos + 1) || !blank_after(files, &segments[i + 1..])? {
                         return Err(hole(&path, pos, "damaged"));
+                    }
+                    if !lost_a_sector(&buf, pos) {
+                        return Err(not_torn(&path, pos, "damaged"));
                     }
                     let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
                     if mode == Mode::Repair {
@@ -275,6 +313,44 @@ fn hole(path: &str, pos: usize, what: &str) -> String {
          refusing to serve a log with a hole (restore the file or remove the shard's data)",
         path
     )
+}
+
+fn not_torn(path: &str, pos: usize, what: &str) -> String {
+    format!(
+        "{}: {what} record at byte {pos}, the newest, with every sector of it written: damage to an \
+         acknowledged record, not a torn write; refusing to drop it (restore the file or remove the shard's data)",
+        path
+    )
+}
+
+/// Where the sector holding byte `pos` ends.
+fn sector_end(pos: usize) -> usize {
+    (pos / SECTOR + 1) * SECTOR
+}
+
+fn zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
+}
+
+/// Whether the record at `pos` that fails its CRC can be a torn write: some
+/// sector's part of it still reads as the preallocated zeros (see the
+/// module header). Its extent is what its length field declares, or only
+/// the field itself when that runs past the segment.
+fn lost_a_sector(buf: &[u8], pos: usize) -> bool {
+    let declared = buf.get(pos..pos + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4")) as usize);
+    let end = match declared {
+        Some(len) if pos + FRAME_HEADER + len <= buf.len() => pos + FRAME_HEADER + len,
+        _ => (pos + 4).min(buf.len()),
+    };
+    let mut at = pos;
+    while at < end {
+        let to = sector_end(at).min(end);
+        if zero(&buf[at..to]) {
+            return true;
+        }
+        at = to;
+    }
+    false
 }
 
 /// Whether every segment in `later` is all zeros (preallocated, never written).
@@ -379,37 +455,81 @@ mod tests {
         assert_eq!((tail.torn_bytes, tail.head, tail.records), (0, 2, 3));
     }
 
+    /// Segment size for the torn-tail tests: several sectors.
+    const BIG: usize = 2048;
+    /// Delete records after the seal up to and including the first that
+    /// spans the boundary at byte `SECTOR`.
+    const SPAN: usize = (SECTOR - S) / DEL + 1;
+
+    fn dels(n: usize) -> Vec<Record<'static>> {
+        (1..=n as u64).map(del).collect()
+    }
+
+    /// A power loss in the last commit: the sector after `SECTOR` never
+    /// landed, so the record spanning it lost its end. Never acknowledged:
+    /// zeroed (except when verifying).
     #[test]
     fn torn_tail_is_zeroed_unless_verifying() {
         let d = dir("torn");
-        let mut buf = write_log(&d, 1, &[&[del(1), del(2)]], 256).remove(0);
-        buf[S + DEL + 3] ^= 0xff; // inside the second record, nothing valid after it
+        let mut buf = write_log(&d, 1, &[&dels(SPAN)], BIG).remove(0);
+        let last = S + (SPAN - 1) * DEL;
+        assert!(last < SECTOR && SECTOR < last + DEL);
+        buf[SECTOR..last + DEL].fill(0);
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         let (seen, tail) = replay_in(&d, Mode::Verify).unwrap();
-        assert!(seen == vec![1] && tail.torn_bytes > 0);
+        assert!(seen.len() == SPAN - 1 && tail.torn_bytes > 0);
         assert_eq!(std::fs::read(segment_path(&d, 1)).unwrap(), buf, "verifying changed the file");
         let (seen, tail) = replay(&d).unwrap();
-        assert_eq!(seen, vec![1]);
-        assert_eq!(tail.write_pos, (S + DEL) as u64);
+        assert_eq!(seen, (1..SPAN as u64).collect::<Vec<_>>());
+        assert_eq!(tail.write_pos, last as u64);
         assert!(tail.torn_bytes > 0);
         let after = std::fs::read(segment_path(&d, 1)).unwrap();
-        assert!(after[S + DEL..].iter().all(|b| *b == 0));
+        assert!(after[last..].iter().all(|b| *b == 0));
         // A second start finds a clean log.
         assert_eq!(replay(&d).unwrap().1.torn_bytes, 0);
     }
 
+    /// Issue #5: a byte flipped in the newest record, every sector of it
+    /// written, is damage to an acknowledged record: refused by start and
+    /// by the check, and never zeroed; whether the record spans a sector
+    /// boundary or not.
+    #[test]
+    fn flipped_byte_in_the_newest_record_is_refused() {
+        for (name, n) in [("flip-small", 2), ("flip-span", SPAN)] {
+            let d = dir(name);
+            let mut buf = write_log(&d, 1, &[&dels(n)], BIG).remove(0);
+            let last = S + (n - 1) * DEL;
+            buf[last + DEL - 2] ^= 0x40;
+            std::fs::write(segment_path(&d, 1), &buf).unwrap();
+            for mode in [Mode::Verify, Mode::Repair] {
+                let err = replay_in(&d, mode).expect_err(name);
+                assert!(err.contains(&format!("damaged record at byte {last}, the newest")), "{name}: {err}");
+                assert!(err.contains("0000000001.seg") && err.contains("not a torn write"), "{name}: {err}");
+            }
+            assert_eq!(std::fs::read(segment_path(&d, 1)).unwrap(), buf, "{name}: the record was changed");
+        }
+    }
+
     /// A torn write whose later sector landed but whose first did not:
-    /// zeros at the end of the records, then garbage. The garbage is zeroed
-    /// so that records written after the restart never sit behind it.
+    /// zeros at the end of the records to the end of their sector, then
+    /// garbage. The garbage is zeroed so that records written after the
+    /// restart never sit behind it. Non-zero bytes within the sector where
+    /// the records end cannot come from a torn write: refused.
     #[test]
     fn garbage_after_the_end_is_zeroed() {
         let d = dir("garbage");
-        let mut buf = write_log(&d, 1, &[&[del(1)]], 256).remove(0);
-        buf[200..210].copy_from_slice(b"not-a-frm!");
+        let mut buf = write_log(&d, 1, &[&[del(1)]], BIG).remove(0);
+        buf[1000..1010].copy_from_slice(b"not-a-frm!");
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         let (seen, tail) = replay(&d).unwrap();
-        assert_eq!((seen, tail.write_pos, tail.torn_bytes), (vec![1], (S + DEL) as u64, 210 - (S + DEL) as u64));
+        assert_eq!((seen, tail.write_pos, tail.torn_bytes), (vec![1], (S + DEL) as u64, 1010 - (S + DEL) as u64));
         assert!(std::fs::read(segment_path(&d, 1)).unwrap()[S + DEL..].iter().all(|b| *b == 0));
+        buf[200..210].copy_from_slice(b"not-a-frm!");
+        std::fs::write(segment_path(&d, 1), &buf).unwrap();
+        for mode in [Mode::Verify, Mode::Repair] {
+            let err = replay_in(&d, mode).unwrap_err();
+            assert!(err.contains(&format!("zeroed record at byte {}, the newest", S + DEL)), "{err}");
+        }
     }
 
     #[test]
@@ -437,15 +557,16 @@ mod tests {
     #[test]
     fn torn_tail_before_a_preallocated_segment_is_zeroed() {
         let d = dir("torn-prealloc");
-        let mut buf = write_log(&d, 1, &[&[del(1), del(2)], &[]], 256).remove(0);
-        buf[S + DEL + 3] ^= 0xff;
+        let mut buf = write_log(&d, 1, &[&dels(SPAN), &[]], BIG).remove(0);
+        let last = S + (SPAN - 1) * DEL;
+        buf[SECTOR..last + DEL].fill(0);
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         let (seen, tail) = replay(&d).unwrap();
-        assert_eq!(seen, vec![1]);
+        assert_eq!(seen.len(), SPAN - 1);
         assert_eq!(tail.segments, vec![1, 2]);
         assert_eq!(tail.write_pos, 0);
         assert!(tail.torn_bytes > 0);
-        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[S + DEL..].iter().all(|b| *b == 0));
+        assert!(std::fs::read(segment_path(&d, 1)).unwrap()[last..].iter().all(|b| *b == 0));
     }
 
     #[test]

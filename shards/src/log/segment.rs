@@ -3,7 +3,11 @@
 //! sync, and the atomic replacement of a whole file.
 //!
 //! Segments are zero-filled and synced before use, so a later commit's
-//! sync flushes only data, never block allocation metadata. With `dsync`
+//! sync flushes only data, never block allocation metadata. A segment is
+//! prepared under a temporary name and renamed once whole, so a preparation
+//! that fails (no space) or is cut short (the process killed) never leaves
+//! a segment of the wrong size: it removes its temporary file, and the next
+//! start removes what a killed one left ([`remove_unfinished`]). With `dsync`
 //! a segment is opened `O_DSYNC` for its commits: each write returns once
 //! its bytes are durable, one system call (and one io_uring worker hop)
 //! where a write and an fdatasync would take two.
@@ -24,6 +28,28 @@ pub struct Segment {
 
 pub fn segment_path(dir: &Path, no: u32) -> PathBuf {
     dir.join(format!("{no:010}.seg"))
+}
+
+/// Ending of a segment still being prepared.
+const UNFINISHED: &str = ".seg.tmp";
+
+fn unfinished_path(dir: &Path, no: u32) -> PathBuf {
+    dir.join(format!("{no:010}{UNFINISHED}"))
+}
+
+/// Removes the segments a preparation cut short left in `dir` (the
+/// process was killed while zero-filling); returns how many. Run before
+/// anything else writes to the directory: on a full disk they hold its space.
+pub fn remove_unfinished(dir: &Path) -> std::io::Result<usize> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_name().to_string_lossy().ends_with(UNFINISHED) {
+            std::fs::remove_file(e.path())?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Segment numbers present in `dir`, ascending.
@@ -55,15 +81,27 @@ pub async fn open_segment(dir: &Path, no: u32, dsync: bool) -> std::io::Result<S
 
 /// Creates segment `no` of `size` zero bytes, durable (file and directory
 /// entry), and opens it for commits (durable writes with `dsync`). The
-/// zeros are written without `O_DSYNC` and synced once.
+/// zeros are written without `O_DSYNC` to a temporary file, synced once
+/// and renamed; on failure the temporary file is removed.
 pub async fn create_segment(dir: &Path, no: u32, size: u64, dsync: bool) -> std::io::Result<Segment> {
-    let path = segment_path(dir, no);
+    let tmp = unfinished_path(dir, no);
+    if let Err(e) = zero_fill(&tmp, size).await {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, segment_path(dir, no))?;
+    sync_dir(dir).await?;
+    open_segment(dir, no, dsync).await
+}
+
+/// Writes `size` zero bytes to a new file at `path` and syncs them.
+async fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(true)
-        .buffered_open(&path)
+        .buffered_open(path)
         .await
         .map_err(std::io::Error::from)?;
     let mut pos = 0u64;
@@ -76,9 +114,7 @@ pub async fn create_segment(dir: &Path, no: u32, size: u64, dsync: bool) -> std:
         pos += written as u64;
     }
     file.fdatasync().await.map_err(std::io::Error::from)?;
-    file.close().await.map_err(std::io::Error::from)?;
-    sync_dir(dir).await?;
-    open_segment(dir, no, dsync).await
+    file.close().await.map_err(std::io::Error::from)
 }
 
 /// Makes directory entries (new or removed files) durable.
@@ -147,5 +183,22 @@ mod tests {
             assert!(is_dsync(open_segment(&d, 2, true).await.unwrap().file.as_raw_fd()));
             assert!(!is_dsync(open_segment(&d, 1, false).await.unwrap().file.as_raw_fd()));
         });
+    }
+
+    /// A preparation cut short leaves only a temporary file, which the
+    /// next start removes; a whole segment is never touched.
+    #[test]
+    fn unfinished_segments_are_removed_and_whole_ones_kept() {
+        let dir = TestDir::new("segment-unfinished");
+        let d = dir.to_path_buf();
+        std::fs::write(unfinished_path(&d, 3), vec![0u8; 100]).unwrap();
+        let d2 = d.clone();
+        crate::tick::block_on(move || async move {
+            create_segment(&d2, 2, 8192, false).await.unwrap();
+        });
+        assert_eq!(remove_unfinished(&d).unwrap(), 1);
+        assert_eq!(list_segments(&d).unwrap(), vec![2]);
+        let names: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("0000000002.seg")]);
     }
 }

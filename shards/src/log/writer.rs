@@ -219,7 +219,6 @@ impl Log {
                     match r {
                         Ok(seg) => s.roll(seg),
                         Err(e) => {
-                            let _ = std::fs::remove_file(super::segment::segment_path(&dir, no));
                             drop(s);
                             self.ready.notify();
                             self.prepare_next();
@@ -365,10 +364,7 @@ impl Log {
             s.preparing = false;
             match r {
                 Ok(seg) => s.next = Some(seg),
-                Err(e) => {
-                    let _ = std::fs::remove_file(super::segment::segment_path(&dir, no));
-                    s.prepare_error = Some(io_to_log(e));
-                }
+                Err(e) => s.prepare_error = Some(io_to_log(e)),
             }
             drop(s);
             log.ready.notify();

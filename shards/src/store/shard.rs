@@ -78,10 +78,12 @@ impl Shard {
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled
         // into, but never written before the stop. Writing resumes where the
-        // records end; the first blank one is reused as the next segment if
-        // whole, and the others are removed, newest first (so a stop midway
-        // leaves no gap), so a blank segment never sits between written ones.
-        let written = tail.ends.iter().rposition(|&e| e > 0).map_or(1, |i| i + 1).min(tail.segments.len());
+        // records end; the first blank one is reused (as the next segment, or
+        // the first when none has records) if whole, and the others are
+        // removed, newest first (so a stop midway leaves no gap), so a blank
+        // segment never sits between written ones. One cut short (prepared
+        // under its own name by an earlier binary) is prepared again.
+        let written = tail.ends.iter().rposition(|&e| e > 0).map_or(0, |i| i + 1);
         let mut segments = Vec::new();
         for &no in &tail.segments[..written] {
             segments.push(
@@ -94,26 +96,31 @@ impl Shard {
             std::fs::remove_file(crate::log::segment::segment_path(&cfg.dir, no))
                 .map_err(|e| format!("cannot remove unwritten segment {no}: {e}"))
         };
-        let mut next = None;
+        let mut blank = None;
         if let Some((&first, rest)) = tail.segments[written..].split_first() {
             for &no in rest.iter().rev() {
                 remove(no)?;
             }
-            let blank = crate::log::segment::open_segment(&cfg.dir, first, cfg.dsync())
+            let whole = crate::log::segment::open_segment(&cfg.dir, first, cfg.dsync())
                 .await
                 .map_err(|e| format!("cannot open segment {first}: {e}"))?;
-            if blank.size >= cfg.segment_size {
-                next = Some(blank);
+            if whole.size >= cfg.segment_size {
+                blank = Some(whole);
             } else {
                 remove(first)?;
             }
         }
         let (write_pos, crc) = segments.len().checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));
-        let active = match segments.pop() {
-            Some(s) => s,
-            None => crate::log::segment::create_segment(&cfg.dir, 1, cfg.segment_size, cfg.dsync())
-                .await
-                .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?,
+        let (active, next) = match (segments.pop(), blank) {
+            (Some(s), next) => (s, next),
+            (None, Some(first)) => (first, None),
+            (None, None) => {
+                let no = tail.segments.first().copied().unwrap_or(1);
+                let first = crate::log::segment::create_segment(&cfg.dir, no, cfg.segment_size, cfg.dsync())
+                    .await
+                    .map_err(|e| format!("cannot create the first log segment in {}: {e}", cfg.dir.display()))?;
+                (first, None)
+            }
         };
         // A segment without records gets its seal first: of the segment
         // before it, or, when that was reclaimed (the log-start segment's
