@@ -419,6 +419,65 @@ fn cors_without_tokens_stays_open_to_any_origin() {
     assert!(!r.has("access-control-allow-origin"));
 }
 
+/// A page on another origin cannot write through the user's browser: a
+/// state-changing request carrying a foreign `Origin` (or `Sec-Fetch-Site:
+/// cross-site`) is refused before it has any effect, whatever its content
+/// type, unless the origin is listed, `--cors-origins '*'` was given, or it
+/// carries a valid token. Reads stay open as CORS says.
+#[test]
+fn cross_origin_writes_are_refused_unless_allowed() {
+    let s = Server::start();
+    // The test client sends `Host: 127.0.0.1`: a page of that origin is sluice's own.
+    let host = "http://127.0.0.1";
+    let evil = ("Origin", "http://localhost:5280");
+    s.put("/v1/stream/csrf", TEXT, b"mine;").expect(201);
+    for (method, path) in [("POST", "/v1/stream/csrf"), ("PUT", "/v1/stream/csrf2"), ("DELETE", "/v1/stream/csrf")] {
+        let r = s.req(method, path, &[evil, ("Content-Type", TEXT)], b"theirs;").expect(403);
+        assert!(r.text().contains("cross-origin write refused"), "{}", r.text());
+        let r = s.req(method, path, &[("Sec-Fetch-Site", "cross-site"), ("Content-Type", TEXT)], b"theirs;");
+        assert_eq!(r.status, 403, "{method} {path} with Sec-Fetch-Site: cross-site");
+    }
+    s.head("/v1/stream/csrf2").expect(404);
+    // A no-cors form post (text/plain) changes nothing either; reads stay open.
+    s.req("POST", "/v1/stream/csrf", &[evil, ("Content-Type", "text/plain")], b"x").expect(403);
+    let r = s.req("GET", "/v1/stream/csrf?offset=-1", &[evil], b"").expect(200);
+    assert_eq!((r.body.as_slice(), r.h("access-control-allow-origin")), (&b"mine;"[..], "*"));
+    // Its own origin, or no browser marks at all: served.
+    s.req("POST", "/v1/stream/csrf", &[("Origin", host), ("Content-Type", TEXT)], b"a;").expect(204);
+    s.post("/v1/stream/csrf", TEXT, b"b;").expect(204);
+    assert_eq!(s.get("/v1/stream/csrf?offset=-1").expect(200).body, b"mine;a;b;");
+    drop(s);
+
+    let s = Server::start_with(&["--cors-origins", "http://127.0.0.1:5280"]);
+    s.put("/v1/stream/csrf", TEXT, b"").expect(201);
+    s.req("POST", "/v1/stream/csrf", &[evil, ("Content-Type", TEXT)], b"no;").expect(403);
+    let listed = ("Origin", "http://127.0.0.1:5280");
+    s.req("POST", "/v1/stream/csrf", &[listed, ("Content-Type", TEXT)], b"yes;").expect(204);
+    assert_eq!(s.get("/v1/stream/csrf?offset=-1").expect(200).body, b"yes;");
+    drop(s);
+
+    let s = Server::start_with(&["--cors-origins", "*"]);
+    s.put("/v1/stream/csrf", TEXT, b"").expect(201);
+    s.req("POST", "/v1/stream/csrf", &[evil, ("Content-Type", TEXT)], b"opted in;").expect(204);
+    drop(s);
+
+    // With tokens and no --cors-origins: a valid token lets a write
+    // through, none or a bad one does not.
+    let (s, _dir) = tokens_server(&[]);
+    root(&s, "PUT", "/v1/stream/csrf", &[("Content-Type", TEXT)], b"").expect(201);
+    call(&s, None, "POST", "/v1/stream/csrf", &[evil, ("Content-Type", TEXT)], b"x").expect(403);
+    call(&s, Some("wrong-token"), "POST", "/v1/stream/csrf", &[evil, ("Content-Type", TEXT)], b"x").expect(403);
+    root(&s, "POST", "/v1/stream/csrf", &[evil, ("Content-Type", TEXT)], b"tok;").expect(204);
+    assert_eq!(root(&s, "GET", "/v1/stream/csrf?offset=-1", &[], b"").expect(200).body, b"tok;");
+}
+
+#[test]
+fn unauthorized_has_its_reason_phrase() {
+    let (s, _dir) = tokens_server(&[]);
+    let r = s.get("/v1/stream/x");
+    assert_eq!((r.status, r.reason.as_str()), (401, "Unauthorized"));
+}
+
 // ---------------------------------------------------------------- hostile Authorization
 
 #[test]

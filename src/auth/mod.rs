@@ -7,6 +7,7 @@ pub mod cors;
 mod ct;
 pub mod decide;
 pub mod need;
+pub mod origin;
 pub mod scope;
 pub mod tokens;
 
@@ -15,6 +16,7 @@ use crate::handlers::Route;
 use cors::{Cors, CorsPolicy};
 use decide::{decide, Mode};
 use sluice::http::{headers as h, Head, Method, Response};
+use sluice_shards::core::Error;
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokens::TokenTable;
 
 pub use decide::is_loopback;
+
+/// The refusal of a write from a web origin not allowed to write.
+const CROSS_ORIGIN_WRITE: &str =
+    "cross-origin write refused: list the page's origin in --cors-origins (or send a bearer token)";
 
 /// How clients are admitted, as configured.
 enum Kind {
@@ -35,6 +41,8 @@ enum Kind {
 pub struct Access {
     kind: Kind,
     cors: CorsPolicy,
+    /// `--cors-origins` was given (not the mode's default).
+    cors_explicit: bool,
     table: RwLock<Arc<TokenTable>>,
     generation: AtomicU64,
 }
@@ -61,6 +69,7 @@ impl Access {
         Ok(Access {
             kind,
             cors: cfg.cors_origins.clone().unwrap_or(default_cors),
+            cors_explicit: cfg.cors_origins.is_some(),
             table: RwLock::new(Arc::new(table)),
             generation: AtomicU64::new(0),
         })
@@ -151,6 +160,13 @@ impl Gate {
             }
         };
         let decided = decide(&mode, loopback, bearer::credential(head.values(h::AUTHORIZATION)), &need);
+        if let origin::Site::Cross(from) = origin::site(head) {
+            let authenticated = matches!(mode, Mode::Tokens(_)) && decided.is_ok();
+            if !origin::allowed(&self.access.cors, self.access.cors_explicit, cors, authenticated) {
+                tracing::debug!(origin = from.as_deref().unwrap_or("-"), "cross-origin write refused");
+                return Some(Error::Forbidden(CROSS_ORIGIN_WRITE).into());
+            }
+        }
         match decided {
             Err(refusal) => Some(refusal.error().into()),
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),
@@ -198,6 +214,7 @@ mod tests {
         let access = Arc::new(Access {
             kind: Kind::Tokens(path.clone()),
             cors: CorsPolicy::Any,
+            cors_explicit: false,
             table: RwLock::new(Arc::new(TokenTable::load(&path).unwrap())),
             generation: AtomicU64::new(0),
         });

@@ -35,6 +35,7 @@ header_table! {
     AUTHORIZATION = "authorization", Request;
     WWW_AUTHENTICATE = "www-authenticate", Response;
     ORIGIN = "origin", Transport;
+    SEC_FETCH_SITE = "sec-fetch-site", Transport;
     VARY = "vary", Transport;
     IF_NONE_MATCH = "if-none-match", Request;
     ETAG = "etag", Response;

@@ -24,6 +24,7 @@ pub fn reason(status: u16) -> &'static str {
         304 => "Not Modified",
         307 => "Temporary Redirect",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -113,6 +114,16 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every status sluice answers with has its reason phrase (a 401 once
+    /// went out as "401 Unknown").
+    #[test]
+    fn every_status_sent_has_a_reason_phrase() {
+        let errors = [400, 401, 403, 404, 405, 408, 409, 410, 412, 413, 415, 429, 431, 500, 501, 503, 507];
+        for status in [100, 200, 201, 204, 304, 307].into_iter().chain(errors) {
+            assert_ne!(reason(status), "Unknown", "{status}");
+        }
+    }
 
     #[test]
     fn renders_lengths_and_bodyless_statuses() {
