@@ -34,6 +34,22 @@ fn mount_tmpfs(dir: &Path, size: &str) -> Result<Mount, String> {
     Ok(Mount(dir.to_path_buf()))
 }
 
+/// A small tmpfs at `mnt` inside a temporary directory; unmounted, then
+/// removed, on drop (fields drop in order).
+struct SmallDisk {
+    _mount: Mount,
+    mnt: PathBuf,
+    dir: TempDir,
+}
+
+fn small_disk(tag: &str, size: &str) -> SmallDisk {
+    let dir = TempDir::new(tag);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mount = mount_tmpfs(&mnt, size).unwrap_or_else(|why| panic!("cannot mount the small tmpfs: {why}"));
+    SmallDisk { _mount: mount, mnt, dir }
+}
+
 /// Appends `size` bytes to stream `i`; a 204 is recorded as acknowledged.
 fn append(s: &Server, paths: &[String], acked: &mut [Vec<u8>], i: usize, n: usize, size: usize) -> u16 {
     let body: Vec<u8> =
@@ -53,10 +69,8 @@ fn append(s: &Server, paths: &[String], acked: &mut [Vec<u8>], i: usize, n: usiz
 #[test]
 #[ignore = "needs root (mounts a tmpfs); scripts/test runs it as root"]
 fn full_disk_gives_507_loses_nothing_and_recovers() {
-    let dir = TempDir::new("disk-full");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let _mount = mount_tmpfs(&mnt, "16m").unwrap_or_else(|why| panic!("cannot mount the small tmpfs: {why}"));
+    let disk = small_disk("disk-full", "16m");
+    let (dir, mnt) = (&disk.dir, &disk.mnt);
     // An unrelated file to delete later: space that comes back.
     let ballast = mnt.join("ballast");
     std::fs::write(&ballast, vec![7u8; 4 << 20]).unwrap();
@@ -132,10 +146,8 @@ fn free_bytes(dir: &Path) -> u64 {
 #[test]
 #[ignore = "needs root (mounts a tmpfs); scripts/test runs it as root"]
 fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
-    let dir = TempDir::new("disk-full-delete");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let _mount = mount_tmpfs(&mnt, "64m").unwrap_or_else(|why| panic!("cannot mount the small tmpfs: {why}"));
+    let disk = small_disk("disk-full-delete", "64m");
+    let (dir, mnt) = (&disk.dir, &disk.mnt);
     let data = mnt.join("data");
     let launch = Launch::logged(
         &dir.path().join("server.log"),
@@ -158,7 +170,7 @@ fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
         }
     }
     s.wait_flushed();
-    let full = free_bytes(&mnt);
+    let full = free_bytes(mnt);
     println!("full after {n} appends: {full} bytes free");
     // Still full for anything that adds data.
     assert_eq!(append(&s, &paths, &mut acked, 1, n + 1, 200_000), 507);
@@ -168,8 +180,8 @@ fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
     acked[0].clear();
     // The flush after the delete unlinks its files.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while free_bytes(&mnt) < full + deleted / 2 {
-        assert!(Instant::now() < deadline, "the delete gave no space back: {} then {}", full, free_bytes(&mnt));
+    while free_bytes(mnt) < full + deleted / 2 {
+        assert!(Instant::now() < deadline, "the delete gave no space back: {} then {}", full, free_bytes(mnt));
         std::thread::sleep(Duration::from_millis(100));
     }
     s.put("/v1/stream/fill/new", "text/plain", b"").expect(201);
@@ -192,10 +204,8 @@ fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
 #[test]
 #[ignore = "needs root (mounts a tmpfs); scripts/test runs it as root"]
 fn a_first_start_out_of_space_leaves_nothing_that_stops_the_next() {
-    let dir = TempDir::new("first-full");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let _mount = mount_tmpfs(&mnt, "8m").unwrap_or_else(|why| panic!("cannot mount the small tmpfs: {why}"));
+    let disk = small_disk("first-full", "8m");
+    let (dir, mnt) = (&disk.dir, &disk.mnt);
     let data = mnt.join("data");
     let log = dir.path().join("server.log");
     let launch = |segment: &str| Launch { shards: 1, ..Launch::logged(&log, &["--segment-bytes", segment]) };
