@@ -261,6 +261,7 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
         },
         max_producers: cfg.max_producers,
         flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
+        shards: cfg.shards,
     }
 }
 

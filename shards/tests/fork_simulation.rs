@@ -99,6 +99,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
         max_producers: 16,
         // The simulation flushes when it decides to, never in the background.
         flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
+        shards: SHARDS,
     }
 }
 

@@ -43,6 +43,9 @@ pub struct ShardConfig {
     /// Producers each stream remembers.
     pub max_producers: usize,
     pub flush: FlushConfig,
+    /// Shards sharing the data dir's file system: a write that adds data
+    /// counts on its share of the free space only.
+    pub shards: usize,
 }
 
 /// A shard: its store, its journal and its stream files.
@@ -62,13 +65,16 @@ pub struct Shard {
     pub flush_stats: crate::stats::FlushStats,
     /// Free disk bytes when last read, when, and the journal's appended bytes then.
     disk_free: Cell<Option<(std::time::Instant, u64, u64)>>,
+    /// See [`ShardConfig::shards`].
+    shards: u64,
 }
 
 impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
     pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
-        let ShardConfig { log: cfg, open_files, max_producers, flush } = cfg;
+        let ShardConfig { log: cfg, open_files, max_producers, flush, shards } = cfg;
+        assert!(shards > id, "shard {id} of {shards}");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
         let files = StreamFiles::new(&root, id as u32, open_files);
         let streams = files.dir(id as u32);
@@ -155,6 +161,7 @@ impl Shard {
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
             disk_free: Cell::new(None),
+            shards: shards as u64,
         })
     }
 
@@ -174,21 +181,24 @@ impl Shard {
     /// and [`JOURNAL_ROOM_SEGMENTS`] journal segments more (the active one, whose flushed bytes
     /// stay until it rolls, and the next): the flush is what frees journal
     /// segments, so a disk filled by the journal alone could never drain.
-    /// A record that gives space back needs room only for itself and the
-    /// flush: it may use the journal room the others keep, so on a disk
-    /// full of streams a DELETE still goes through and its flush frees the
-    /// files.
+    /// Shards share the file system, so such a write counts on its shard's
+    /// share of the free space only: what every shard's flush needs then
+    /// fits at once. A record that gives space back needs room only for
+    /// itself and the flush, in all the free space: it may use the room the
+    /// others keep, so on a disk full of streams a DELETE still goes
+    /// through and its flush frees the files.
     fn disk_room(&self, bytes: u64, room: Room) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
-        let segments = match room {
-            Room::Grows => JOURNAL_ROOM_SEGMENTS,
-            Room::Frees => 0,
+        let Some(free) = self.free_bytes() else { return Ok(()) };
+        let (segments, free) = match room {
+            Room::Grows => (JOURNAL_ROOM_SEGMENTS, free / self.shards),
+            Room::Frees => (0, free),
         };
         let need = unflushed.saturating_add(bytes).saturating_add(segments * self.log.segment_size());
-        match self.free_bytes() {
-            Some(free) if free < need => Err(LogError::NoSpace),
-            _ => Ok(()),
+        if free < need {
+            return Err(LogError::NoSpace);
         }
+        Ok(())
     }
 
     /// Free disk bytes: read (statvfs) at most every [`DISK_FREE_REFRESH`],
