@@ -23,6 +23,7 @@ pub mod handlers;
 pub mod logging;
 mod mesh;
 mod metrics;
+mod notify;
 mod relay;
 mod reload;
 mod send;

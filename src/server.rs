@@ -6,6 +6,7 @@ use crate::auth::Access;
 use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
 use crate::dirlock::DirLock;
 use crate::mesh::Message;
+use crate::notify::Notifier;
 use crate::reload::Reloads;
 use crate::shard;
 use crate::watchdog;
@@ -41,7 +42,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
-    let running = match start(&cfg, &host).map_err(refused)? {
+    let notifier = Arc::new(Notifier::from_env());
+    let running = match start(&cfg, &host, &notifier).map_err(refused)? {
         Started::Running(r) => r,
         Started::Stopped(signal) => {
             // Every step of a start survives being cut short, as a crash
@@ -62,11 +64,13 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         "started"
     );
     running.access.log_mode(cfg.listen.ip().is_loopback());
+    notifier.ready();
     let signal = wait_for_stop(&running.signals, || {
         running.access.reload();
         running.reloads.request();
     });
     tracing::info!(signal, "stopping: finishing in-flight requests");
+    notifier.stopping();
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
     let (done_tx, done_rx) = mpsc::channel();
@@ -118,7 +122,7 @@ enum Started {
 
 /// Prepares the data dir, binds, starts every shard and waits for their
 /// recovery, or for SIGTERM/SIGINT, whichever comes first.
-fn start(cfg: &Config, host: &HostLimits) -> Result<Started, String> {
+fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<Started, String> {
     let access = Arc::new(Access::from_config(cfg)?);
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
     drop(bind_exclusive(cfg)?);
@@ -157,7 +161,8 @@ fn start(cfg: &Config, host: &HostLimits) -> Result<Started, String> {
         handles.push(h);
     }
     drop(ready_tx);
-    watchdog::start(pulses);
+    let alive = notifier.clone();
+    watchdog::start(pulses, move || alive.alive());
     let mut recovered = shard::Recovered { replay: Duration::ZERO, torn_bytes: 0 };
     let mut ready = 0;
     while ready < cfg.shards {

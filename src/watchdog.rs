@@ -37,8 +37,9 @@ impl Pulse {
 extern "C" fn ignore(_: libc::c_int) {}
 
 /// Installs the no-op handler (without SA_RESTART, so blocking calls return
-/// EINTR) and starts the watchdog thread over `pulses`.
-pub fn start(pulses: Vec<Arc<Pulse>>) {
+/// EINTR) and starts the watchdog thread over `pulses`; `alive` runs after
+/// every check in which every shard beat (systemd's watchdog hears of it).
+pub fn start(pulses: Vec<Arc<Pulse>>, alive: impl Fn() + Send + 'static) {
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = ignore as *const () as usize;
@@ -52,13 +53,20 @@ pub fn start(pulses: Vec<Arc<Pulse>>) {
             let mut seen: Vec<u64> = vec![0; pulses.len()];
             loop {
                 std::thread::sleep(sluice_shards::tick::period(CHECK));
+                let mut all_beat = true;
                 for (p, last) in pulses.iter().zip(seen.iter_mut()) {
                     let now = p.beats.load(Ordering::Relaxed);
                     let thread = p.thread.load(Ordering::SeqCst);
-                    if now == *last && thread != 0 {
-                        unsafe { libc::pthread_kill(thread as libc::pthread_t, KICK) };
+                    if now == *last {
+                        all_beat = false;
+                        if thread != 0 {
+                            unsafe { libc::pthread_kill(thread as libc::pthread_t, KICK) };
+                        }
                     }
                     *last = now;
+                }
+                if all_beat {
+                    alive();
                 }
             }
         })
