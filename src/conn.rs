@@ -76,7 +76,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             }
         };
         let route = handlers::route(&head, &target);
-        let label = route.label();
+        let label = route.label(head.method, &target);
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: access control answers refusals and preflights.
         if let Some(answer) = admit(&ctx, loopback, &head, &route, &cors) {
@@ -216,7 +216,7 @@ pub async fn answer(
     body: Vec<u8>,
     started: Instant,
 ) -> Answered {
-    let label = route.label();
+    let label = route.label(head.method, &target);
     match respond(ctx, &head, &target, route, body).await {
         Reply::Full(resp) => {
             answered(ctx, Some(&head), label, resp.status, started);

@@ -84,6 +84,7 @@ pub struct ShardSnapshot {
     flushes_failed: u64,
     flush_seconds: HistogramSnapshot,
     unflushed_bytes: u64,
+    log_failed: bool,
 }
 
 /// Takes this shard's snapshot.
@@ -114,6 +115,7 @@ pub fn snapshot(ctx: &Ctx) -> ShardSnapshot {
         flushes_failed: ctx.shard.flush_stats.failed.get(),
         flush_seconds: ctx.shard.flush_stats.seconds.snapshot(),
         unflushed_bytes: ctx.shard.log.appended_bytes() - ctx.shard.flush_stats.stored_through.get(),
+        log_failed: ctx.shard.log.is_failed(),
     }
 }
 
@@ -151,12 +153,10 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         s.appends as f64
     });
     per_shard(&mut out, "sluice_append_bytes_total", "counter", "Payload bytes appended.", &|s| s.append_bytes as f64);
-    let merged = |pick: &dyn Fn(&ShardSnapshot) -> &HistogramSnapshot| {
-        let mut all = shards.first().map(|s| pick(s).clone());
-        for s in shards.iter().skip(1) {
-            all.as_mut().expect("first shard").merge(pick(s));
+    let per_shard_histogram = |out: &mut String, name: &str, pick: &dyn Fn(&ShardSnapshot) -> &HistogramSnapshot| {
+        for s in shards {
+            histogram(out, name, &format!("shard=\"{}\"", s.shard), pick(s));
         }
-        all
     };
     family(
         &mut out,
@@ -164,13 +164,9 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         "histogram",
         "Time of each group commit's durable writes (O_DSYNC, sync included).",
     );
-    if let Some(h) = merged(&|s| &s.fsync_seconds) {
-        histogram(&mut out, "sluice_fsync_seconds", "", &h);
-    }
+    per_shard_histogram(&mut out, "sluice_fsync_seconds", &|s| &s.fsync_seconds);
     family(&mut out, "sluice_group_commit_records", "histogram", "Log records made durable by each group commit.");
-    if let Some(h) = merged(&|s| &s.group_commit_records) {
-        histogram(&mut out, "sluice_group_commit_records", "", &h);
-    }
+    per_shard_histogram(&mut out, "sluice_group_commit_records", &|s| &s.group_commit_records);
     family(&mut out, "sluice_flushes_total", "counter", "Flushes of journal bytes into stream files, by result.");
     for s in shards {
         for (result, v) in [("ok", s.flushes_ok), ("failed", s.flushes_failed)] {
@@ -178,9 +174,9 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         }
     }
     family(&mut out, "sluice_flush_seconds", "histogram", "Time of each flush, from capture to journal reclamation.");
-    if let Some(h) = merged(&|s| &s.flush_seconds) {
-        histogram(&mut out, "sluice_flush_seconds", "", &h);
-    }
+    per_shard_histogram(&mut out, "sluice_flush_seconds", &|s| &s.flush_seconds);
+    let help = "1 while the shard's log is stopped after a failed write or sync (writes get 503 until restart).";
+    per_shard(&mut out, "sluice_log_failed", "gauge", help, &|s| f64::from(u8::from(s.log_failed)));
     let help = "Journal bytes appended since start and not yet in stream files behind a checkpoint.";
     per_shard(&mut out, "sluice_unflushed_bytes", "gauge", help, &|s| s.unflushed_bytes as f64);
     per_shard(&mut out, "sluice_connections", "gauge", "Open client connections.", &|s| s.connections as f64);
@@ -195,7 +191,9 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     });
     family(&mut out, "sluice_buckets", "gauge", "Buckets (every shard knows every bucket).");
     let _ = writeln!(out, "sluice_buckets {}", shards.first().map_or(0, |s| s.buckets));
-    family(&mut out, "sluice_disk_bytes", "gauge", "Log segment bytes by use: live, reclaimable, preallocated.");
+    let help = "Disk bytes of the shard's directory by use: live (journal in use, stream files), \
+                reclaimable (journal segments the next flush deletes), preallocated (journal space not yet written).";
+    family(&mut out, "sluice_disk_bytes", "gauge", help);
     for s in shards {
         for (kind, v) in
             [("live", s.disk.live), ("reclaimable", s.disk.reclaimable), ("preallocated", s.disk.preallocated)]
@@ -238,7 +236,17 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) 
     let _ = writeln!(out, "{name}_sum{braces} {}\n{name}_count{braces} {cumulative}", h.sum);
 }
 
-/// Process memory from /proc/self/statm (pages) and open file descriptors.
+/// When the process started, as seconds since the Unix epoch (set once, at start).
+static STARTED: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+/// Records the process start time for `process_start_time_seconds`.
+pub fn mark_start() {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    STARTED.get_or_init(|| now);
+}
+
+/// The standard `process_*` metrics: CPU time and memory from /proc/self,
+/// descriptors open and allowed, and the start time.
 fn process(out: &mut String) {
     // SAFETY: sysconf(3) has no preconditions.
     let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
@@ -252,6 +260,25 @@ fn process(out: &mut String) {
     let fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
     family(out, "process_open_fds", "gauge", "Open file descriptors.");
     let _ = writeln!(out, "process_open_fds {fds}");
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit(2) fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        family(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+        let _ = writeln!(out, "process_max_fds {}", limit.rlim_cur);
+    }
+    // utime and stime, fields 14 and 15 of /proc/self/stat, in clock ticks
+    // (counted after the command name, which may hold spaces).
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after_name.split_whitespace().skip(11).take(2).filter_map(|f| f.parse::<u64>().ok()).sum();
+    // SAFETY: sysconf(3) has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100).max(1);
+    family(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+    let _ = writeln!(out, "process_cpu_seconds_total {}", ticks as f64 / hz as f64);
+    if let Some(started) = STARTED.get() {
+        family(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+        let _ = writeln!(out, "process_start_time_seconds {started}");
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     // not resolve: every path the shards use starts from an absolute one.
     cfg.data_dir = std::path::absolute(&cfg.data_dir)
         .map_err(|e| refused(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display())))?;
+    crate::metrics::mark_start();
     let host = HostLimits::read();
     let warnings = cfg.check(&host).map_err(refused)?;
     for w in warnings {

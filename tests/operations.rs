@@ -70,10 +70,22 @@ fn metrics_move_with_load() {
     assert_eq!(value(&after, "sluice_appends_total", &[]) - value(&before, "sluice_appends_total", &[]), 200.0);
     assert_eq!(value(&after, "sluice_append_bytes_total", &[]), (appends * body.len()) as f64);
     assert_eq!(value(&after, "sluice_streams", &[]), 8.0);
-    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"stream\"", "status=\"204\""]), 200.0);
-    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"stream\"", "status=\"201\""]), 8.0);
-    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"stream\"", "status=\"404\""]), 1.0);
-    assert!(value(&after, "sluice_http_request_seconds_count", &["route=\"stream\""]) >= 209.0);
+    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"append\"", "status=\"204\""]), 200.0);
+    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"create\"", "status=\"201\""]), 8.0);
+    assert_eq!(value(&after, "sluice_http_requests_total", &["route=\"read\"", "status=\"404\""]), 1.0);
+    assert_eq!(value(&after, "sluice_http_request_seconds_count", &["route=\"append\""]), 200.0);
+    // Per-shard histograms, the fail-stop gauge and the standard process metrics.
+    for shard in ["shard=\"0\"", "shard=\"1\""] {
+        assert!(sample(&after, "sluice_fsync_seconds_count", &[shard]).is_some(), "{after}");
+        assert!(sample(&after, "sluice_group_commit_records_count", &[shard]).is_some(), "{after}");
+        assert!(sample(&after, "sluice_flush_seconds_count", &[shard]).is_some(), "{after}");
+        assert_eq!(value(&after, "sluice_log_failed", &[shard]), 0.0);
+    }
+    assert!(value(&after, "process_cpu_seconds_total", &[]) > 0.0);
+    assert!(value(&after, "process_max_fds", &[]) >= value(&after, "process_open_fds", &[]));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = value(&after, "process_start_time_seconds", &[]);
+    assert!(started <= now && started > now - 120.0, "started {started}, now {now}");
     // Every append and create was made durable by some group commit, each with an fdatasync.
     let commits = value(&after, "sluice_group_commit_records_count", &[]);
     assert!(commits >= 1.0 && value(&after, "sluice_group_commit_records_sum", &[]) >= 208.0, "{after}");
@@ -106,9 +118,12 @@ fn metrics_move_with_load() {
     assert!(value(&text, "sluice_connections", &[]) >= 3.0, "{text}");
     assert_eq!(c.request("POST", &streams[0], &[("Content-Type", "text/plain")], b"wake").status, 204);
     assert_eq!(poll.read_response(false).status, 200);
-    scrape_until(&s, "the long-poll answered", |t| {
+    // The long-poll's wait is its own series, not an append's or a read's.
+    let t = scrape_until(&s, "the long-poll answered", |t| {
         sample(t, "sluice_live_readers", &["kind=\"long_poll\""]) == Some(0.0)
     });
+    assert_eq!(value(&t, "sluice_http_requests_total", &["route=\"read_long_poll\"", "status=\"200\""]), 1.0);
+    assert_eq!(value(&t, "sluice_http_requests_total", &["route=\"read_sse\"", "status=\"200\""]), 1.0);
 }
 
 #[test]

@@ -48,14 +48,25 @@ impl Route {
     }
 
     /// The `route` label of the request metrics (a small fixed set).
-    pub fn label(&self) -> &'static str {
+    /// A stream's own requests are labelled by operation (a fixed set), so
+    /// appends, catch-up reads and long waits land in their own series.
+    pub fn label(&self, method: Method, target: &Target) -> &'static str {
         match self {
             Route::Health => "healthz",
             Route::Metrics => "metrics",
             Route::Bucket(_) => "bucket",
             Route::BucketList(_) => "bucket_streams",
             Route::Stream(_, sub) => match sub.first().map(String::as_str) {
-                None => "stream",
+                None => match (method, target.param("live")) {
+                    (Method::Post, _) => "append",
+                    (Method::Put, _) => "create",
+                    (Method::Delete, _) => "delete",
+                    (Method::Head, _) => "metadata",
+                    (Method::Get, Some("long-poll")) => "read_long_poll",
+                    (Method::Get, Some("sse")) => "read_sse",
+                    (Method::Get, _) => "read",
+                    _ => "stream_other",
+                },
                 Some("attrs") => "attrs",
                 Some("snapshot") => "snapshot",
                 Some("retention") => "retention",
