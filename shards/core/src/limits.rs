@@ -93,7 +93,6 @@ const _: () = {
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
-    assert!(MIN_SEGMENT_BYTES > crate::record::SEAL_FRAME as u64, "a segment holds its seal and more");
     assert!(PAGE.is_multiple_of(SECTOR as u64), "a page is whole sectors");
     assert!(MAX_OFFSET < u64::MAX / 2, "an offset plus any body size fits in a u64");
     assert!(MAX_TTL_SECS < u64::MAX / 1000 / 2, "a TTL in milliseconds, plus now, fits in a u64");

@@ -77,6 +77,11 @@ impl FileName {
     }
 }
 
+/// `f`'s files do not hold what its index says: damage, named by file.
+pub fn damaged(f: FileLayer, name: FileName, what: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, format!("shard-{}/{STREAMS_DIR}/{name}: {what}", f.shard))
+}
+
 /// A shard's view of every shard's stream files, with cached descriptors.
 pub struct StreamFiles {
     /// The data directory (parent of every `shard-N`).
@@ -256,7 +261,7 @@ impl StreamFiles {
         let (name, pos) = (FileName::Index(layer.handle), p * INDEX_PAGE);
         assert!(pos < len, "page {p} is inside the index");
         let b = self.read(layer.shard, name, pos, (len - pos).min(INDEX_PAGE) as usize).await?;
-        decode_page(&b).map_err(|why| super::verify::damaged(layer, name, format_args!("index page {p}: {why}")))
+        decode_page(&b).map_err(|why| damaged(layer, name, format_args!("index page {p}: {why}")))
     }
 
     /// Writes all of `bytes` at `pos` of this shard's file `name`, durably

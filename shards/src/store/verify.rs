@@ -11,16 +11,11 @@
 //! bounds the extra reading. Entries that start below the stream's
 //! retention are not checked: retention may have punched their first bytes.
 
-use super::files::{FileName, READ_CHUNK, STREAMS_DIR};
+use super::files::{damaged, FileName, READ_CHUNK};
 use super::Shard;
 use crate::core::body::FileLayer;
 use crate::core::index::INDEX_PAGE;
 use std::io;
-
-/// `f`'s files do not hold what its index says: damage, named by file.
-pub fn damaged(f: FileLayer, name: FileName, what: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("shard-{}/{STREAMS_DIR}/{name}: {what}", f.shard))
-}
 
 impl Shard {
     /// Appends the bytes of `[f.start, f.end)` to `out`, each index entry
