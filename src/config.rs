@@ -302,6 +302,18 @@ const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
 /// cores never finished starting).
 pub const MAX_SHARDS_PER_CORE: usize = 4;
 
+/// `SLUICE_*` variables in `vars` that no flag reads (a typo such as
+/// `SLUICE_SHARD=4` would otherwise be ignored in silence). `SLUICE_FAULT`
+/// is the fault-injection switch the tests use.
+pub fn unknown_variables(vars: impl Iterator<Item = String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let serve = cmd.find_subcommand("serve").expect("the serve command exists");
+    let known: Vec<String> =
+        serve.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    vars.filter(|v| v.starts_with("SLUICE_") && v != crate::fatal::FAULT_VAR && !known.contains(v)).collect()
+}
+
 /// Locked memory glommio needs per executor for its rings; below it the
 /// executor fails to start.
 const MIN_LOCKED_MEMORY: u64 = 512 << 10;

@@ -12,7 +12,7 @@ use std::io::Write;
 pub const EXIT_PANIC: i32 = 70;
 
 /// Environment variable read by [`injected_panic`].
-const FAULT_VAR: &str = "SLUICE_FAULT";
+pub const FAULT_VAR: &str = "SLUICE_FAULT";
 
 /// Installs the panic hook: the default report, then one line, then exit.
 pub fn stop_process_on_panic() {

@@ -38,6 +38,9 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     for w in warnings {
         tracing::warn!("{w}");
     }
+    for name in crate::config::unknown_variables(std::env::vars().map(|(k, _)| k)) {
+        tracing::warn!(variable = %name, "unknown setting ignored: no flag reads {name} (see sluice serve --help)");
+    }
     sluice_shards::tick::set_time_scale(cfg.test_time_scale);
     if cfg.test_time_scale > 1 {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
@@ -223,6 +226,9 @@ pub fn read_shard_count(dir: &Path) -> Result<Option<usize>, String> {
 /// Creates or checks the data directory and locks it for this process.
 fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirLock, String> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("data dir {} is a file, not a directory", dir.display()));
+    }
     std::fs::create_dir_all(dir).map_err(unwritable)?;
     let lock = DirLock::acquire(dir)?;
     // A start killed while preparing segments left them unfinished; on a

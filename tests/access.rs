@@ -44,6 +44,12 @@ fn write_tokens(path: &Path, scopes: &[(&str, &str, &str)]) {
         text.push_str(&format!("{}  {pattern}  {actions}\n", sha256_hex(token)));
     }
     std::fs::write(path, text).expect("write tokens file");
+    set_mode(path, 0o600);
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// A server with the test tokens (its directory holds data and tokens).
@@ -570,6 +576,7 @@ fn bad_access_configuration_refuses_to_start() {
     let dir = TempDir::new("badcfg");
     let file = dir.path().join("tokens");
     std::fs::write(&file, "0123 * read\n").expect("write");
+    set_mode(&file, 0o600);
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf-8");
     let tokens = file.to_str().expect("utf-8");
@@ -584,6 +591,33 @@ fn bad_access_configuration_refuses_to_start() {
     let (status, err) = common::run_to_exit(&["serve", "--data-dir", data, "--tokens", tokens, "--open"]);
     assert_eq!(status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// A tokens file others could write is refused (whoever writes it grants
+/// themselves access); one others can read, or an empty one, starts with a
+/// warning.
+#[test]
+fn tokens_file_permissions_and_emptiness() {
+    let dir = TempDir::new("tokperm");
+    let file = dir.path().join("tokens");
+    write_tokens(&file, SCOPES);
+    let data = dir.path().join("data");
+    let (data, tokens) = (data.to_str().expect("utf-8"), file.to_str().expect("utf-8"));
+    for mode in [0o620, 0o602, 0o666] {
+        set_mode(&file, mode);
+        let (status, err) = common::run_to_exit(&["serve", "--data-dir", data, "--tokens", tokens]);
+        assert_eq!(status.code(), Some(1), "{mode:o}: {err}");
+        assert!(err.contains("writable by group or others") && err.contains("chmod 600"), "{err}");
+    }
+    set_mode(&file, 0o644);
+    let s = Server::start_logged(&["--tokens", tokens]);
+    assert!(s.output().contains("tokens file is readable by group or others"), "{}", s.output());
+    drop(s);
+    std::fs::write(&file, "# nobody yet\n").expect("write");
+    set_mode(&file, 0o600);
+    let s = Server::start_logged(&["--tokens", tokens]);
+    assert!(s.output().contains("tokens file holds no tokens"), "{}", s.output());
+    assert!(!s.output().contains("readable by group"), "{}", s.output());
 }
 
 // ---------------------------------------------------------------- protected mode

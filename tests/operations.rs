@@ -469,3 +469,24 @@ fn restart_right_after_sigkill_binds_the_same_port() {
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert_eq!(s.read_all("/v1/stream/round-4").0, b"kept");
 }
+
+/// Newcomers' mistakes get a clear line: a `SLUICE_*` variable no flag
+/// reads is named in a warning (the server starts), and a data dir that is
+/// a file is refused as such.
+#[test]
+fn unknown_variables_and_a_file_as_data_dir_are_named() {
+    let dir = TempDir::new("newcomer");
+    let s = start_env(&dir, &[("SLUICE_SHARD", "4"), ("SLUICE_LISTEN_ADDR", "x")], &[]);
+    let out = s.output();
+    for name in ["SLUICE_SHARD", "SLUICE_LISTEN_ADDR"] {
+        assert!(out.contains(&format!("no flag reads {name}")), "{out}");
+    }
+    assert!(!out.contains("no flag reads SLUICE_DATA_DIR"), "{out}");
+    drop(s);
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let (status, err) =
+        common::run_to_exit(&["serve", "--data-dir", file.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("is a file, not a directory"), "{err}");
+}

@@ -32,13 +32,29 @@ impl TokenTable {
         use std::io::Read;
         let name = path.display();
         let failed = |e: std::io::Error| format!("tokens file {name}: {e}");
+        use std::os::unix::fs::PermissionsExt;
         let mut text = String::new();
+        let file = std::fs::File::open(path).map_err(failed)?;
+        let mode = file.metadata().map_err(failed)?.permissions().mode() & 0o777;
+        if mode & 0o022 != 0 {
+            return Err(format!(
+                "tokens file {name} is writable by group or others (mode {mode:o}): anyone who can write it \
+                 can grant themselves access (chmod 600 it)"
+            ));
+        }
+        if mode & 0o044 != 0 {
+            tracing::warn!(file = %name, mode = %format!("{mode:o}"), "tokens file is readable by group or others (chmod 600 it)");
+        }
         // Read at most one byte past the limit, however large the file is.
-        std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)).map_err(failed)?;
+        file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
         if text.len() as u64 > MAX_FILE_BYTES {
             return Err(format!("tokens file {name} is larger than {MAX_FILE_BYTES} bytes"));
         }
-        TokenTable::parse(&text).map_err(|e| format!("tokens file {name}: {e}"))
+        let table = TokenTable::parse(&text).map_err(|e| format!("tokens file {name}: {e}"))?;
+        if table.len() == 0 {
+            tracing::warn!(file = %name, "tokens file holds no tokens: every request but /v1/healthz gets 401");
+        }
+        Ok(table)
     }
 
     /// Parses the file's text.
