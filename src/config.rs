@@ -3,7 +3,8 @@
 //! here once; `Config::check` adds the checks that span several flags.
 
 use crate::auth::cors::CorsPolicy;
-use clap::{Args, Parser, Subcommand};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, Parser, Subcommand};
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
 use sluice_shards::core::limits;
 use sluice_shards::log::FsyncMode;
@@ -164,16 +165,18 @@ pub struct Config {
     pub log_level: String,
 
     /// Log one line per request (method, path, status, duration) at info level.
-    #[arg(long, env = "SLUICE_ACCESS_LOG")]
+    #[arg(long, env = "SLUICE_ACCESS_LOG", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          default_value = "false", value_name = "BOOL", value_parser = BoolishValueParser::new(), action = ArgAction::Set)]
     pub access_log: bool,
 
     /// Bearer tokens file: SHA-256 hashes of tokens and their scopes (README, Security);
     /// reloaded on SIGHUP. Without it, clients off loopback get 403 unless --open.
-    #[arg(long, env = "SLUICE_TOKENS", value_name = "FILE", conflicts_with = "open")]
+    #[arg(long, env = "SLUICE_TOKENS", value_name = "FILE")]
     pub tokens: Option<PathBuf>,
 
     /// Serve clients from any address without tokens (no access control at all).
-    #[arg(long, env = "SLUICE_OPEN")]
+    #[arg(long, env = "SLUICE_OPEN", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          default_value = "false", value_name = "BOOL", value_parser = BoolishValueParser::new(), action = ArgAction::Set)]
     pub open: bool,
 
     /// Web origins browsers may call from: a comma-separated list of http(s)://host[:port],
@@ -195,6 +198,13 @@ pub struct Config {
 }
 
 impl Config {
+    /// Flags that contradict each other, as a bad command line (exit 2):
+    /// `--tokens` with `--open` (a plain conflict rule would also refuse
+    /// `--open=false`).
+    pub fn contradiction(&self) -> Option<&'static str> {
+        (self.tokens.is_some() && self.open).then_some("--tokens cannot be used with --open")
+    }
+
     /// Each shard's part of `--max-body-memory` (or of its default).
     pub fn body_memory_per_shard(&self) -> u64 {
         let shards = self.shards as u64;
@@ -478,7 +488,6 @@ mod tests {
             ("serve --log-level loud", "--log-level"),
             ("serve --bogus 1", "--bogus"),
             ("serve --listen", "--listen"),
-            ("serve --tokens /t --open", "--open"),
             ("serve --cors-origins example.com", "--cors-origins"),
         ] {
             let e = serve(args).expect_err(args);
@@ -550,5 +559,22 @@ mod tests {
         assert_eq!((few.max_connections, few.open_files), (2, limits::MIN_OPEN_FILES));
         let e = few.share_descriptors(2 * (32 + 16 + 1)).expect_err("too low");
         assert!(e.contains("the open-files limit 98 is too low for --shards 2: at least 100"), "{e}");
+    }
+
+    #[test]
+    fn boolean_flags_take_a_value_like_their_variables() {
+        assert!(!serve("serve").unwrap().access_log);
+        assert!(serve("serve --access-log").unwrap().access_log);
+        assert!(serve("serve --access-log=true").unwrap().access_log);
+        assert!(serve("serve --access-log=yes").unwrap().access_log);
+        assert!(!serve("serve --access-log=false").unwrap().access_log);
+        assert!(!serve("serve --open=0").unwrap().open);
+        assert!(serve("serve --open").unwrap().open);
+        assert!(serve("serve --open=maybe").unwrap_err().contains("--open"));
+        assert_eq!(
+            serve("serve --tokens t --open").unwrap().contradiction(),
+            Some("--tokens cannot be used with --open")
+        );
+        assert_eq!(serve("serve --tokens t --open=false").unwrap().contradiction(), None);
     }
 }

@@ -27,6 +27,10 @@ fn main() {
     match cli.command {
         Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
         Command::Serve(cfg) => {
+            if let Some(why) = cfg.contradiction() {
+                let _ = writeln!(std::io::stderr(), "sluice: {why} (see sluice serve --help)");
+                std::process::exit(2);
+            }
             logging::init(&cfg.log_level);
             fatal::stop_process_on_panic();
             if let Err(code) = server::run(*cfg) {
