@@ -310,7 +310,7 @@ impl Log {
                 _ => self.inner.borrow_mut().segments.remove(n),
             };
         }
-        super::segment::sync_dir(&dir).await?;
+        crate::storage::Storage::Real.sync_dir(&dir).await?;
         Ok(old.len())
     }
 

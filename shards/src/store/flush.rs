@@ -35,7 +35,6 @@ use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
 use crate::every::Every;
-use crate::log::segment::{install_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
@@ -286,9 +285,9 @@ impl Shard {
             let what = name.to_string();
             self.files.write(name, 0, blob).await.map_err(io(&what))?;
         }
-        let streams = self.files.dir(self.id as u32);
-        sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
-        install_file(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
+        let storage = self.files.storage();
+        storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))?;
+        storage.install(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every
@@ -296,7 +295,8 @@ impl Shard {
     /// error is returned.
     async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
         self.files.retain_referenced(&c.referenced);
-        if let Err(e) = sync_dir(&self.shard_dir()).await {
+        let storage = self.files.storage();
+        if let Err(e) = storage.sync_dir(&self.shard_dir()).await {
             // The new checkpoint may not survive a crash: the old one may
             // still need every file, punched range and segment.
             self.store.borrow_mut().graveyard.extend(c.doomed.iter().cloned());
@@ -311,7 +311,7 @@ impl Shard {
             if let Some(f) = FileName::parse(name) {
                 self.files.forget(f);
             }
-            match std::fs::remove_file(streams.join(name)) {
+            match storage.unlink(&streams.join(name)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     first.get_or_insert(io(name)(e));
                     left.push(name.clone());
