@@ -178,7 +178,10 @@ impl Shard {
     }
 
     /// A flush failed before its checkpoint: memory serves everything again
-    /// and the next flush redoes the work.
+    /// and the next flush redoes the work. The snapshot files it may have
+    /// written carry its generation, which no checkpoint names and no later
+    /// flush writes again: they go to the graveyard (recovery would refuse
+    /// them as extra files once a later checkpoint stands).
     fn undo(&self, c: &Capture) {
         {
             let mut st = self.store.borrow_mut();
@@ -187,6 +190,7 @@ impl Shard {
                     e.state.body.thaw();
                 }
             }
+            st.graveyard.extend(c.snapshots.iter().map(|(handle, _)| snapshot_name(*handle, c.generation)));
         }
         self.punch_again(&c.punches);
         // The journal bytes the capture covered are unflushed again.
