@@ -129,9 +129,11 @@ impl Faults {
         self.plan().per_mille[slot(op)] = per_mille;
     }
 
-    /// No more random failures (explicit ones stay planned).
+    /// No more failures, random or planned.
     pub fn off(&self) {
-        self.plan().per_mille = [0; Op::ALL.len()];
+        let mut p = self.plan();
+        p.per_mille = [0; Op::ALL.len()];
+        p.planned.clear();
     }
 
     /// The `nth` operation of kind `op` from now (0: the next) fails with `errno`.
