@@ -10,8 +10,9 @@
 //! writes, sizes, truncates, punches, syncs, unlinks, renames, listings,
 //! statvfs). Flushes in a period may fail anywhere: in a stream write, an
 //! index write, a snapshot, a directory sync, the checkpoint's install or
-//! rename, or any step of the clean-up after it. Restarts in a period may
-//! fail in recovery; the shard is then reopened with faults off.
+//! rename, or any step of the clean-up after it. Restarts (a stop, or a
+//! crash: the shard's log abandoned with whatever it buffered) in a period
+//! may fail in recovery; the shard is then reopened with faults off.
 //!
 //! After every step: every acknowledged byte of every stream reads back
 //! exactly, from memory or from the stream files (under faults a read may
@@ -71,6 +72,8 @@ struct World {
     rng: Rng,
     root: PathBuf,
     shard: Option<Shard>,
+    /// Shards ended by a crash: nothing may write for them any more.
+    crashed: Vec<Shard>,
     faults: Arc<Faults>,
     /// Steps left in the current fault period (0: faults off).
     period: u64,
@@ -128,6 +131,38 @@ impl World {
         }
     }
 
+    /// Ends the shard as a crash would: its log writes nothing more (what it
+    /// buffered, such as the seal of a segment it rolled into, is lost)
+    /// once the segment it was preparing exists. It is kept, untouched,
+    /// until the run ends ([`World::bury`]).
+    async fn crash(&mut self) {
+        glommio::timer::sleep(Duration::from_millis(2)).await;
+        self.crashed.extend(self.shard.take());
+    }
+
+    /// Stops the crashed shards once the run is over, so their tasks end
+    /// and their descriptors close (seeds share the process's limit).
+    async fn bury(&mut self) {
+        for s in self.crashed.drain(..) {
+            s.log.stop().await;
+        }
+        // glommio closes a dropped file in the background.
+        let mut open = Vec::new();
+        for _ in 0..1000 {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+            open = std::fs::read_dir("/proc/self/fd")
+                .into_iter()
+                .flatten()
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|p| p.starts_with(&self.root))
+                .collect::<Vec<_>>();
+            if open.is_empty() {
+                return;
+            }
+        }
+        self.fail(format!("files left open after every shard stopped: {open:?}"));
+    }
+
     /// Starts a fault period of a few steps: one kind of operation fails
     /// often, or every kind sometimes, or one chosen operation fails.
     fn start_period(&mut self) {
@@ -173,8 +208,13 @@ impl World {
             54..=63 => self.delete(&name).await,
             64..=91 => self.flush().await,
             _ => {
-                self.trace.push(format!("restart (faults: {})", self.period > 0));
-                self.close().await;
+                let crash = self.rng.chance(50);
+                self.trace.push(format!("{} (faults: {})", if crash { "crash" } else { "restart" }, self.period > 0));
+                if crash {
+                    self.crash().await;
+                } else {
+                    self.close().await;
+                }
                 self.open().await;
             }
         }
@@ -396,6 +436,7 @@ fn run(seed: u64, steps: usize, trace: Trace) {
             rng: Rng(seed),
             root: dir,
             shard: None,
+            crashed: Vec::new(),
             faults: Arc::new(Faults::new(seed)),
             period: 0,
             model: BTreeMap::new(),
@@ -413,6 +454,7 @@ fn run(seed: u64, steps: usize, trace: Trace) {
         w.open().await;
         w.check().await;
         w.close().await;
+        w.bury().await;
     });
     std::fs::remove_dir_all(&root).expect("remove the data dir");
 }
