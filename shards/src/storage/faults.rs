@@ -177,3 +177,50 @@ impl Faults {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An explicit failure hits exactly the Nth operation of its kind, once.
+    #[test]
+    fn the_nth_operation_fails_once() {
+        let f = Faults::new(1);
+        f.roll(Op::Unlink, 0);
+        f.fail_nth(Op::Unlink, 2, libc::EACCES);
+        let fates: Vec<_> = (0..5).map(|_| f.roll(Op::Unlink, 0)).collect();
+        assert_eq!(fates, [None, None, Some(Fault::Errno(libc::EACCES)), None, None]);
+        assert!(f.injected().contains(&(Op::Unlink, 1)));
+    }
+
+    /// Random failures follow the seed, stay within the call's errnos, and
+    /// a failed write stores at most a strict prefix; `off` stops them all.
+    #[test]
+    fn random_failures_are_reproducible_and_plausible() {
+        let run = |seed| {
+            let f = Faults::new(seed);
+            f.set(Op::Write, 500);
+            f.set(Op::Open, 500);
+            f.fail_nth(Op::Sync, 0, libc::EIO);
+            let fates: Vec<_> = (0..200).map(|i| f.roll(if i % 2 == 0 { Op::Write } else { Op::Open }, 100)).collect();
+            f.off();
+            assert_eq!(f.roll(Op::Write, 100), None);
+            assert_eq!(f.roll(Op::Sync, 0), None, "off drops planned failures too");
+            fates
+        };
+        let fates = run(7);
+        assert_eq!(fates, run(7));
+        assert_ne!(fates, run(8));
+        for (i, fate) in fates.iter().enumerate() {
+            match (i % 2, fate) {
+                (_, None) => {}
+                (0, Some(Fault::Short(n) | Fault::Torn(n))) => assert!(*n < 100),
+                (0, Some(Fault::Errno(e))) => assert!(Op::Write.errnos().contains(e)),
+                (_, Some(Fault::Errno(e))) => assert!(Op::Open.errnos().contains(e)),
+                (_, other) => panic!("{other:?} for an open"),
+            }
+        }
+        assert!(fates.iter().any(|f| matches!(f, Some(Fault::Torn(_)))));
+        assert!(fates.iter().any(|f| matches!(f, Some(Fault::Short(_)))));
+    }
+}
