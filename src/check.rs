@@ -8,6 +8,7 @@
 
 use crate::server::read_shard_count;
 use sluice_shards::log::recovery::Mode;
+use sluice_shards::storage::Storage;
 use sluice_shards::store::restore::{self, Restored};
 use std::path::Path;
 
@@ -33,7 +34,7 @@ pub fn run(dir: &Path) -> i32 {
     for i in 0..shards {
         let shard = dir.join(format!("shard-{i}"));
         // Remember every producer the checkpoint holds: the check drops nothing.
-        match restore::restore(&shard, i as u32, usize::MAX, Mode::Verify) {
+        match restore::restore(&Storage::Real, &shard, i as u32, usize::MAX, Mode::Verify) {
             Ok(Restored { store, tail: t }) => {
                 let torn = if t.torn_bytes > 0 {
                     format!("; a torn tail of {} bytes (never acknowledged) is trimmed at start", t.torn_bytes)

@@ -11,6 +11,7 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::{Latency, Shares};
 use sluice_shards::every::Every;
 use sluice_shards::log::LogConfig;
+use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use sluice_shards::tasks::{spawn, spawn_into};
 use sluice_shards::tick::period;
@@ -262,6 +263,7 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
         max_producers: cfg.max_producers,
         flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
         shards: cfg.shards,
+        storage: Storage::Real,
     }
 }
 

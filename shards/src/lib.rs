@@ -7,6 +7,7 @@
 //! - [`decide`]: the store's write decisions over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
+//! - [`storage`]: the store's file operations, real or with injected faults.
 //! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 //! - [`every`]: a repeated warning, logged at most once per interval.
@@ -21,6 +22,7 @@ pub mod log;
 pub mod offset;
 pub mod signal;
 pub mod stats;
+pub mod storage;
 pub mod store;
 pub mod tasks;
 #[cfg(test)]

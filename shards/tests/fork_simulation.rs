@@ -30,6 +30,7 @@ use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::log::{FsyncMode, LogConfig};
+use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, SnapshotAt, StoreError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -100,6 +101,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
         // The simulation flushes when it decides to, never in the background.
         flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
         shards: SHARDS,
+        storage: Storage::Real,
     }
 }
 

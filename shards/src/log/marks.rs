@@ -9,7 +9,8 @@
 //! allocates: two 8-byte slots `[N u32][CRC u32]`, N written to slot N % 2.
 //! A torn slot leaves the other one, and the higher valid N is the head.
 
-use super::segment::{replace_file, sync_dir};
+use super::segment::replace_file;
+use crate::storage::Storage;
 use glommio::io::{BufferedFile, OpenOptions};
 use std::path::Path;
 
@@ -85,7 +86,7 @@ impl Head {
         if !exists {
             file.write_at(head_file(0), 0).await?;
             file.fdatasync().await?;
-            sync_dir(dir).await?;
+            Storage::Real.sync_dir(dir).await?;
         }
         Ok(Head { file })
     }

@@ -1,6 +1,5 @@
 //! Segment files: naming, zero-filled preallocation and listing; and the
-//! two durable metadata steps every small file of a shard uses: a directory
-//! sync, and the atomic replacement of a whole file.
+//! atomic replacement of a whole small file of the journal (its marks).
 //!
 //! Segments are zero-filled and synced before use, so a later commit's
 //! sync flushes only data, never block allocation metadata. A segment is
@@ -12,7 +11,8 @@
 //! its bytes are durable, one system call (and one io_uring worker hop)
 //! where a write and an fdatasync would take two.
 
-use glommio::io::{BufferedFile, Directory, OpenOptions};
+use crate::storage::Storage;
+use glommio::io::{BufferedFile, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -90,7 +90,7 @@ pub async fn create_segment(dir: &Path, no: u32, size: u64, dsync: bool) -> std:
         return Err(e);
     }
     std::fs::rename(&tmp, segment_path(dir, no))?;
-    sync_dir(dir).await?;
+    Storage::Real.sync_dir(dir).await?;
     open_segment(dir, no, dsync).await
 }
 
@@ -117,39 +117,12 @@ async fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
     file.close().await.map_err(std::io::Error::from)
 }
 
-/// Makes directory entries (new or removed files) durable.
-pub async fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    let d = Directory::open(dir).await.map_err(std::io::Error::from)?;
-    d.sync().await.map_err(std::io::Error::from)?;
-    d.close().await.map_err(std::io::Error::from)
-}
-
-/// Durably replaces file `name` in `dir` with `bytes`: a temporary file,
-/// fdatasync'ed, renamed over the old one, then the directory synced. A
-/// crash leaves the old file or the new one, never a mix.
-///
-/// The rename is a plain system call on the executor, as every unlink and
-/// rename of a shard is: a metadata change of microseconds, where glommio's
-/// `rename` would hop to its blocking thread and back.
+/// Durably replaces file `name` in `dir` with `bytes` ([`Storage::install`],
+/// then the directory synced). A crash leaves the old file or the new one,
+/// never a mix.
 pub async fn replace_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
-    install_file(dir, name, bytes).await?;
-    sync_dir(dir).await
-}
-
-/// [`replace_file`] up to the rename: when it fails, `name` is the old file
-/// still; when it succeeds, `name` is the new one, durable once the caller
-/// syncs `dir`.
-pub async fn install_file(dir: &Path, name: &str, bytes: Vec<u8>) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let len = bytes.len();
-    let file = OpenOptions::new().write(true).create(true).truncate(true).buffered_open(&tmp).await?;
-    let n = file.write_at(bytes, 0).await?;
-    if n != len {
-        return Err(std::io::Error::other(format!("short write of {name}: {n} of {len} bytes")));
-    }
-    file.fdatasync().await?;
-    file.close().await?;
-    std::fs::rename(&tmp, dir.join(name))
+    Storage::Real.install(dir, name, bytes).await?;
+    Storage::Real.sync_dir(dir).await
 }
 
 /// Whether `fd` was opened for durable writes (`O_DSYNC`).

@@ -63,6 +63,11 @@ struct Inner {
     active: Segment,
     /// Next free position in `active`.
     write_pos: u64,
+    /// Where the newest appended record ends (segment, position); where
+    /// the log started when none was appended yet. A seal a roll wrote
+    /// after it is not counted: with no record behind it, nothing makes it
+    /// durable, and a restart resumes writing at the end of the records.
+    records_end: (u32, u64),
     /// CRC32C of `active`'s bytes before `write_pos`, for its seal.
     crc: u32,
     /// The segment `log-head` durably names.
@@ -129,10 +134,12 @@ impl Log {
         for s in r.older.iter().chain(std::iter::once(&r.active)) {
             segments.insert(s.no, s.file.clone());
         }
+        let records_end = (r.active.no, r.write_pos);
         let mut inner = Inner {
             cfg,
             active: r.active,
             write_pos: r.write_pos,
+            records_end,
             crc: r.crc,
             head: r.head,
             head_file: Rc::new(r.head_file),
@@ -240,6 +247,7 @@ impl Log {
         let mut s = self.inner.borrow_mut();
         assert!(!s.stopped, "log append after stop");
         let written = s.push(record);
+        s.records_end = (s.active.no, s.write_pos);
         s.assigned += 1;
         s.appended_bytes += written as u64;
         let out = Appended { lsn: s.assigned };
@@ -257,11 +265,13 @@ impl Log {
         self.inner.borrow().assigned
     }
 
-    /// Where the next record goes: (segment, byte position). Everything
-    /// appended so far lies before it.
+    /// Where the appended records end: (segment, byte position). Everything
+    /// appended so far lies before it, and every record appended later
+    /// after it, even across a restart (which resumes writing at the end of
+    /// the records: a segment the log rolled into but wrote no record to
+    /// may be gone).
     pub fn position(&self) -> (u32, u64) {
-        let s = self.inner.borrow();
-        (s.active.no, s.write_pos)
+        self.inner.borrow().records_end
     }
 
     /// Bytes of records appended since start (seals not counted).
@@ -309,7 +319,7 @@ impl Log {
                 _ => self.inner.borrow_mut().segments.remove(n),
             };
         }
-        super::segment::sync_dir(&dir).await?;
+        crate::storage::Storage::Real.sync_dir(&dir).await?;
         Ok(old.len())
     }
 

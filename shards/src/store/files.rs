@@ -10,11 +10,11 @@
 
 use crate::core::body::FileLayer;
 use crate::core::index::{decode_page, Header, Page, INDEX_PAGE, PAGE_HEADER};
-use glommio::io::{BufferedFile, OpenOptions};
+use crate::storage::{Access, Storage};
+use glommio::io::BufferedFile;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::io::ErrorKind;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -91,12 +91,18 @@ pub struct StreamFiles {
     open: RefCell<HashMap<(u32, FileName), Rc<BufferedFile>>>,
     /// Descriptors `open` may hold.
     capacity: usize,
+    storage: Storage,
 }
 
 impl StreamFiles {
-    pub fn new(root: &Path, shard: u32, capacity: usize) -> StreamFiles {
+    pub fn new(root: &Path, shard: u32, capacity: usize, storage: Storage) -> StreamFiles {
         assert!((MIN_OPEN_FILES..=MAX_OPEN_FILES).contains(&capacity), "descriptor cache of {capacity}");
-        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()), capacity }
+        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()), capacity, storage }
+    }
+
+    /// Where every file operation of the store goes.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
     }
 
     /// `shard`'s streams directory.
@@ -131,39 +137,14 @@ impl StreamFiles {
     }
 
     async fn open_file(&self, shard: u32, name: FileName) -> std::io::Result<BufferedFile> {
-        let own = shard == self.shard;
-        OpenOptions::new()
-            .read(true)
-            .write(own)
-            .create(own)
-            .custom_flags(if own { libc::O_DSYNC } else { 0 })
-            .buffered_open(self.dir(shard).join(name.to_string()))
-            .await
-            .map_err(|e| match e {
-                // Keep the errno of "out of descriptors" (glommio's own
-                // conversion keeps only the kind): `file` retries on it.
-                glommio::GlommioError::EnhancedIoError { source, .. }
-                    if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
-                {
-                    source
-                }
-                e => e.into(),
-            })
+        let access = if shard == self.shard { Access::Durable } else { Access::Read };
+        self.storage.open(&self.dir(shard).join(name.to_string()), access).await
     }
 
     /// Bytes free for unprivileged writers on the file system holding this
     /// shard's stream files.
     pub fn free_bytes(&self) -> std::io::Result<u64> {
-        let path = std::ffi::CString::new(self.dir(self.shard).into_os_string().into_encoded_bytes())
-            .map_err(std::io::Error::other)?;
-        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-        // SAFETY: a valid C string and a pointer to memory statvfs fills.
-        if unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: statvfs returned 0, so it filled the struct.
-        let st = unsafe { st.assume_init() };
-        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+        self.storage.free_bytes(&self.dir(self.shard))
     }
 
     /// Closes the cached descriptors of streams that no stream held here
@@ -201,7 +182,7 @@ impl StreamFiles {
             // In pieces of READ_CHUNK: cached pages go straight into `out`;
             // others come through io_uring into a buffer small enough to
             // stay in the CPU cache until it is copied on.
-            match read_cached(&f, at, &mut out.spare_capacity_mut()[..n]) {
+            match self.storage.read_cached(&f, at, &mut out.spare_capacity_mut()[..n]) {
                 Ok(0) => return Err(short(0, n, at)),
                 Ok(got) => {
                     // SAFETY: preadv2 initialised the first `got` spare bytes.
@@ -211,7 +192,7 @@ impl StreamFiles {
                 // Not cached, or no RWF_NOWAIT here (file system or kernel):
                 // io_uring reads it, and reports any real error itself.
                 Err(e) if e.kind() == ErrorKind::WouldBlock || cannot_nowait(&e) => {
-                    let r = f.read_at(at, n).await.map_err(std::io::Error::from)?;
+                    let r = self.storage.read_at(&f, at, n).await?;
                     if r.len() != n {
                         return Err(short(r.len(), n, at));
                     }
@@ -245,7 +226,7 @@ impl StreamFiles {
             Some(len) => Ok(len),
             None => {
                 let f = self.file(layer.shard, FileName::Index(layer.handle)).await?;
-                f.file_size().await.map_err(std::io::Error::from)
+                self.storage.file_size(&f).await
             }
         }
     }
@@ -271,7 +252,7 @@ impl StreamFiles {
         let f = self.file(self.shard, name).await?;
         let mut done = 0;
         while done < bytes.len() {
-            let n = f.write_at(bytes[done..].to_vec(), pos + done as u64).await.map_err(std::io::Error::from)?;
+            let n = self.storage.write_at(&f, bytes[done..].to_vec(), pos + done as u64).await?;
             if n == 0 {
                 return Err(std::io::Error::other(format!("short write to {name}")));
             }
@@ -281,14 +262,9 @@ impl StreamFiles {
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
-    /// A plain ftruncate on the executor (see `log::segment::replace_file`).
     pub async fn truncate(&self, name: FileName, len: u64) -> std::io::Result<()> {
         let f = self.file(self.shard, name).await?;
-        // SAFETY: ftruncate on a descriptor this shard owns; no memory is shared.
-        if unsafe { libc::ftruncate(f.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.storage.truncate(&f, len)
     }
 
     /// Gives `[from, to)` of this shard's file `name` back to the file
@@ -299,13 +275,7 @@ impl StreamFiles {
             return Ok(());
         }
         let f = self.file(self.shard, name).await?;
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        // SAFETY: fallocate on a descriptor this shard owns; no memory is shared.
-        let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, a as libc::off_t, (b - a) as libc::off_t) };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.storage.punch(&f, a, b - a)
     }
 }
 
@@ -316,25 +286,11 @@ fn cannot_nowait(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EINTR))
 }
 
-/// Reads what the page cache holds of `buf.len()` bytes at `pos` of `f`
-/// into `buf`, without blocking: `preadv2(RWF_NOWAIT)` fails with
-/// `WouldBlock` when the first page is not cached, and stops early at the
-/// first one that is not. Returns the bytes read (0 at the end of the file).
-fn read_cached(f: &BufferedFile, pos: u64, buf: &mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize> {
-    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    // SAFETY: one iovec over memory `buf` owns for the call; the kernel
-    // writes at most `buf.len()` bytes into it.
-    let r = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, pos as libc::off_t, libc::RWF_NOWAIT) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(r as usize)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::log::segment::is_dsync;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn names_round_trip() {
@@ -356,12 +312,12 @@ mod tests {
         let bytes: Vec<u8> = (0..3 * READ_CHUNK + 777).map(|i| (i * 31 % 251) as u8).collect();
         let dir = root.clone();
         crate::tick::block_on(move || async move {
-            let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES);
+            let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES, Storage::Real);
             let name = FileName::Data(1);
             files.write(name, 0, &bytes).await.unwrap();
             let f = files.file(0, name).await.unwrap();
             assert!(is_dsync(f.as_raw_fd()), "a shard writes its own stream files durably");
-            let other = StreamFiles::new(&dir, 1, MAX_OPEN_FILES);
+            let other = StreamFiles::new(&dir, 1, MAX_OPEN_FILES, Storage::Real);
             assert!(!is_dsync(other.file(0, name).await.unwrap().as_raw_fd()), "and reads other shards' only");
             // The file's clean pages leave the cache; with read-ahead off,
             // reading its first piece brings back only that piece.
@@ -371,10 +327,10 @@ mod tests {
                 assert_eq!(unsafe { libc::posix_fadvise(fd, 0, 0, advice) }, 0);
             }
             let mut probe = vec![std::mem::MaybeUninit::new(0u8); READ_CHUNK];
-            let e = read_cached(&f, 0, &mut probe).unwrap_err();
+            let e = Storage::Real.read_cached(&f, 0, &mut probe).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::WouldBlock, "a page not in the cache is not read");
             assert_eq!(f.read_at(0, READ_CHUNK).await.unwrap().len(), READ_CHUNK);
-            assert_eq!(read_cached(&f, 0, &mut probe).unwrap(), READ_CHUNK, "now it is cached");
+            assert_eq!(Storage::Real.read_cached(&f, 0, &mut probe).unwrap(), READ_CHUNK, "now it is cached");
             let mut out = b"head".to_vec();
             files.read_into(0, name, 5, bytes.len() - 5, &mut out).await.unwrap();
             assert_eq!(&out[..4], b"head");

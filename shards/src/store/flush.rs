@@ -35,7 +35,6 @@ use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
 use crate::core::stream::{Blob, Snapshot};
 use crate::every::Every;
-use crate::log::segment::{install_file, sync_dir};
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
@@ -179,7 +178,10 @@ impl Shard {
     }
 
     /// A flush failed before its checkpoint: memory serves everything again
-    /// and the next flush redoes the work.
+    /// and the next flush redoes the work. The snapshot files it may have
+    /// written carry its generation, which no checkpoint names and no later
+    /// flush writes again: they go to the graveyard (recovery would refuse
+    /// them as extra files once a later checkpoint stands).
     fn undo(&self, c: &Capture) {
         {
             let mut st = self.store.borrow_mut();
@@ -188,6 +190,7 @@ impl Shard {
                     e.state.body.thaw();
                 }
             }
+            st.graveyard.extend(c.snapshots.iter().map(|(handle, _)| snapshot_name(*handle, c.generation)));
         }
         self.punch_again(&c.punches);
         // The journal bytes the capture covered are unflushed again.
@@ -286,9 +289,9 @@ impl Shard {
             let what = name.to_string();
             self.files.write(name, 0, blob).await.map_err(io(&what))?;
         }
-        let streams = self.files.dir(self.id as u32);
-        sync_dir(&streams).await.map_err(io(STREAMS_DIR))?;
-        install_file(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
+        let storage = self.files.storage();
+        storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))?;
+        storage.install(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every
@@ -296,7 +299,8 @@ impl Shard {
     /// error is returned.
     async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
         self.files.retain_referenced(&c.referenced);
-        if let Err(e) = sync_dir(&self.shard_dir()).await {
+        let storage = self.files.storage();
+        if let Err(e) = storage.sync_dir(&self.shard_dir()).await {
             // The new checkpoint may not survive a crash: the old one may
             // still need every file, punched range and segment.
             self.store.borrow_mut().graveyard.extend(c.doomed.iter().cloned());
@@ -311,7 +315,7 @@ impl Shard {
             if let Some(f) = FileName::parse(name) {
                 self.files.forget(f);
             }
-            match std::fs::remove_file(streams.join(name)) {
+            match storage.unlink(&streams.join(name)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     first.get_or_insert(io(name)(e));
                     left.push(name.clone());

@@ -27,8 +27,8 @@ use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
 use crate::log::marks::{self, LOG_START};
 use crate::log::recovery::{self, Mode, Tail};
+use crate::storage::Storage;
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A restored shard: its store, and where its journal resumes.
@@ -37,11 +37,11 @@ pub struct Restored {
     pub tail: Tail,
 }
 
-/// Restores shard `shard` from `dir` (see the module header). In
-/// [`Mode::Verify`] nothing is changed.
-pub fn restore(dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Result<Restored, String> {
+/// Restores shard `shard` from `dir` through `io` (see the module
+/// header). In [`Mode::Verify`] nothing is changed.
+pub fn restore(io: &Storage, dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Result<Restored, String> {
     let path = dir.join(CHECKPOINT);
-    let ck = match std::fs::read(&path) {
+    let ck = match io.read_file(&path) {
         Ok(b) => Some(checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -77,7 +77,7 @@ pub fn restore(dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Resu
             (generation, next_handle, doomed)
         }
     };
-    check_files(&dir.join(STREAMS_DIR), &store, generation, next_handle, &doomed, mode)?;
+    check_files(io, &dir.join(STREAMS_DIR), &store, generation, next_handle, &doomed, mode)?;
     let tail = recovery::scan(dir, mode, |r, at| {
         if (at.segment, at.frame) >= journal {
             store.replay(r);
@@ -90,28 +90,28 @@ pub fn restore(dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Resu
     Ok(Restored { store, tail })
 }
 
-fn remove(path: &Path, mode: Mode) -> Result<(), String> {
+fn remove(io: &Storage, path: &Path, mode: Mode) -> Result<(), String> {
     match mode {
         Mode::Verify => Ok(()),
-        Mode::Repair => std::fs::remove_file(path).map_err(|e| format!("{}: cannot remove: {e}", path.display())),
+        Mode::Repair => io.unlink(path).map_err(|e| format!("{}: cannot remove: {e}", path.display())),
     }
 }
 
 /// Checks one stream file's length against what the checkpoint records:
 /// shorter is damage, longer is a flush the crash cut off (truncated).
-fn check_len(path: &Path, need: u64, mode: Mode) -> Result<(), String> {
-    let len = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?.len();
+fn check_len(io: &Storage, path: &Path, need: u64, mode: Mode) -> Result<(), String> {
+    let len = io.len(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if len < need {
         return Err(format!("{}: holds {len} bytes, the checkpoint records {need}: truncated", path.display()));
     }
     if len > need && mode == Mode::Repair {
-        let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        f.set_len(need).and_then(|_| f.sync_data()).map_err(|e| format!("{}: cannot truncate: {e}", path.display()))?;
+        io.cut(path, need).map_err(|e| format!("{}: cannot truncate: {e}", path.display()))?;
     }
     Ok(())
 }
 
 fn check_files(
+    io: &Storage,
     dir: &Path,
     store: &Store,
     generation: u64,
@@ -122,16 +122,15 @@ fn check_files(
     let by_handle: HashMap<u64, &StreamState> = store.streams.values().map(|e| (e.state.handle, &e.state)).collect();
     let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
     let mut seen = HashSet::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(d) => d.collect::<Result<Vec<_>, _>>().map_err(|e| format!("{}: {e}", dir.display()))?,
+    let names = match io.list(dir) {
+        Ok(names) => names,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     };
-    for entry in entries {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let path = entry.path();
+    for name in names {
+        let path = dir.join(&name);
         if doomed.contains(name.as_str()) {
-            remove(&path, mode)?;
+            remove(io, &path, mode)?;
             continue;
         }
         let Some(file) = FileName::parse(&name) else {
@@ -139,22 +138,22 @@ fn check_files(
         };
         let Some(s) = by_handle.get(&file.handle()) else {
             if file.handle() >= next_handle {
-                remove(&path, mode)?;
+                remove(io, &path, mode)?;
                 continue;
             }
             return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path.display()));
         };
         let b = &s.body;
         match file {
-            FileName::Data(_) => check_len(&path, b.stored - b.base, mode)?,
-            FileName::Index(_) => check_len(&path, b.index_len, mode)?,
+            FileName::Data(_) => check_len(io, &path, b.stored - b.base, mode)?,
+            FileName::Index(_) => check_len(io, &path, b.index_len, mode)?,
             FileName::Snapshot(_, g) if g > generation => {
-                remove(&path, mode)?;
+                remove(io, &path, mode)?;
                 continue;
             }
             FileName::Snapshot(_, g) => match &s.snapshot {
                 Some(snap) if snap.blob == Blob::Stored(g) => {
-                    let body = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let body = io.read_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                     if crate::core::snapshot::digest(&snap.content_type, &body) != snap.digest {
                         return Err(format!(
                             "{}: does not match its digest: damaged, zeroed or replaced",
@@ -182,7 +181,7 @@ fn check_files(
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing).display()));
         }
         if b.stored > b.base {
-            verify_records(dir, s, mode)?;
+            verify_records(io, dir, s, mode)?;
         }
     }
     Ok(())
@@ -190,19 +189,20 @@ fn check_files(
 
 /// A stream file, read by position, errors naming it.
 struct Reader<'a> {
+    io: &'a Storage,
     path: &'a Path,
     f: std::fs::File,
 }
 
 impl<'a> Reader<'a> {
-    fn open(path: &'a Path) -> Result<Reader<'a>, String> {
-        Ok(Reader { path, f: std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))? })
+    fn open(io: &'a Storage, path: &'a Path) -> Result<Reader<'a>, String> {
+        Ok(Reader { io, path, f: io.open_blocking(path).map_err(|e| format!("{}: {e}", path.display()))? })
     }
 
     fn at(&self, pos: u64, len: u64) -> Result<Vec<u8>, String> {
         let mut buf = vec![0; len as usize];
-        self.f
-            .read_exact_at(&mut buf, pos)
+        self.io
+            .read_exact_at(&self.f, &mut buf, pos)
             .map_err(|e| format!("{}: {len} bytes at {pos}: {e}", self.path.display()))?;
         Ok(buf)
     }
@@ -219,10 +219,10 @@ impl<'a> Reader<'a> {
 /// page and its last entry's CRC; when verifying, every page (each starts
 /// where the one before ends) and every retained entry's CRC. Pages before
 /// the one holding the first retained record may be hole-punched (zeros).
-fn verify_records(dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String> {
+fn verify_records(io: &Storage, dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String> {
     let b = &s.body;
     let (data, index) = (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)));
-    let (data, idx) = (Reader::open(&data)?, Reader::open(&index)?);
+    let (data, idx) = (Reader::open(io, &data)?, Reader::open(io, &index)?);
     let pages = page_of(b.index_len - 1) + 1;
     // Bytes before the retention may be hole-punched: their CRCs are not checked.
     let retained = s.retained.max(b.base);

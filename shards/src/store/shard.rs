@@ -12,6 +12,7 @@ use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENT
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
+use crate::storage::Storage;
 use std::cell::{Cell, RefCell};
 
 /// How a shard keeps its unflushed tail bounded.
@@ -46,6 +47,8 @@ pub struct ShardConfig {
     /// Shards sharing the data dir's file system: a write that adds data
     /// counts on its share of the free space only.
     pub shards: usize,
+    /// Where the store's file operations go (the simulation injects faults).
+    pub storage: Storage,
 }
 
 /// A shard: its store, its journal and its stream files.
@@ -73,14 +76,14 @@ impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
     pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
-        let ShardConfig { log: cfg, open_files, max_producers, flush, shards } = cfg;
+        let ShardConfig { log: cfg, open_files, max_producers, flush, shards, storage } = cfg;
         assert!(shards > id, "shard {id} of {shards}");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
-        let files = StreamFiles::new(&root, id as u32, open_files);
-        let streams = files.dir(id as u32);
-        std::fs::create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
-        crate::log::segment::sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
-        let Restored { mut store, tail } = restore::restore(&cfg.dir, id as u32, max_producers, Mode::Repair)?;
+        let files = StreamFiles::new(&root, id as u32, open_files, storage);
+        let (streams, storage) = (files.dir(id as u32), files.storage());
+        storage.create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
+        storage.sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
+        let Restored { mut store, tail } = restore::restore(storage, &cfg.dir, id as u32, max_producers, Mode::Repair)?;
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled
         // into, but never written before the stop. Writing resumes where the

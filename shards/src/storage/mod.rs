@@ -1,0 +1,263 @@
+//! The store's file operations, behind one interface: every open, read,
+//! write, truncate, hole punch, sync, unlink, rename and directory listing
+//! of stream files, snapshots and the checkpoint (the flush, the reads,
+//! recovery) goes through a [`Storage`].
+//!
+//! [`Storage::Real`] makes the calls (glommio's io_uring for reads and
+//! writes, `preadv2(RWF_NOWAIT)` for cached reads, plain system calls on
+//! the executor for metadata changes of microseconds). [`Storage::Faulty`]
+//! makes the same calls but first asks its [`Faults`] plan whether this one
+//! fails instead, so the simulation can fail any step of a flush, a read
+//! or a recovery (the journal has its own seam, [`crate::decide::Journal`]).
+//! The choice is an enum, not a trait object: production pays one branch.
+
+pub mod faults;
+
+use faults::{Fault, Faults, Op};
+use glommio::io::{BufferedFile, Directory, OpenOptions, ReadResult};
+use std::io::{Error, Result};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Where the store's file operations go.
+#[derive(Clone, Debug, Default)]
+pub enum Storage {
+    /// The file system.
+    #[default]
+    Real,
+    /// The file system, with the failures a plan injects.
+    Faulty(Arc<Faults>),
+}
+
+/// How a file is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Read only.
+    Read,
+    /// Read and write, created if missing, every write durable when it
+    /// returns (`O_DSYNC`): a shard's own stream files.
+    Durable,
+    /// Write only, created empty (truncated): a file about to be installed.
+    Replace,
+}
+
+/// Keeps the errno of "out of descriptors" that glommio's own conversion
+/// drops (it keeps only the kind): callers retry on it.
+fn glommio_error(e: glommio::GlommioError<()>) -> Error {
+    match e {
+        glommio::GlommioError::EnhancedIoError { source, .. }
+            if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+        {
+            source
+        }
+        e => e.into(),
+    }
+}
+
+/// The result of a system call that returns 0 or -1 and sets errno.
+fn check(r: libc::c_int) -> Result<()> {
+    if r != 0 {
+        return Err(Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Storage {
+    /// The failure the plan injects into this operation, if any.
+    fn fault(&self, op: Op, len: usize) -> Option<Fault> {
+        match self {
+            Storage::Real => None,
+            Storage::Faulty(f) => f.roll(op, len),
+        }
+    }
+
+    /// Fails with the errno the plan injects into this operation, if any.
+    fn fail(&self, op: Op) -> Result<()> {
+        match self.fault(op, 0) {
+            Some(Fault::Errno(e)) => Err(Error::from_raw_os_error(e)),
+            Some(other) => unreachable!("{other:?} for {op:?}, which moves no bytes"),
+            None => Ok(()),
+        }
+    }
+
+    pub async fn open(&self, path: &Path, access: Access) -> Result<BufferedFile> {
+        self.fail(Op::Open)?;
+        let mut o = OpenOptions::new();
+        match access {
+            Access::Read => o.read(true),
+            Access::Durable => o.read(true).write(true).create(true).custom_flags(libc::O_DSYNC),
+            Access::Replace => o.write(true).create(true).truncate(true),
+        };
+        o.buffered_open(path).await.map_err(glommio_error)
+    }
+
+    /// Writes `bytes` at `pos`; returns how many were written, as a
+    /// `pwrite` does (fewer than asked is not an error).
+    pub async fn write_at(&self, f: &BufferedFile, mut bytes: Vec<u8>, pos: u64) -> Result<usize> {
+        let fault = self.fault(Op::Write, bytes.len());
+        let torn = match fault {
+            Some(Fault::Errno(e)) => return Err(Error::from_raw_os_error(e)),
+            Some(Fault::Short(n) | Fault::Torn(n)) => {
+                bytes.truncate(n);
+                if n == 0 {
+                    return Ok(0);
+                }
+                matches!(fault, Some(Fault::Torn(_)))
+            }
+            None => false,
+        };
+        let n = f.write_at(bytes, pos).await.map_err(Error::from)?;
+        if torn {
+            return Err(Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(n)
+    }
+
+    /// Reads what the page cache holds of `buf.len()` bytes at `pos` of `f`
+    /// into `buf`, without blocking: `preadv2(RWF_NOWAIT)` fails with
+    /// `WouldBlock` when the first page is not cached, and stops early at
+    /// the first one that is not. Returns the bytes read (0 at the end).
+    pub fn read_cached(&self, f: &BufferedFile, pos: u64, buf: &mut [std::mem::MaybeUninit<u8>]) -> Result<usize> {
+        self.fail(Op::Read)?;
+        let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        // SAFETY: one iovec over memory `buf` owns for the call; the kernel
+        // writes at most `buf.len()` bytes into it.
+        let r = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, pos as libc::off_t, libc::RWF_NOWAIT) };
+        if r < 0 {
+            return Err(Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
+
+    /// Reads up to `len` bytes at `pos` through io_uring.
+    pub async fn read_at(&self, f: &BufferedFile, pos: u64, len: usize) -> Result<ReadResult> {
+        self.fail(Op::Read)?;
+        f.read_at(pos, len).await.map_err(Error::from)
+    }
+
+    pub async fn file_size(&self, f: &BufferedFile) -> Result<u64> {
+        self.fail(Op::Size)?;
+        f.file_size().await.map_err(Error::from)
+    }
+
+    /// Cuts `f` back to `len` bytes: a plain ftruncate on the executor.
+    pub fn truncate(&self, f: &BufferedFile, len: u64) -> Result<()> {
+        self.fail(Op::Truncate)?;
+        // SAFETY: ftruncate on an open descriptor; no memory is shared.
+        check(unsafe { libc::ftruncate(f.as_raw_fd(), len as libc::off_t) })
+    }
+
+    /// Gives `len` bytes at `at` of `f` back to the file system; the file
+    /// keeps its size.
+    pub fn punch(&self, f: &BufferedFile, at: u64, len: u64) -> Result<()> {
+        self.fail(Op::Punch)?;
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on an open descriptor; no memory is shared.
+        check(unsafe { libc::fallocate(f.as_raw_fd(), mode, at as libc::off_t, len as libc::off_t) })
+    }
+
+    pub async fn fdatasync(&self, f: &BufferedFile) -> Result<()> {
+        self.fail(Op::Sync)?;
+        f.fdatasync().await.map_err(Error::from)
+    }
+
+    /// Makes directory entries (new or removed files) durable.
+    pub async fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.fail(Op::Sync)?;
+        let d = Directory::open(dir).await.map_err(Error::from)?;
+        d.sync().await.map_err(Error::from)?;
+        d.close().await.map_err(Error::from)
+    }
+
+    /// Replaces file `name` in `dir` with `bytes`, up to the rename: a
+    /// temporary file, fdatasync'ed, renamed over the old one. When it
+    /// fails, `name` is the old file still; when it succeeds, `name` is the
+    /// new one, durable once the caller syncs `dir`. A crash leaves the old
+    /// file or the new one, never a mix.
+    pub async fn install(&self, dir: &Path, name: &str, bytes: Vec<u8>) -> Result<()> {
+        let tmp = dir.join(format!("{name}.tmp"));
+        let len = bytes.len();
+        let file = self.open(&tmp, Access::Replace).await?;
+        let n = self.write_at(&file, bytes, 0).await?;
+        if n != len {
+            return Err(Error::other(format!("short write of {name}: {n} of {len} bytes")));
+        }
+        self.fdatasync(&file).await?;
+        file.close().await.map_err(Error::from)?;
+        self.rename(&tmp, &dir.join(name))
+    }
+
+    /// A plain rename on the executor, as every unlink and rename of a
+    /// shard is: a metadata change of microseconds, where glommio's would
+    /// hop to its blocking thread and back.
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.fail(Op::Rename)?;
+        std::fs::rename(from, to)
+    }
+
+    pub fn unlink(&self, path: &Path) -> Result<()> {
+        self.fail(Op::Unlink)?;
+        std::fs::remove_file(path)
+    }
+
+    /// Bytes free for unprivileged writers on the file system holding `dir`.
+    pub fn free_bytes(&self, dir: &Path) -> Result<u64> {
+        self.fail(Op::Statvfs)?;
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(Error::other)?;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: a valid C string and a pointer to memory statvfs fills.
+        check(unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) })?;
+        // SAFETY: statvfs returned 0, so it filled the struct.
+        let st = unsafe { st.assume_init() };
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
+    // Recovery's calls: blocking, before the shard serves.
+
+    pub fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        self.fail(Op::Dir)?;
+        std::fs::create_dir_all(dir)
+    }
+
+    /// The names in `dir`.
+    pub fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        self.fail(Op::Dir)?;
+        std::fs::read_dir(dir)?.map(|e| Ok(e?.file_name().to_string_lossy().into_owned())).collect()
+    }
+
+    /// The whole of the file at `path`.
+    pub fn read_file(&self, path: &Path) -> Result<Vec<u8>> {
+        self.fail(Op::Read)?;
+        std::fs::read(path)
+    }
+
+    /// The size of the file at `path`.
+    pub fn len(&self, path: &Path) -> Result<u64> {
+        self.fail(Op::Size)?;
+        Ok(std::fs::metadata(path)?.len())
+    }
+
+    /// Cuts the file at `path` back to `len` bytes, durably.
+    pub fn cut(&self, path: &Path, len: u64) -> Result<()> {
+        self.fail(Op::Open)?;
+        let f = std::fs::OpenOptions::new().write(true).open(path)?;
+        self.fail(Op::Truncate)?;
+        f.set_len(len)?;
+        self.fail(Op::Sync)?;
+        f.sync_data()
+    }
+
+    /// Opens the file at `path` for [`Storage::read_exact_at`].
+    pub fn open_blocking(&self, path: &Path) -> Result<std::fs::File> {
+        self.fail(Op::Open)?;
+        std::fs::File::open(path)
+    }
+
+    /// Fills `buf` from `pos` of `f`.
+    pub fn read_exact_at(&self, f: &std::fs::File, buf: &mut [u8], pos: u64) -> Result<()> {
+        self.fail(Op::Read)?;
+        f.read_exact_at(buf, pos)
+    }
+}
