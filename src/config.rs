@@ -312,6 +312,17 @@ const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
 /// cores never finished starting).
 pub const MAX_SHARDS_PER_CORE: usize = 4;
 
+/// The `SLUICE_*` variable a refused value came from: set in the
+/// environment, and its flag not on the command line.
+pub fn value_source(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let long = arg.strip_prefix("--")?.split([' ', '=', '[', '<']).next()?;
+    let var = format!("SLUICE_{}", long.to_ascii_uppercase().replace('-', "_"));
+    let on_command_line = std::env::args().any(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")));
+    (std::env::var_os(&var).is_some() && !on_command_line).then_some(var)
+}
+
 /// `SLUICE_*` variables in `vars` that no flag reads (a typo such as
 /// `SLUICE_SHARD=4` would otherwise be ignored in silence). `SLUICE_FAULT`
 /// is the fault-injection switch the tests use.

@@ -2,7 +2,7 @@
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use sluice::config::{Cli, Command};
+use sluice::config::{self, Cli, Command};
 use sluice::{check, fatal, logging, server};
 use std::io::Write;
 
@@ -15,12 +15,17 @@ fn main() {
             std::process::exit(2);
         }
         Err(e) => {
-            // One line: clap's first line without its "error: " prefix.
+            // One line: clap's first line without its "error: " prefix, and
+            // the variable the value came from when it came from one.
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("invalid command line");
+            let from = config::value_source(&e).map(|var| format!(" (from {var})")).unwrap_or_default();
             // Not eprintln!: it panics on a closed stderr.
-            let _ =
-                writeln!(std::io::stderr(), "sluice: {} (see sluice serve --help)", line.trim_start_matches("error: "));
+            let _ = writeln!(
+                std::io::stderr(),
+                "sluice: {}{from} (see sluice serve --help)",
+                line.trim_start_matches("error: ")
+            );
             std::process::exit(2);
         }
     };

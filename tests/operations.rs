@@ -213,6 +213,13 @@ fn bad_limits_are_refused_with_one_line() {
         assert_eq!(code, 2, "{args:?} {env:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "one line for {args:?} {env:?}: {err}");
         assert!(err.starts_with("sluice: ") && err.contains(flag), "{args:?}: {err}");
+        // A value from the environment names its variable.
+        for (var, _) in env.iter() {
+            assert!(err.contains(&format!("(from {var})")), "{err}");
+        }
+        if env.is_empty() {
+            assert!(!err.contains("(from SLUICE_"), "{err}");
+        }
     }
     // Below glommio's per-executor minimum the executors could not start:
     // refused up front, naming the limit to raise.
