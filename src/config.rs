@@ -271,15 +271,21 @@ impl Config {
     /// Splits `open_files` (the process's limit) evenly among the shards:
     /// each keeps [`limits::FIXED_FDS_PER_SHARD`], then its stream-file
     /// cache and its connections share the rest. When the limit cannot hold
-    /// `--max-connections` and a full cache, the cache shrinks first (down
-    /// to [`limits::MIN_OPEN_FILES`]), then the connections (refused with
-    /// 503 beyond, instead of accepts failing). A limit that leaves fewer
-    /// than [`limits::MIN_CONNECTIONS`] (or `--max-connections`, if lower)
-    /// is refused.
+    /// `--max-connections` and a full cache, the cache keeps a quarter of
+    /// the rest (or what the connections leave, if more; between
+    /// [`limits::MIN_OPEN_FILES`] and `MAX_OPEN_FILES`) and the connections
+    /// get the remainder (refused with 503 beyond, instead of accepts
+    /// failing). A limit that leaves fewer than [`limits::MIN_CONNECTIONS`]
+    /// (or `--max-connections`, if lower) is refused. A cut to less than
+    /// half the connections or a quarter of the cache is returned as a
+    /// warning; a smaller one is only noted (a default start on a host
+    /// whose limit is a little low should not warn every time).
     fn share_descriptors(&mut self, open_files: u64) -> Result<Option<String>, String> {
         let per_shard = usize::try_from(open_files / self.shards as u64).unwrap_or(usize::MAX);
         let spare = per_shard.saturating_sub(limits::FIXED_FDS_PER_SHARD);
-        let files = spare.saturating_sub(self.max_connections).clamp(limits::MIN_OPEN_FILES, limits::MAX_OPEN_FILES);
+        let files = (spare / 4)
+            .max(spare.saturating_sub(self.max_connections))
+            .clamp(limits::MIN_OPEN_FILES, limits::MAX_OPEN_FILES);
         let connections = self.max_connections.min(spare.saturating_sub(files));
         let least = self.max_connections.min(limits::MIN_CONNECTIONS);
         if connections < least {
@@ -290,14 +296,20 @@ impl Config {
                 self.shards
             ));
         }
-        let warning = (connections < self.max_connections || files < limits::MAX_OPEN_FILES).then(|| {
-            format!(
-                "the open-files limit {open_files} leaves each of the {} shards {per_shard} descriptors: \
-                 {connections} connections (of --max-connections {}) and {files} cached stream files \
-                 (raise LimitNOFILE / ulimit -n)",
-                self.shards, self.max_connections
-            )
-        });
+        let shared = format!(
+            "the open-files limit {open_files} leaves each of the {} shards {per_shard} descriptors: \
+             {connections} connections (of --max-connections {}) and {files} cached stream files \
+             (raise LimitNOFILE / ulimit -n)",
+            self.shards, self.max_connections
+        );
+        let warning = if connections < self.max_connections / 2 || files < limits::MAX_OPEN_FILES / 4 {
+            Some(shared)
+        } else {
+            if connections < self.max_connections || files < limits::MAX_OPEN_FILES {
+                tracing::info!("{shared}");
+            }
+            None
+        };
         self.max_connections = connections;
         self.open_files = files;
         Ok(warning)
@@ -530,7 +542,7 @@ mod tests {
         assert!(w[0].contains("open-files limit 1024"), "{}", w[0]);
         assert!(w[1].contains("locked-memory limit 8MiB"), "{}", w[1]);
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
-        assert_eq!((c.max_connections, c.open_files), (208, limits::MIN_OPEN_FILES), "1024 / 4 - 32 - 16");
+        assert_eq!((c.max_connections, c.open_files), (168, 56), "1024 / 4 - 32 = 224: a quarter to files");
         let mut lean = serve("serve --shards 4 --max-body-bytes 64MiB --max-body-memory 255MiB").expect("parses");
         let e = lean.check(&roomy_host()).expect_err("a shard's part below one body");
         assert_eq!(
@@ -558,8 +570,11 @@ mod tests {
         let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
         assert_eq!(c.share_descriptors(2 * (32 + 100 + 512)).expect("fits"), None);
         assert_eq!((c.max_connections, c.open_files), (100, limits::MAX_OPEN_FILES));
-        let w = c.share_descriptors(2 * (32 + 100 + 200)).expect("fits").expect("a warning");
-        assert!(w.contains("100 connections (of --max-connections 100) and 200 cached stream files"), "{w}");
+        assert_eq!(c.share_descriptors(2 * (32 + 100 + 200)).expect("fits"), None, "a small cut is only noted");
+        assert_eq!((c.max_connections, c.open_files), (100, 200));
+        let mut many = serve("serve --shards 2 --max-connections 10000").expect("parses");
+        assert_eq!(many.share_descriptors(20_000).expect("fits"), None, "a default start here: noted, no warning");
+        assert_eq!((many.max_connections, many.open_files), (10_000 - 32 - 512, limits::MAX_OPEN_FILES));
         let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
         let w = c.share_descriptors(2 * (32 + 16 + 40)).expect("fits").expect("a warning");
         assert!(w.contains("40 connections (of --max-connections 100) and 16 cached stream files"), "{w}");
