@@ -10,7 +10,7 @@ use sluice_shards::core::create::CreateInput;
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StoreError};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const SEGMENT: u64 = 8 << 10;
@@ -41,19 +41,11 @@ async fn crash(shard: Shard) {
 
 #[test]
 fn a_checkpoint_at_a_roll_loses_nothing_appended_after_a_restart() {
-    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-    let root = base.join(format!("sluice-checkpoint-roll-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = sim::scratch_root("sluice-checkpoint-roll");
     std::fs::create_dir_all(root.join("shard-0")).unwrap();
     let dir = root.clone();
     sluice_shards::tick::block_on(move || async move {
-        let input = CreateInput {
-            content_type: OCTET.into(),
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            attrs: vec![],
-        };
+        let input = CreateInput::plain(OCTET);
         let s = Shard::open(0, config(&dir)).await.unwrap();
         let mut want = b"first".to_vec();
         s.create(&key("a"), &input, &want, None, 0).await.unwrap();

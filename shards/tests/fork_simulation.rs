@@ -258,13 +258,7 @@ impl World {
         if ends.is_empty() {
             (sent, stored, ends) = Default::default();
         }
-        let input = CreateInput {
-            content_type: if json { JSON } else { OCTET }.into(),
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            attrs: vec![],
-        };
+        let input = CreateInput::plain(if json { JSON } else { OCTET });
         self.trace.push(format!("create {name} json {json} body {}", sent.len()));
         let got = self.shards[owner(name)].create(&key(name), &input, &sent, None, NOW_MS).await;
         match (self.model.contains_key(name), got) {
@@ -515,9 +509,7 @@ impl World {
 }
 
 fn run(seed: u64, steps: usize, trace: Trace) {
-    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-    let root = base.join(format!("sluice-fork-sim-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = sim::scratch_root(&format!("sluice-fork-sim-{seed}"));
     let dir = root.clone();
     sluice_shards::tick::block_on(move || async move {
         let mut w = World { seed, rng: Rng(seed), root: dir, shards: Vec::new(), model: BTreeMap::new(), trace };

@@ -38,7 +38,7 @@ use sluice_shards::storage::Storage;
 use sluice_shards::store::files::{FileName, STREAMS_DIR};
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, SnapshotAt, StoreError};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -302,13 +302,7 @@ impl World {
             return;
         }
         let body = if self.rng.chance(50) { self.body() } else { Vec::new() };
-        let input = CreateInput {
-            content_type: OCTET.into(),
-            ttl_secs: None,
-            expires_at_ms: None,
-            closed: false,
-            attrs: vec![],
-        };
+        let input = CreateInput::plain(OCTET);
         self.trace.push(format!("create {name} body {}", body.len()));
         let got = self.shard().create(&key(name), &input, &body, None, NOW_MS).await;
         match got {
@@ -427,9 +421,7 @@ impl World {
 }
 
 fn run(seed: u64, steps: usize, trace: Trace) {
-    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-    let root = base.join(format!("sluice-storage-faults-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let root = sim::scratch_root(&format!("sluice-storage-faults-{seed}"));
     let dir = root.clone();
     sluice_shards::tick::block_on(move || async move {
         let mut w = World {

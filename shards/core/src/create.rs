@@ -14,6 +14,19 @@ pub struct CreateInput {
     pub attrs: Vec<u8>,
 }
 
+impl CreateInput {
+    /// A PUT with a content type and nothing else: no TTL, no expiry, open, no attributes.
+    pub fn plain(content_type: &str) -> CreateInput {
+        CreateInput {
+            content_type: content_type.into(),
+            ttl_secs: None,
+            expires_at_ms: None,
+            closed: false,
+            attrs: vec![],
+        }
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub enum CreateDecision {
     /// 201: log a create (and an initial append when `data` is non-empty).
@@ -51,7 +64,7 @@ mod tests {
     use super::*;
 
     fn input(ct: &str) -> CreateInput {
-        CreateInput { content_type: ct.into(), ttl_secs: None, expires_at_ms: None, closed: false, attrs: vec![] }
+        CreateInput::plain(ct)
     }
 
     #[test]

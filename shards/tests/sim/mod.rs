@@ -98,6 +98,16 @@ impl Rng {
     }
 }
 
+/// A fresh scratch directory for one run, in memory where `/dev/shm`
+/// exists; whatever an earlier run of the same name left is removed.
+pub fn scratch_root(name: &str) -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    let root = base.join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    root
+}
+
 pub fn key(name: &str) -> StreamKey {
     (BUILTIN_BUCKET.to_string(), name.to_string())
 }
