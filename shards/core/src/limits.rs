@@ -76,6 +76,14 @@ pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
 pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
 /// Journal segments are zero-filled in pieces of this size.
 pub const FILL_CHUNK: usize = 1 << 20;
+/// The unit of every journal write: segments are `O_DIRECT` files, so a
+/// commit is padded to whole blocks at whole-block positions (the block a
+/// commit ends in is written again, whole, by the next). Segment sizes are
+/// rounded up to it.
+pub const JOURNAL_BLOCK: u64 = PAGE;
+/// The largest commit buffer the journal keeps for the next commit (a
+/// bigger one, left by an unusually large commit, is given back).
+pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery
 /// tells a torn journal tail from damage by it (`log::recovery`); a disk
@@ -94,6 +102,8 @@ const _: () = {
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
     assert!(PAGE.is_multiple_of(SECTOR as u64), "a page is whole sectors");
+    assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
+    assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MAX_OFFSET < u64::MAX / 2, "an offset plus any body size fits in a u64");
     assert!(MAX_TTL_SECS < u64::MAX / 1000 / 2, "a TTL in milliseconds, plus now, fits in a u64");
 };

@@ -1,5 +1,6 @@
 //! The shard's append-only log: framed records in preallocated segment files.
 
+pub mod blocks;
 pub mod marks;
 pub use sluice_core::record;
 pub mod recovery;

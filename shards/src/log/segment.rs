@@ -8,22 +8,33 @@
 //! a segment of the wrong size: it removes its temporary file, and the next
 //! start removes what a killed one left ([`remove_unfinished`]). With `dsync`
 //! a segment is opened `O_DSYNC` for its commits: each write returns once
-//! its bytes are durable, one system call (and one io_uring worker hop)
-//! where a write and an fdatasync would take two.
+//! its bytes are durable, one system call where a write and an fdatasync
+//! would take two.
+//!
+//! Segments are `O_DIRECT` files (glommio `DmaFile`): the journal is only
+//! ever written in steady state (recovery reads it at start), so its bytes
+//! go from the commit buffer to the disk without a copy into the page cache,
+//! and a write into already-written blocks completes in the kernel without
+//! an io_uring worker thread. Their sizes are whole [`JOURNAL_BLOCK`]s, the
+//! unit every commit is padded to ([`super::blocks`]).
 
+use crate::core::limits::{FILL_CHUNK, JOURNAL_BLOCK};
 use crate::storage::Storage;
-use glommio::io::{BufferedFile, OpenOptions};
+use glommio::io::{DmaFile, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-
-use crate::core::limits::FILL_CHUNK;
 
 /// An open segment.
 #[derive(Clone)]
 pub struct Segment {
     pub no: u32,
-    pub file: Rc<BufferedFile>,
+    pub file: Rc<DmaFile>,
     pub size: u64,
+}
+
+/// `size` rounded up to whole journal blocks.
+pub fn whole_blocks(size: u64) -> u64 {
+    size.next_multiple_of(JOURNAL_BLOCK)
 }
 
 pub fn segment_path(dir: &Path, no: u32) -> PathBuf {
@@ -68,22 +79,32 @@ pub fn list_segments(dir: &Path) -> std::io::Result<Vec<u32>> {
 
 /// Opens an existing segment for reading and writing (durable writes with `dsync`).
 pub async fn open_segment(dir: &Path, no: u32, dsync: bool) -> std::io::Result<Segment> {
+    let path = segment_path(dir, no);
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(if dsync { libc::O_DSYNC } else { 0 })
-        .buffered_open(segment_path(dir, no))
+        .dma_open(&path)
         .await
         .map_err(std::io::Error::from)?;
+    if !JOURNAL_BLOCK.is_multiple_of(file.alignment()) {
+        return Err(std::io::Error::other(format!(
+            "{}: the disk's logical block ({} bytes) does not divide the journal block ({JOURNAL_BLOCK})",
+            path.display(),
+            file.alignment()
+        )));
+    }
     let size = file.file_size().await.map_err(std::io::Error::from)?;
     Ok(Segment { no, file: Rc::new(file), size })
 }
 
-/// Creates segment `no` of `size` zero bytes, durable (file and directory
-/// entry), and opens it for commits (durable writes with `dsync`). The
-/// zeros are written without `O_DSYNC` to a temporary file, synced once
-/// and renamed; on failure the temporary file is removed.
+/// Creates segment `no` of `size` zero bytes (whole journal blocks),
+/// durable (file and directory entry), and opens it for commits (durable
+/// writes with `dsync`). The zeros are written without `O_DSYNC` to a
+/// temporary file, synced once and renamed; on failure the temporary file
+/// is removed.
 pub async fn create_segment(dir: &Path, no: u32, size: u64, dsync: bool) -> std::io::Result<Segment> {
+    assert!(size > 0 && size.is_multiple_of(JOURNAL_BLOCK), "segment of {size} bytes: not whole journal blocks");
     let tmp = unfinished_path(dir, no);
     if let Err(e) = zero_fill(&tmp, size).await {
         let _ = std::fs::remove_file(&tmp);
@@ -94,21 +115,36 @@ pub async fn create_segment(dir: &Path, no: u32, size: u64, dsync: bool) -> std:
     open_segment(dir, no, dsync).await
 }
 
-/// Writes `size` zero bytes to a new file at `path` and syncs them.
+/// Writes `size` zero bytes (whole journal blocks) to a new file at `path`
+/// and syncs them, straight from one zeroed buffer (no page-cache copy).
+///
+/// The file's first block is written before it is opened for direct I/O:
+/// glommio probes the device for polled I/O with a read of the first file
+/// it opens that way, and a read of an empty file succeeds without asking
+/// the device, which would send every later operation to a polled ring
+/// the device cannot serve (reads then fail with `EOPNOTSUPP`).
 async fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .buffered_open(path)
-        .await
-        .map_err(std::io::Error::from)?;
+    {
+        use std::io::Write;
+        let mut first = std::fs::File::create(path)?;
+        first.write_all(&[0u8; JOURNAL_BLOCK as usize])?;
+    }
+    let file = OpenOptions::new().read(true).write(true).dma_open(path).await.map_err(std::io::Error::from)?;
+    let mut zeros = file.alloc_dma_buffer(FILL_CHUNK.min(size as usize));
+    zeros.as_bytes_mut().fill(0);
+    let zeros = Rc::new(zeros);
     let mut pos = 0u64;
     while pos < size {
-        let n = FILL_CHUNK.min((size - pos) as usize);
-        let written = file.write_at(vec![0u8; n], pos).await.map_err(std::io::Error::from)?;
-        if written == 0 {
+        let n = zeros.len().min((size - pos) as usize);
+        let written = if n == zeros.len() {
+            file.write_rc_at(zeros.clone(), pos).await
+        } else {
+            let mut tail = file.alloc_dma_buffer(n);
+            tail.as_bytes_mut().fill(0);
+            file.write_at(tail, pos).await
+        }
+        .map_err(std::io::Error::from)?;
+        if written != n {
             return Err(std::io::Error::other("short write while preallocating"));
         }
         pos += written as u64;

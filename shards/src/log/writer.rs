@@ -1,19 +1,22 @@
 //! Group commit: records are encoded into a pending buffer as they are
 //! decided; one flusher task writes everything pending durably (segments are
-//! `O_DSYNC` with `--fsync always`: the write is the sync), then
-//! acknowledges every record in that batch. Records that arrive while a flush
+//! `O_DIRECT`, and `O_DSYNC` with `--fsync always`: the write is the sync;
+//! [`super::blocks`] pads each commit to whole blocks), then acknowledges
+//! every record in that batch. Records that arrive while a flush
 //! is in flight ride the next one, so the sync cost is shared by all of them.
 //!
 //! A failed write or sync is fail-stop: the page cache state after an fsync
 //! error is unknown, so the log refuses every later write until restart, and
 //! recovery decides from what is really on disk.
 
+use super::blocks::{Blocks, Chunk};
 use super::marks::{self, Head, LOG_START};
 use super::record::{Encoded, Record, Seal, SEAL_FRAME};
-use super::segment::{create_segment, Segment};
+use super::segment::{create_segment, whole_blocks, Segment};
+use crate::core::limits::{JOURNAL_BLOCK, SPARE_COMMIT_BUFFER};
 use crate::signal::Signal;
 use crate::stats::{DiskUsage, LogStats};
-use glommio::io::BufferedFile;
+use glommio::io::DmaFile;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -51,13 +54,6 @@ pub struct Appended {
     pub lsn: u64,
 }
 
-struct Chunk {
-    no: u32,
-    file: Rc<BufferedFile>,
-    pos: u64,
-    bytes: Vec<u8>,
-}
-
 struct Inner {
     cfg: LogConfig,
     active: Segment,
@@ -76,9 +72,12 @@ struct Inner {
     /// Bytes not yet handed to the flusher, starting at `buf_pos` in `active`.
     buf: Vec<u8>,
     buf_pos: u64,
+    /// A written commit's buffer, emptied, for the next one (no fresh
+    /// memory to fault in per commit).
+    spare: Vec<u8>,
     /// Chunks of segments already rolled away from.
     sealed: Vec<Chunk>,
-    segments: BTreeMap<u32, Rc<BufferedFile>>,
+    segments: BTreeMap<u32, Rc<DmaFile>>,
     next: Option<Segment>,
     preparing: bool,
     assigned: u64,
@@ -129,7 +128,8 @@ pub struct Resume {
 
 impl Log {
     /// Starts the log where `r` says, with earlier segments readable.
-    pub fn start(cfg: LogConfig, r: Resume) -> Log {
+    pub fn start(mut cfg: LogConfig, r: Resume) -> Log {
+        cfg.segment_size = whole_blocks(cfg.segment_size);
         let mut segments = BTreeMap::new();
         for s in r.older.iter().chain(std::iter::once(&r.active)) {
             segments.insert(s.no, s.file.clone());
@@ -145,6 +145,7 @@ impl Log {
             head_file: Rc::new(r.head_file),
             buf: Vec::with_capacity(1 << 16),
             buf_pos: r.write_pos,
+            spare: Vec::new(),
             sealed: Vec::new(),
             segments,
             next: r.next,
@@ -189,7 +190,7 @@ impl Log {
                 if let Some(f) = &s.failed {
                     return Err(LogError::Failed(f.clone()));
                 }
-                if s.write_pos + len as u64 <= s.active.size {
+                if s.write_pos + len as u64 <= s.room_end() {
                     return Ok(());
                 }
                 if s.preparing {
@@ -220,7 +221,7 @@ impl Log {
                 }
                 Step::Big(dir, no) => {
                     let dsync = self.inner.borrow().cfg.dsync();
-                    let r = create_segment(&dir, no, (len + SEAL_FRAME) as u64, dsync).await;
+                    let r = create_segment(&dir, no, whole_blocks((len + SEAL_FRAME) as u64), dsync).await;
                     let mut s = self.inner.borrow_mut();
                     s.preparing = false;
                     match r {
@@ -410,6 +411,7 @@ impl Log {
 
     /// Writes, syncs and acknowledges group commits until the log fails or stops.
     async fn commit(&self) {
+        let mut blocks = Blocks::default();
         loop {
             let seen = self.work.generation();
             let (chunks, lsn, mode) = {
@@ -419,7 +421,8 @@ impl Log {
                 }
                 let mut chunks = std::mem::take(&mut s.sealed);
                 if !s.buf.is_empty() {
-                    let bytes = std::mem::replace(&mut s.buf, Vec::with_capacity(1 << 16));
+                    let fresh = std::mem::take(&mut s.spare);
+                    let bytes = std::mem::replace(&mut s.buf, fresh);
                     let pos = s.buf_pos;
                     s.buf_pos += bytes.len() as u64;
                     chunks.push(Chunk { no: s.active.no, file: s.active.file.clone(), pos, bytes });
@@ -439,7 +442,8 @@ impl Log {
                 let s = self.inner.borrow();
                 (s.head_file.clone(), s.head)
             };
-            let mut written = write_and_sync(chunks, mode).await;
+            let mut written = write_and_sync(&mut blocks, &chunks, mode).await;
+            self.keep_spare(chunks);
             if let Ok(Some(took)) = written {
                 self.stats.fsync_seconds.observe(took.as_secs_f64());
             }
@@ -466,9 +470,25 @@ impl Log {
             self.done.notify();
         }
     }
+
+    /// Keeps the largest written buffer (up to [`SPARE_COMMIT_BUFFER`]) for the next commit.
+    fn keep_spare(&self, chunks: Vec<Chunk>) {
+        let Some(mut bytes) = chunks.into_iter().map(|c| c.bytes).max_by_key(Vec::capacity) else { return };
+        let mut s = self.inner.borrow_mut();
+        if bytes.capacity() <= SPARE_COMMIT_BUFFER && bytes.capacity() > s.spare.capacity() {
+            bytes.clear();
+            s.spare = bytes;
+        }
+    }
 }
 
 impl Inner {
+    /// Where records may end in the active segment: its last whole block
+    /// (a segment an older binary sized otherwise keeps its odd end unused).
+    fn room_end(&self) -> u64 {
+        self.active.size - self.active.size % JOURNAL_BLOCK
+    }
+
     /// Encodes `record` at the tail; returns its position and where its
     /// bulk bytes sit in the frame.
     /// Encodes `record` at the tail; returns its frame length.
@@ -476,7 +496,7 @@ impl Inner {
         let at = self.buf.len();
         let Encoded { frame_len, .. } = record.encode(&mut self.buf);
         let pos = self.write_pos;
-        assert!(pos + frame_len as u64 <= self.active.size, "log append without reserve");
+        assert!(pos + frame_len as u64 <= self.room_end(), "log append without reserve");
         debug_assert_eq!(self.buf_pos + at as u64, pos);
         self.crc = crc32c::crc32c_append(self.crc, &self.buf[at..]);
         self.write_pos += frame_len as u64;
@@ -499,20 +519,20 @@ impl Inner {
     }
 }
 
-/// Writes each chunk (moving its buffer to the kernel, no copy). In
-/// [`FsyncMode::Always`] the segments are open `O_DSYNC`, so each write
-/// returns once its bytes are durable: the write is the sync. A short write
-/// into preallocated space is treated as an I/O failure: the log fails stop
-/// and recovery trims the torn tail. Returns how long the durable writes
-/// took (`None` when the mode does not sync).
-async fn write_and_sync(chunks: Vec<Chunk>, mode: FsyncMode) -> std::io::Result<Option<std::time::Duration>> {
+/// Writes each chunk as whole blocks. In [`FsyncMode::Always`] the
+/// segments are open `O_DSYNC`, so each write returns once its bytes are
+/// durable: the write is the sync. A short write into preallocated space
+/// is treated as an I/O failure: the log fails stop and recovery trims the
+/// torn tail. Returns how long the durable writes took (`None` when the
+/// mode does not sync).
+async fn write_and_sync(
+    blocks: &mut Blocks,
+    chunks: &[Chunk],
+    mode: FsyncMode,
+) -> std::io::Result<Option<std::time::Duration>> {
     let started = std::time::Instant::now();
     for c in chunks {
-        let len = c.bytes.len();
-        let n = c.file.write_at(c.bytes, c.pos).await.map_err(std::io::Error::from)?;
-        if n != len {
-            return Err(std::io::Error::other(format!("short write: {n} of {len} bytes")));
-        }
+        blocks.write(c).await?;
     }
     Ok((mode == FsyncMode::Always).then(|| started.elapsed()))
 }
