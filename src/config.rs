@@ -125,6 +125,13 @@ pub struct Config {
           value_parser = size::<u64>(4 << 10, 1 << 30))]
     pub max_read_bytes: u64,
 
+    /// Largest catch-up response of a byte stream: a read with more than
+    /// --max-read-bytes to catch up on is streamed in pieces of that size, up to this
+    /// (4KiB..1TiB).
+    #[arg(long, env = "SLUICE_MAX_RESPONSE_BYTES", value_name = "SIZE", default_value = "1GiB",
+          value_parser = size::<u64>(4 << 10, 1 << 40))]
+    pub max_response_bytes: u64,
+
     /// Keep-alive idle limit; also how long a peer may take to accept each 256KiB of a
     /// response before its connection is reset (1s..1d).
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",

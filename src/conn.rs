@@ -5,6 +5,7 @@
 //! pipelining).
 
 use crate::auth::{self, cors::Cors};
+use crate::catchup::send_streamed;
 use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
 use crate::mesh::Message;
@@ -17,7 +18,7 @@ use sluice::budget::Reserved;
 use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::{parse_target, Target};
-use sluice::http::{headers as h, parse_head, Head, HeadError, Response};
+use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -100,8 +101,10 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             handoff(&ctx, sock, buf, owner).await;
             return;
         }
-        // A remote SSE read that the owner cannot relay is replayed there.
-        let replay = remote_sse.then(|| buf[..head.len].to_vec());
+        // A remote SSE read that the owner cannot relay, and a long catch-up
+        // (streamed where its stream lives), are replayed on the owner.
+        let remote_get = owner.is_some() && head.method == Method::Get && head.body == BodyKind::None;
+        let replay = (remote_sse || remote_get).then(|| buf[..head.len].to_vec());
         // The body's budget reservation lives until its request is answered.
         let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
@@ -140,6 +143,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 Reply::Sse(sse) => {
                     answered(&ctx, Some(&head), label, 200, started);
                     return live(guard, async move { crate::sse::run(&ctx, &mut sock, sse).await });
+                }
+                Reply::Catchup(c) => {
+                    answered(&ctx, Some(&head), label, 200, started);
+                    if !send_streamed(&ctx, &mut sock, c, close).await || close {
+                        return;
+                    }
+                    continue;
                 }
             },
         };
@@ -186,6 +196,10 @@ pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, 
             let cors = ctx.gate.cors(head.header(h::ORIGIN));
             Reply::Full(handlers::finish(fit_to_method(head, resp), &cors))
         }
+        Reply::Catchup(mut c) => {
+            c.head = handlers::finish(c.head, &ctx.gate.cors(head.header(h::ORIGIN)));
+            Reply::Catchup(c)
+        }
         sse => sse,
     }
 }
@@ -230,6 +244,8 @@ pub async fn answer(
             // The replayed request is counted where it is served.
             crate::relay::Start::Move => Answered::Move,
         },
+        // Streamed where the stream lives: the connection moves there.
+        Reply::Catchup(_) => Answered::Move,
     }
 }
 

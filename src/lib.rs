@@ -13,6 +13,7 @@ pub mod units;
 
 mod auth;
 pub mod budget;
+mod catchup;
 pub mod check;
 pub mod config;
 pub mod conn;

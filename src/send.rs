@@ -31,7 +31,7 @@ pub async fn send(sock: &mut TcpStream, bytes: &[u8], idle: Duration) -> bool {
 }
 
 /// Makes the socket's close a reset that discards its send queue.
-fn reset(sock: &TcpStream) {
+pub fn reset(sock: &TcpStream) {
     let off = libc::linger { l_onoff: 1, l_linger: 0 };
     // SAFETY: setsockopt on a descriptor the stream owns, with a valid linger struct.
     unsafe {

@@ -53,9 +53,11 @@ fn fill(s: &Server, path: &str, total: usize) {
     }
 }
 
+/// Each read builds at most --max-read-bytes; a response holds at most
+/// --max-response-bytes (set equal here, so one response is one read).
 #[test]
 fn one_read_builds_at_most_max_read_bytes() {
-    let s = Server::start_with(&["--max-read-bytes", "131072"]);
+    let s = Server::start_with(&["--max-read-bytes", "131072", "--max-response-bytes", "131072"]);
     fill(&s, "/v1/stream/big", 1024 * 1024);
     let r = s.get("/v1/stream/big?offset=-1").expect(200);
     assert_eq!(r.body.len(), 131072);
@@ -81,7 +83,7 @@ fn one_read_builds_at_most_max_read_bytes() {
 
 #[test]
 fn one_message_larger_than_max_read_bytes_is_cut_at_a_character_boundary() {
-    let s = Server::start_with(&["--max-read-bytes", "131071"]);
+    let s = Server::start_with(&["--max-read-bytes", "131071", "--max-response-bytes", "131071"]);
     let text = "é".repeat(150_000);
     s.put("/v1/stream/wide", "text/plain; charset=utf-8", text.as_bytes()).expect(201);
     let r = s.get("/v1/stream/wide?offset=-1").expect(200);

@@ -223,8 +223,8 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
             check_wire(resp, head.method, head.close);
             resp.status
         }
-        // A live SSE response starts streaming: nothing more to render here.
-        Reply::Sse(_) => 200,
+        // A live SSE response or a long catch-up starts streaming: nothing more to render here.
+        Reply::Sse(_) | Reply::Catchup(_) => 200,
     };
     if let (Some(key), true) = (&key, status >= 400) {
         let after = observe(ctx, key);

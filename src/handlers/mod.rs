@@ -103,6 +103,8 @@ impl Surface {
 pub enum Reply {
     Full(Response),
     Sse(SseRequest),
+    /// A long catch-up read of a byte stream, streamed from the store.
+    Catchup(crate::catchup::Catchup),
 }
 
 pub fn route(_head: &Head, t: &Target) -> Route {

@@ -7,11 +7,12 @@
 use super::refuse::{read_failed, refuse};
 use super::stream::{bucket_exists, json_stream};
 use super::{Reply, Surface};
+use crate::catchup::{unfinished_char, Catchup};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
-use sluice::http::{Head, Response};
+use sluice::http::{Head, Method, Response};
 use sluice_shards::core::cursor::{cursor_in_range, next_cursor};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::json::{record_value, render_array, NDJSON, RECORD_END};
@@ -133,7 +134,7 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
     // The visible state may have moved on during the read: judge by the tail it had.
     let up_to_date = end == s.visible.tail;
     let closed = up_to_date && s.visible.closed;
-    let etag = format!("\"{}.{}.{}.{}{}\"", ctx.id, s.handle, from, end, if closed { ".c" } else { "" });
+    let etag = span_etag(ctx.id, s.handle, from, end, closed);
     Ok(Batch {
         data: span.data,
         lengths: span.lengths,
@@ -146,6 +147,52 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
         records: (s.first_message, span.first, span.next),
     })
 }
+
+/// The ETag of the stored bytes `[from, end)` of stream incarnation `handle`.
+fn span_etag(shard: usize, handle: u64, from: u64, end: u64, closed: bool) -> String {
+    format!("\"{shard}.{handle}.{from}.{end}{}\"", if closed { ".c" } else { "" })
+}
+
+/// Plans a streamed catch-up ([`crate::catchup`]) when the visible bytes
+/// after `from` are more than one read (`--max-read-bytes`) holds; `None`
+/// leaves the read to a whole response. A cut at `--max-response-bytes`
+/// on a text or JSON stream never splits a UTF-8 character.
+/// Returns the plan with its ETag.
+async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(Catchup, String)>, Error> {
+    let (tail, closed, handle, content_type) = {
+        let st = ctx.shard.store.borrow();
+        let s = &st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?.state;
+        (s.visible.tail, s.visible.closed, s.handle, s.content_type.clone())
+    };
+    if tail - from <= ctx.cfg.max_read_bytes {
+        return Ok(None);
+    }
+    let mut end = tail.min(from + ctx.cfg.max_response_bytes);
+    if end < tail && utf8(&content_type) {
+        let back = (end - from).min(4);
+        let limit = Limit { bytes: back, exact: true, whole_json: false, records: None };
+        let last = ctx.shard.read_span(key, end - back, limit).await.map_err(|e| read_failed(ctx, key, e))?;
+        end -= unfinished_char(&last.data) as u64;
+    }
+    let (up_to_date, closed) = (end == tail, end == tail && closed);
+    let etag = span_etag(ctx.id, handle, from, end, closed);
+    let mut head = Response::new(200)
+        .header(h::CONTENT_TYPE, content_type)
+        .header(h::STREAM_NEXT_OFFSET, Offset(end).to_string())
+        .header(h::ETAG, etag.clone())
+        .header(h::CACHE_CONTROL, if up_to_date { "no-cache" } else { CACHEABLE });
+    if up_to_date {
+        head.set(h::STREAM_UP_TO_DATE, "true");
+    }
+    if closed {
+        head.set(h::STREAM_CLOSED, "true");
+    }
+    head.head_length = Some((end - from) as usize);
+    Ok(Some((Catchup { key: key.clone(), from, end, head }, etag)))
+}
+
+/// Cache-Control of a read that is not at the tail: its bytes never change.
+const CACHEABLE: &str = "public, max-age=60, stale-while-revalidate=300";
 
 /// Drops a trailing partial JSON record when a whole one comes before it:
 /// SSE on NDJSON prefers to end at a record boundary (base protocol, SSE
@@ -358,6 +405,13 @@ async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result
         }),
         Some(_) => Reply::Full(long_poll(ctx, key, from, view, q.limit, &cursor).await?),
         None => {
+            let streamable = view == View::Bytes && !q.limit.exact && head.method == Method::Get;
+            if let Some((c, etag)) = if streamable { plan_catchup(ctx, key, from).await? } else { None } {
+                if head.header(h::IF_NONE_MATCH) == Some(etag.as_str()) {
+                    return Ok(Reply::Full(Response::new(304).header(h::ETAG, etag)));
+                }
+                return Ok(Reply::Catchup(c));
+            }
             let mut b = read_batch(ctx, key, from, q.limit).await?;
             b.etag = representation_etag(&b.etag, view);
             if offset == OffsetQuery::Now && q.records.is_none() {
@@ -366,7 +420,7 @@ async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result
             if head.header(h::IF_NONE_MATCH) == Some(b.etag.as_str()) {
                 return Ok(Reply::Full(Response::new(304).header(h::ETAG, b.etag.clone())));
             }
-            let cache = if b.up_to_date { "no-cache" } else { "public, max-age=60, stale-while-revalidate=300" };
+            let cache = if b.up_to_date { "no-cache" } else { CACHEABLE };
             let etag = b.etag.clone();
             Reply::Full(read_response(b, view, cache).header(h::ETAG, etag))
         }

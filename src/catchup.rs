@@ -1,0 +1,95 @@
+//! Long catch-up reads of byte streams, streamed: one response covers up to
+//! `--max-response-bytes` of the stream, its head announces the whole
+//! length, and the body follows in pieces of `--max-read-bytes` read from
+//! the store as the socket takes them. A reader of a long stream pays one
+//! round trip per response, not one per piece, and memory holds one piece.
+//!
+//! Only bytes below the visible tail as of the request are sent, and those
+//! never change: the response is whole however the stream grows meanwhile.
+//! A piece that cannot be read (the stream deleted under the reader, a
+//! damaged file) resets the connection: the length is already promised, so
+//! the client sees a cut response and reads again from its last offset.
+
+use crate::send::{reset, send};
+use crate::shard::Ctx;
+use glommio::net::TcpStream;
+use sluice::http::Response;
+use sluice_shards::store::index::Limit;
+use sluice_shards::store::StreamKey;
+
+/// A planned streamed response: `head` announces `end - from` bytes.
+pub struct Catchup {
+    pub key: StreamKey,
+    pub from: u64,
+    pub end: u64,
+    pub head: Response,
+}
+
+/// Trailing bytes of `bytes` that start a UTF-8 character they do not finish.
+pub fn unfinished_char(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(4) {
+        let b = bytes[bytes.len() - back];
+        if b & 0xC0 != 0x80 {
+            let width = match b {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if width > back { back } else { 0 };
+        }
+    }
+    0
+}
+
+/// Sends the head, then the body piece by piece; false when the connection
+/// is done (the peer left or stalled, or a piece could not be read).
+pub async fn send_streamed(ctx: &Ctx, sock: &mut TcpStream, c: Catchup, close: bool) -> bool {
+    let idle = ctx.cfg.idle_timeout;
+    assert_eq!(c.head.head_length, Some((c.end - c.from) as usize), "the head announces the streamed length");
+    let mut head = Vec::with_capacity(c.head.head_capacity());
+    c.head.render_head(&mut head, close);
+    if !send(sock, &head, idle).await {
+        return false;
+    }
+    let mut pos = c.from;
+    while pos < c.end {
+        let limit =
+            Limit { bytes: (c.end - pos).min(ctx.cfg.max_read_bytes), exact: true, whole_json: false, records: None };
+        let span = match ctx.shard.read_span(&c.key, pos, limit).await {
+            Ok(s) if s.end > pos && s.end <= c.end => s,
+            Ok(s) => {
+                tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, end = s.end, "streamed read cut short: the stream changed under it");
+                reset(sock);
+                return false;
+            }
+            Err(e) => {
+                tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, error = %e, "streamed read failed part-way");
+                reset(sock);
+                return false;
+            }
+        };
+        if !send(sock, &span.data, idle).await {
+            return false;
+        }
+        pos = span.end;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unfinished_char;
+
+    #[test]
+    fn unfinished_characters_are_found_at_the_end_only() {
+        let s = "aé€😀".as_bytes();
+        assert_eq!(unfinished_char(s), 0);
+        assert_eq!(unfinished_char(&s[..s.len() - 1]), 3);
+        assert_eq!(unfinished_char(&s[..s.len() - 3]), 1);
+        assert_eq!(unfinished_char(&s[..s.len() - 4]), 0);
+        assert_eq!(unfinished_char(&s[..2]), 1);
+        assert_eq!(unfinished_char(b""), 0);
+        assert_eq!(unfinished_char(&[0x80, 0x80]), 0);
+    }
+}
