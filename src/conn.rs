@@ -4,6 +4,7 @@
 //! cannot, moves with its connection), answer, and repeat (keep-alive and
 //! pipelining).
 
+use crate::affinity::Affinity;
 use crate::auth::{self, cors::Cors};
 use crate::catchup::send_streamed;
 use crate::forward::{self, Answered, Delivered, Rendered};
@@ -54,6 +55,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     // Every write goes through `send`: a peer that takes too few bytes of a
     // response for the idle timeout is reset rather than held forever.
     let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
+    let mut affinity = Affinity::default();
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
@@ -92,6 +94,11 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             continue;
         }
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
+        if let (Some(owner), true) = (owner, affinity.moves_to(owner)) {
+            // Its requests keep going to one other shard: serve them there.
+            handoff(&ctx, sock, buf, owner).await;
+            return;
+        }
         if owner.is_some() {
             ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
         }

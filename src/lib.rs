@@ -11,6 +11,7 @@ pub mod http;
 pub mod sse_wire;
 pub mod units;
 
+mod affinity;
 mod auth;
 pub mod budget;
 mod catchup;

@@ -288,3 +288,46 @@ fn a_subscriber_that_stops_reading_never_sees_a_gap() {
         }
     }
 }
+
+/// The sum of `name`'s samples over every shard.
+fn metric_total(s: &Server, name: &str) -> f64 {
+    let text = s.get("/v1/metrics").expect(200).text();
+    let prefix = format!("{name}{{");
+    text.lines().filter(|l| l.starts_with(&prefix)).map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).sum()
+}
+
+/// A connection that keeps writing one stream of another shard moves to
+/// that shard after a few forwarded requests (`affinity::MOVE_AFTER`, 8):
+/// runs of 40 pipelined appends to each shard's stream are forwarded at
+/// most 7 times per run (120 times if the connection stayed), and every
+/// append lands once, in order.
+#[test]
+fn a_connection_writing_one_remote_stream_moves_to_its_owner() {
+    let (_dir, s, streams) = four_shards_with_streams("aff");
+    const RUN: usize = 40;
+    let before = metric_total(&s, "sluice_cross_shard_requests_total");
+    let mut c = common::Conn::open(s.addr);
+    for n in &streams {
+        let mut batch = Vec::new();
+        for i in 0..RUN {
+            batch.extend(build(
+                "POST",
+                &format!("/v1/stream/{n}"),
+                &[("Content-Type", TEXT)],
+                format!("{i};").as_bytes(),
+            ));
+        }
+        c.send(&batch).unwrap();
+        for _ in 0..RUN {
+            c.read_response(false).expect(204);
+        }
+    }
+    assert!(c.buffered().is_empty());
+    // The scrape itself may be forwarded to gather other shards: count appends only.
+    let forwarded = metric_total(&s, "sluice_cross_shard_requests_total") - before;
+    assert!(forwarded <= (streams.len() * 7 + 4) as f64, "{forwarded} forwarded requests");
+    let want: String = (0..RUN).map(|i| format!("{i};")).collect();
+    for n in &streams {
+        assert_eq!(s.get(&format!("/v1/stream/{n}?offset=-1")).expect(200).text(), want, "stream {n}");
+    }
+}
