@@ -127,8 +127,10 @@ enum Started {
 /// Prepares the data dir, binds, starts every shard and waits for their
 /// recovery, or for SIGTERM/SIGINT, whichever comes first.
 fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<Started, String> {
-    let access = Arc::new(Access::from_config(cfg)?);
+    let mut access = Access::from_config(cfg)?;
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
+    access.load_read_key(&cfg.data_dir)?;
+    let access = Arc::new(access);
     drop(bind_exclusive(cfg)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {

@@ -101,7 +101,7 @@ impl Ctx {
 
     /// Wall-clock milliseconds (the protocol core never reads the clock itself).
     pub fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        sluice::http::date::unix_ms()
     }
 
     /// Cheap xorshift randomness for cursor jitter.

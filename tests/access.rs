@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{eventually, offset, Conn, Launch, Resp, Server, TempDir};
-use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use common::{eventually, offset, set_mode, sha256_hex, write_tokens, Conn, Launch, Resp, Server, TempDir};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const TEXT: &str = "text/plain";
@@ -32,25 +31,6 @@ const SCOPES: &[(&str, &str, &str)] = &[
     (FORKER, "logs-*", "write"),
     (FORKER, "orders*", "read"),
 ];
-
-fn sha256_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Writes a tokens file holding the hashes of `scopes`' tokens.
-fn write_tokens(path: &Path, scopes: &[(&str, &str, &str)]) {
-    let mut text = String::from("# sha256(token)  bucket-pattern  actions\n");
-    for (token, pattern, actions) in scopes {
-        text.push_str(&format!("{}  {pattern}  {actions}\n", sha256_hex(token)));
-    }
-    std::fs::write(path, text).expect("write tokens file");
-    set_mode(path, 0o600);
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 /// A server with the test tokens (its directory holds data and tokens).
 fn tokens_server(extra: &[&str]) -> (Server, TempDir) {

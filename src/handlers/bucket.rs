@@ -61,7 +61,7 @@ fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
     ctx.shard.store.borrow().buckets.get(bucket).copied()
 }
 
-fn json(status: u16, v: &serde_json::Value) -> Response {
+pub fn json(status: u16, v: &serde_json::Value) -> Response {
     Response::new(status)
         .header(h::CONTENT_TYPE, "application/json")
         .with_body(serde_json::to_vec(v).expect("serializable"))

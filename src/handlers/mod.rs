@@ -10,6 +10,7 @@ pub mod read;
 pub mod refuse;
 pub mod snapshot;
 pub mod stream;
+pub mod tokens;
 
 use crate::auth::cors::Cors;
 use crate::shard::Ctx;
@@ -34,6 +35,8 @@ pub enum Route {
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
     Stream(StreamKey, Vec<String>),
+    /// `/v1/tokens`: mint a signed read token for this scope.
+    Tokens(crate::auth::signed::ReadScope),
     Bad(Error),
     NotFound,
 }
@@ -54,6 +57,7 @@ impl Route {
         match self {
             Route::Health => "healthz",
             Route::Metrics => "metrics",
+            Route::Tokens(_) => "tokens",
             Route::Bucket(_) => "bucket",
             Route::BucketList(_) => "bucket_streams",
             Route::Stream(_, sub) => match sub.first().map(String::as_str) {
@@ -105,13 +109,14 @@ pub enum Reply {
     Sse(SseRequest),
 }
 
-pub fn route(_head: &Head, t: &Target) -> Route {
+pub fn route(head: &Head, t: &Target) -> Route {
     let seg = &t.segments;
     match seg.first().map(String::as_str) {
         None => Route::NotFound,
         Some("v1") => match seg.get(1).map(String::as_str) {
             Some("healthz") if seg.len() == 2 => Route::Health,
             Some("metrics") if seg.len() == 2 => Route::Metrics,
+            Some("tokens") if seg.len() == 2 => tokens::route(head, t),
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
@@ -181,6 +186,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get | Method::Head => metrics(ctx).await,
             _ => Error::MethodNotAllowed.into(),
         },
+        Route::Tokens(scope) => tokens::mint(ctx, head, t, &scope),
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
