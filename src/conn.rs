@@ -135,7 +135,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             None => match respond(&ctx, &head, &target, route, body).await {
                 Reply::Full(resp) => {
                     answered(&ctx, Some(&head), label, resp.status, started);
-                    Rendered::new(resp, close)
+                    Rendered::new(resp, last(&ctx, &head))
                 }
                 Reply::Sse(sse) => {
                     answered(&ctx, Some(&head), label, 200, started);
@@ -143,7 +143,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             },
         };
-        if !write(&ctx, &mut sock, &rendered).await || close {
+        if !write(&ctx, &mut sock, &rendered).await || close || ctx.stopping() {
             return;
         }
     }
@@ -220,7 +220,7 @@ pub async fn answer(
     match respond(ctx, &head, &target, route, body).await {
         Reply::Full(resp) => {
             answered(ctx, Some(&head), label, resp.status, started);
-            Answered::Response(Rendered::new(resp, head.close))
+            Answered::Response(Rendered::new(resp, last(ctx, &head)))
         }
         Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
             crate::relay::Start::Live { key, handle, bytes, from } => {
@@ -231,6 +231,13 @@ pub async fn answer(
             crate::relay::Start::Move => Answered::Move,
         },
     }
+}
+
+/// Whether a response is the last on its connection: the client asked,
+/// or the server is stopping (a client then reconnects, to another server
+/// or to this one restarted; a parked long-poll's 204 says where to resume).
+fn last(ctx: &Ctx, head: &Head) -> bool {
+    head.close || ctx.stopping()
 }
 
 /// Writes rendered response bytes; false if the peer is gone or stalled.

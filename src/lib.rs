@@ -15,6 +15,7 @@ mod auth;
 pub mod budget;
 pub mod check;
 pub mod config;
+pub mod config_file;
 pub mod conn;
 mod dirlock;
 pub mod fatal;

@@ -73,7 +73,11 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         running.access.reload();
         running.reloads.request();
     });
-    tracing::info!(signal, "stopping: finishing in-flight requests");
+    tracing::info!(
+        signal,
+        drain_timeout_ms = cfg.drain_timeout.as_millis() as u64,
+        "stopping: live readers told to reconnect, finishing in-flight requests"
+    );
     notifier.stopping();
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -85,16 +89,18 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         }
         let _ = done_tx.send(());
     });
-    if done_rx.recv_timeout(STOP_LIMIT).is_err() {
-        tracing::error!(limit_s = STOP_LIMIT.as_secs(), "shards did not stop in time; exiting anyway");
+    let limit = cfg.drain_timeout + STOP_MARGIN;
+    if done_rx.recv_timeout(limit).is_err() {
+        tracing::error!(limit_ms = limit.as_millis() as u64, "shards did not stop in time; exiting anyway");
         return Err(1);
     }
     tracing::info!(took_ms = stopping.elapsed().as_millis() as u64, "stopped");
     Ok(())
 }
 
-/// How long the shards may take to drain and sync after SIGTERM.
-const STOP_LIMIT: Duration = Duration::from_secs(30);
+/// How long the shards may take beyond `--drain-timeout` to sync the log
+/// and stop after SIGTERM.
+const STOP_MARGIN: Duration = Duration::from_secs(20);
 /// How often a start that waits for its shards looks for SIGTERM/SIGINT.
 const START_POLL: Duration = Duration::from_millis(50);
 

@@ -389,9 +389,10 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
     }
 }
 
-/// After accepting stops: let in-flight requests finish, then make the log durable.
+/// After accepting stops (parked readers were told to reconnect): let
+/// in-flight requests finish within `--drain-timeout`, then make the log durable.
 async fn drain(ctx: &Rc<Ctx>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + ctx.cfg.drain_timeout;
     while ctx.in_flight.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
