@@ -220,6 +220,20 @@ impl Config {
         (self.tokens.is_some() && self.open).then_some("--tokens cannot be used with --open")
     }
 
+    /// A listen address off loopback in protected mode (neither `--tokens`
+    /// nor `--open`), where every client but a local one would get 403
+    /// while health checks pass: a bad command line too (issue 29 item 7).
+    pub fn unserved(&self) -> Option<String> {
+        let exposed = !crate::auth::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
+        exposed.then(|| {
+            format!(
+                "--listen {} is not loopback, but without --tokens only loopback clients are served: \
+                 start with --tokens FILE (or --open, to serve everyone without tokens)",
+                self.listen
+            )
+        })
+    }
+
     /// Each shard's part of `--max-body-memory` (or of its default).
     pub fn body_memory_per_shard(&self) -> u64 {
         let shards = self.shards as u64;
@@ -630,5 +644,16 @@ mod tests {
             Some("--tokens cannot be used with --open")
         );
         assert_eq!(serve("serve --tokens t --open=false").unwrap().contradiction(), None);
+        assert!(serve("serve --listen 0.0.0.0:1")
+            .unwrap()
+            .unserved()
+            .unwrap()
+            .starts_with("--listen 0.0.0.0:1 is not"));
+        assert!(serve("serve --listen [::]:1 --open=false").unwrap().unserved().is_some());
+        for fine in
+            ["--listen [::1]:1", "--listen 127.0.0.2:1", "--listen 0.0.0.0:1 --open", "--listen 0.0.0.0:1 --tokens t"]
+        {
+            assert_eq!(serve(&format!("serve {fine}")).unwrap().unserved(), None, "{fine}");
+        }
     }
 }

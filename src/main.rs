@@ -41,7 +41,7 @@ fn main() {
     match cli.command {
         Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
         Command::Serve(cfg) => {
-            if let Some(why) = cfg.contradiction() {
+            if let Some(why) = cfg.contradiction().map(str::to_string).or_else(|| cfg.unserved()) {
                 let _ = writeln!(std::io::stderr(), "sluice: {why} (see sluice serve --help)");
                 std::process::exit(2);
             }
