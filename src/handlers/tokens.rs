@@ -58,3 +58,16 @@ pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
     r.set(h::CACHE_CONTROL, "no-store");
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice::units::format_duration;
+
+    #[test]
+    fn the_ttl_refusal_names_the_limits() {
+        let Error::Invalid(why) = BAD_TTL else { panic!("BAD_TTL is a 400") };
+        let range = format!("between {} and {}", format_duration(MIN_TTL), format_duration(MAX_TTL));
+        assert!(why.contains(&range), "{why} / {range}");
+    }
+}
