@@ -106,9 +106,9 @@ fn a_minted_token_reads_its_stream_over_every_read_mode_and_nothing_else() {
     }
 
     // Expired.
-    let short = mint(&s, READER, "stream=/orders/s1&ttl=1s");
+    let short = mint(&s, READER, "stream=/orders/s1&ttl=2s");
     assert_eq!(s.get(&format!("/orders/s1?offset=-1&token={short}")).status, 200);
-    std::thread::sleep(Duration::from_millis(1_100));
+    std::thread::sleep(Duration::from_millis(2_100));
     let r = s.get(&format!("/orders/s1?offset=-1&token={short}"));
     assert_eq!(r.status, 401, "{}", r.text());
     assert!(r.text().contains("expired"), "{}", r.text());
