@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 /// each read, so a read never asks for much more than it expects.
 const HEAD_READ: usize = 8 * 1024;
 const BODY_READ: usize = 256 * 1024;
+/// The answer to a request that arrives on an open connection after SIGTERM.
+const STOPPING: Error = Error::Unavailable("server is stopping; retry on a new connection");
 /// The interim answer to `Expect: 100-continue`.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -77,6 +79,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         };
         let route = handlers::route(&head, &target);
         let label = route.label(head.method, &target);
+        if ctx.stopping() {
+            // Draining: only requests received before the stop are served.
+            let resp = refusal(&head, STOPPING);
+            answered(&ctx, Some(&head), label, resp.status, started);
+            refuse_with(&ctx, &mut sock, resp, &cors).await;
+            return;
+        }
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: access control answers refusals and preflights.
         if let Some(answer) = admit(&ctx, loopback, &head, &route, &cors) {

@@ -147,6 +147,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
+    let drained = Arc::new(AtomicUsize::new(0));
     let reloads = Arc::new(Reloads::default());
     let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
@@ -159,6 +160,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
         let start = shard::Startup {
             ready: ready_tx.clone(),
             synced: synced.clone(),
+            drained: drained.clone(),
             shutdown: shutdown.clone(),
             pulse,
             access: access.clone(),
