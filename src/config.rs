@@ -176,6 +176,21 @@ pub struct Config {
           default_value = "false", value_name = "BOOL", value_parser = BoolishValueParser::new(), action = ArgAction::Set)]
     pub access_log: bool,
 
+    /// Log lines as text (key=value) or json (one JSON object per line, access log included).
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+
+    /// After SIGTERM, how long in-flight requests may take to finish; live readers are told to
+    /// reconnect at once (SSE ends at an event boundary, long-polls get 204) (100ms..5m).
+    #[arg(long, env = "SLUICE_DRAIN_TIMEOUT", value_name = "DUR", default_value = "10s",
+          value_parser = duration(ms(100), minutes(5)))]
+    pub drain_timeout: Duration,
+
+    /// A TOML file of settings named as the flags (`data-dir = "/var/lib/sluice"`); a flag or
+    /// SLUICE_* variable wins over the file, the file over the defaults.
+    #[arg(long, env = "SLUICE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Bearer tokens file: SHA-256 hashes of tokens and their scopes (README, Security);
     /// reloaded on SIGHUP. Without it, clients off loopback get 403 unless --open.
     #[arg(long, env = "SLUICE_TOKENS", value_name = "FILE")]
@@ -210,6 +225,20 @@ impl Config {
     /// `--open=false`).
     pub fn contradiction(&self) -> Option<&'static str> {
         (self.tokens.is_some() && self.open).then_some("--tokens cannot be used with --open")
+    }
+
+    /// A listen address off loopback in protected mode (neither `--tokens`
+    /// nor `--open`), where every client but a local one would get 403
+    /// while health checks pass: a bad command line too (issue 29 item 7).
+    pub fn unserved(&self) -> Option<String> {
+        let exposed = !crate::auth::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
+        exposed.then(|| {
+            format!(
+                "--listen {} is not loopback, but without --tokens only loopback clients are served: \
+                 start with --tokens FILE (or --open, to serve everyone without tokens)",
+                self.listen
+            )
+        })
     }
 
     /// Each shard's part of `--max-body-memory` (or of its default).
@@ -334,12 +363,18 @@ pub const MAX_SHARDS_PER_CORE: usize = 4;
 /// The `SLUICE_*` variable a refused value came from: set in the
 /// environment, and its flag not on the command line.
 pub fn value_source(e: &clap::Error) -> Option<String> {
-    use clap::error::{ContextKind, ContextValue};
-    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
-    let long = arg.strip_prefix("--")?.split([' ', '=', '[', '<']).next()?;
+    let long = refused_flag(e)?;
+    let long = long.as_str();
     let var = format!("SLUICE_{}", long.to_ascii_uppercase().replace('-', "_"));
     let on_command_line = std::env::args().any(|a| a == format!("--{long}") || a.starts_with(&format!("--{long}=")));
     (std::env::var_os(&var).is_some() && !on_command_line).then_some(var)
+}
+
+/// The long name (no `--`) of the flag whose value clap refused.
+pub fn refused_flag(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    arg.strip_prefix("--")?.split([' ', '=', '[', '<']).next().map(str::to_string)
 }
 
 /// `SLUICE_*` variables in `vars` that no flag reads (a typo such as
@@ -417,6 +452,10 @@ fn parse_fsync(s: &str) -> Result<FsyncMode, String> {
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+const fn minutes(n: u64) -> Duration {
+    Duration::from_secs(n * 60)
 }
 
 const fn hours(n: u64) -> Duration {
@@ -519,6 +558,9 @@ mod tests {
             ("serve --bogus 1", "--bogus"),
             ("serve --listen", "--listen"),
             ("serve --cors-origins example.com", "--cors-origins"),
+            ("serve --drain-timeout 0s", "--drain-timeout"),
+            ("serve --drain-timeout 6m", "--drain-timeout"),
+            ("serve --log-format xml", "--log-format"),
         ] {
             let e = serve(args).expect_err(args);
             assert!(e.contains(flag), "{args}: {e}");
@@ -609,5 +651,16 @@ mod tests {
             Some("--tokens cannot be used with --open")
         );
         assert_eq!(serve("serve --tokens t --open=false").unwrap().contradiction(), None);
+        assert!(serve("serve --listen 0.0.0.0:1")
+            .unwrap()
+            .unserved()
+            .unwrap()
+            .starts_with("--listen 0.0.0.0:1 is not"));
+        assert!(serve("serve --listen [::]:1 --open=false").unwrap().unserved().is_some());
+        for fine in
+            ["--listen [::1]:1", "--listen 127.0.0.2:1", "--listen 0.0.0.0:1 --open", "--listen 0.0.0.0:1 --tokens t"]
+        {
+            assert_eq!(serve(&format!("serve {fine}")).unwrap().unserved(), None, "{fine}");
+        }
     }
 }

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 /// each read, so a read never asks for much more than it expects.
 const HEAD_READ: usize = 8 * 1024;
 const BODY_READ: usize = 256 * 1024;
+/// The answer to a request that arrives on an open connection after SIGTERM.
+const STOPPING: Error = Error::Unavailable("server is stopping; retry on a new connection");
 /// The interim answer to `Expect: 100-continue`.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -80,6 +82,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         };
         let route = handlers::route(&head, &target);
         let label = route.label(head.method, &target);
+        if ctx.stopping() {
+            // Draining: only requests received before the stop are served.
+            let resp = refusal(&head, STOPPING);
+            answered(&ctx, Some(&head), label, resp.status, started);
+            refuse_with(&ctx, &mut sock, resp, &cors).await;
+            return;
+        }
         // Every request is decided here, parsed and routed, before any
         // cross-shard work: access control answers refusals and preflights.
         if let Some(answer) = admit(&ctx, loopback, &head, &route, &cors) {
@@ -145,7 +154,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             None => match respond(&ctx, &head, &target, route, body).await {
                 Reply::Full(resp) => {
                     answered(&ctx, Some(&head), label, resp.status, started);
-                    Rendered::new(resp, close)
+                    Rendered::new(resp, last(&ctx, &head))
                 }
                 Reply::Sse(sse) => {
                     answered(&ctx, Some(&head), label, 200, started);
@@ -160,7 +169,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
             },
         };
-        if !write(&ctx, &mut sock, &rendered).await || close {
+        if !write(&ctx, &mut sock, &rendered).await || close || ctx.stopping() {
             return;
         }
     }
@@ -241,7 +250,7 @@ pub async fn answer(
     match respond(ctx, &head, &target, route, body).await {
         Reply::Full(resp) => {
             answered(ctx, Some(&head), label, resp.status, started);
-            Answered::Response(Rendered::new(resp, head.close))
+            Answered::Response(Rendered::new(resp, last(ctx, &head)))
         }
         Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
             crate::relay::Start::Live { key, handle, bytes, from } => {
@@ -254,6 +263,13 @@ pub async fn answer(
         // Streamed where the stream lives: the connection moves there.
         Reply::Catchup(_) => Answered::Move,
     }
+}
+
+/// Whether a response is the last on its connection: the client asked,
+/// or the server is stopping (a client then reconnects, to another server
+/// or to this one restarted; a parked long-poll's 204 says where to resume).
+fn last(ctx: &Ctx, head: &Head) -> bool {
+    head.close || ctx.stopping()
 }
 
 /// Writes rendered response bytes; false if the peer is gone or stalled.

@@ -17,6 +17,7 @@ pub mod budget;
 mod catchup;
 pub mod check;
 pub mod config;
+pub mod config_file;
 pub mod conn;
 mod dirlock;
 pub mod fatal;

@@ -3,11 +3,18 @@
 use clap::error::ErrorKind;
 use clap::Parser;
 use sluice::config::{self, Cli, Command};
-use sluice::{check, fatal, logging, server};
+use sluice::{check, config_file, fatal, logging, server};
 use std::io::Write;
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let (args, from_file) = match config_file::apply(std::env::args_os().collect()) {
+        Ok(applied) => applied,
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "sluice: {why}");
+            std::process::exit(2);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => e.exit(),
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -19,7 +26,9 @@ fn main() {
             // the variable the value came from when it came from one.
             let text = e.to_string();
             let line = text.lines().next().unwrap_or("invalid command line");
-            let from = config::value_source(&e).map(|var| format!(" (from {var})")).unwrap_or_default();
+            let source =
+                config::value_source(&e).or_else(|| config::refused_flag(&e).and_then(|f| from_file.source(&f)));
+            let from = source.map(|s| format!(" (from {s})")).unwrap_or_default();
             // Not eprintln!: it panics on a closed stderr.
             let _ = writeln!(
                 std::io::stderr(),
@@ -32,11 +41,11 @@ fn main() {
     match cli.command {
         Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
         Command::Serve(cfg) => {
-            if let Some(why) = cfg.contradiction() {
+            if let Some(why) = cfg.contradiction().map(str::to_string).or_else(|| cfg.unserved()) {
                 let _ = writeln!(std::io::stderr(), "sluice: {why} (see sluice serve --help)");
                 std::process::exit(2);
             }
-            logging::init(&cfg.log_level);
+            logging::init(&cfg.log_level, &cfg.log_format);
             fatal::stop_process_on_panic();
             if let Err(code) = server::run(*cfg) {
                 std::process::exit(code);

@@ -48,11 +48,13 @@ pub fn answered(ctx: &Ctx, head: Option<&Head>, route: &'static str, status: u16
     ctx.metrics.request(route, status, took);
     if ctx.cfg.access_log {
         let (method, target) = head.map_or(("-".to_string(), "-"), |h| (format!("{:?}", h.method), h.target.as_str()));
+        // Read tokens travel in the query string (`?token=`): never logged.
+        let target = sluice::http::url::redact(target);
         tracing::info!(
             target: "sluice::access",
             shard = ctx.id,
             method = %method.to_ascii_uppercase(),
-            target,
+            target = %target,
             status,
             micros = took.as_micros() as u64
         );

@@ -73,7 +73,11 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         running.access.reload();
         running.reloads.request();
     });
-    tracing::info!(signal, "stopping: finishing in-flight requests");
+    tracing::info!(
+        signal,
+        drain_timeout_ms = cfg.drain_timeout.as_millis() as u64,
+        "stopping: live readers told to reconnect, finishing in-flight requests"
+    );
     notifier.stopping();
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
@@ -85,16 +89,18 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         }
         let _ = done_tx.send(());
     });
-    if done_rx.recv_timeout(STOP_LIMIT).is_err() {
-        tracing::error!(limit_s = STOP_LIMIT.as_secs(), "shards did not stop in time; exiting anyway");
+    let limit = cfg.drain_timeout + STOP_MARGIN;
+    if done_rx.recv_timeout(limit).is_err() {
+        tracing::error!(limit_ms = limit.as_millis() as u64, "shards did not stop in time; exiting anyway");
         return Err(1);
     }
     tracing::info!(took_ms = stopping.elapsed().as_millis() as u64, "stopped");
     Ok(())
 }
 
-/// How long the shards may take to drain and sync after SIGTERM.
-const STOP_LIMIT: Duration = Duration::from_secs(30);
+/// How long the shards may take beyond `--drain-timeout` to sync the log
+/// and stop after SIGTERM.
+const STOP_MARGIN: Duration = Duration::from_secs(20);
 /// How often a start that waits for its shards looks for SIGTERM/SIGINT.
 const START_POLL: Duration = Duration::from_millis(50);
 
@@ -127,8 +133,10 @@ enum Started {
 /// Prepares the data dir, binds, starts every shard and waits for their
 /// recovery, or for SIGTERM/SIGINT, whichever comes first.
 fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<Started, String> {
-    let access = Arc::new(Access::from_config(cfg)?);
+    let mut access = Access::from_config(cfg)?;
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
+    access.load_read_key(&cfg.data_dir)?;
+    let access = Arc::new(access);
     drop(bind_exclusive(cfg)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {
@@ -139,6 +147,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
     let mesh = MeshBuilder::<Message, glommio::channels::channel_mesh::Full>::full(cfg.shards, 4096);
     let shutdown = Arc::new(AtomicBool::new(false));
     let synced = Arc::new(AtomicUsize::new(0));
+    let drained = Arc::new(AtomicUsize::new(0));
     let reloads = Arc::new(Reloads::default());
     let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
@@ -151,6 +160,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
         let start = shard::Startup {
             ready: ready_tx.clone(),
             synced: synced.clone(),
+            drained: drained.clone(),
             shutdown: shutdown.clone(),
             pulse,
             access: access.clone(),

@@ -101,7 +101,7 @@ impl Ctx {
 
     /// Wall-clock milliseconds (the protocol core never reads the clock itself).
     pub fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        sluice::http::date::unix_ms()
     }
 
     /// Cheap xorshift randomness for cursor jitter.
@@ -159,6 +159,8 @@ pub struct Startup {
     /// Recovery's outcome, or why the shard cannot start.
     pub ready: mpsc::Sender<Result<Recovered, String>>,
     pub synced: Arc<AtomicUsize>,
+    /// Shards whose in-flight requests have all been answered after SIGTERM.
+    pub drained: Arc<AtomicUsize>,
     pub shutdown: Arc<AtomicBool>,
     /// Access control shared by every shard (tokens reloaded on SIGHUP).
     pub access: Arc<crate::auth::Access>,
@@ -248,7 +250,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     }
     accept_loop(&ctx, listener, &start.shutdown).await;
     ctx.stopping.notify();
-    drain(&ctx).await;
+    drain(&ctx, &start.drained).await;
 }
 
 /// Shard `id`'s store settings, from the command line.
@@ -389,11 +391,25 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
     }
 }
 
-/// After accepting stops: let in-flight requests finish, then make the log durable.
-async fn drain(ctx: &Rc<Ctx>) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while ctx.in_flight.get() > 0 && std::time::Instant::now() < deadline {
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
+/// After accepting stops (parked readers were told to reconnect, new
+/// requests are refused): let in-flight requests finish within
+/// `--drain-timeout`, then make the log durable. A shard that has drained
+/// keeps serving its peers until every shard has: a request another shard
+/// forwarded here counts there, and is answered before this shard exits.
+async fn drain(ctx: &Rc<Ctx>, drained: &AtomicUsize) {
+    let deadline = std::time::Instant::now() + ctx.cfg.drain_timeout;
+    until(deadline, || ctx.in_flight.get() == 0).await;
+    drained.fetch_add(1, Ordering::SeqCst);
+    until(deadline, || drained.load(Ordering::SeqCst) >= ctx.shards).await;
     let _ = ctx.shard.log.durable(ctx.shard.log.assigned()).await;
 }
+
+/// Polls `done` every [`DRAIN_POLL`] until it holds or `deadline` passes.
+async fn until(deadline: std::time::Instant, done: impl Fn() -> bool) {
+    while !done() && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(DRAIN_POLL).await;
+    }
+}
+
+/// How often a draining shard looks at its in-flight requests and its peers.
+const DRAIN_POLL: Duration = Duration::from_millis(5);

@@ -43,6 +43,11 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let mut announced = false;
     let cursor = || next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
     loop {
+        // Stopping: end here, after a whole event; the client resumes from
+        // the last control event's offset on another server or this one.
+        if ctx.stopping() {
+            return;
+        }
         out.clear();
         let (signal, seen, tail, closed, shared) = {
             let st = ctx.shard.store.borrow();

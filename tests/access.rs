@@ -5,9 +5,10 @@
 
 mod common;
 
-use common::{eventually, offset, Conn, Launch, Resp, Server, TempDir};
-use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use common::{
+    eventually, offset, run_to_exit, set_mode, sha256_hex, write_tokens, Conn, Launch, Resp, Server, TempDir,
+};
+use std::path::PathBuf;
 use std::time::Duration;
 
 const TEXT: &str = "text/plain";
@@ -32,25 +33,6 @@ const SCOPES: &[(&str, &str, &str)] = &[
     (FORKER, "logs-*", "write"),
     (FORKER, "orders*", "read"),
 ];
-
-fn sha256_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Writes a tokens file holding the hashes of `scopes`' tokens.
-fn write_tokens(path: &Path, scopes: &[(&str, &str, &str)]) {
-    let mut text = String::from("# sha256(token)  bucket-pattern  actions\n");
-    for (token, pattern, actions) in scopes {
-        text.push_str(&format!("{}  {pattern}  {actions}\n", sha256_hex(token)));
-    }
-    std::fs::write(path, text).expect("write tokens file");
-    set_mode(path, 0o600);
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
 
 /// A server with the test tokens (its directory holds data and tokens).
 fn tokens_server(extra: &[&str]) -> (Server, TempDir) {
@@ -629,6 +611,23 @@ fn protected_mode_serves_loopback_and_says_so() {
     assert!(s.output().contains("mode=\"protected\"") || s.output().contains("mode=protected"), "{}", s.output());
 }
 
+#[test]
+fn listening_off_loopback_needs_tokens_or_open() {
+    // As the container image would start without SLUICE_TOKENS or SLUICE_OPEN.
+    let dir = TempDir::new("exposed");
+    let data = dir.path().join("data");
+    let (status, err) = run_to_exit(&["serve", "--listen", "0.0.0.0:4437", "--data-dir", data.to_str().unwrap()]);
+    assert_eq!((status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(
+        err.starts_with("sluice: --listen 0.0.0.0:4437 is not loopback, but without --tokens only loopback clients are served: start with --tokens FILE (or --open"),
+        "{err}"
+    );
+    assert!(!data.exists(), "nothing was created");
+    let (_, err) =
+        run_to_exit(&["serve", "--listen", "[::]:4437", "--open=false", "--data-dir", data.to_str().unwrap()]);
+    assert!(err.contains("is not loopback"), "{err}");
+}
+
 /// A network namespace joined to the host by a veth pair, on a /30 from
 /// the benchmark range 198.18.0.0/15 (never a real network). Removed on drop.
 struct Netns {
@@ -709,14 +708,13 @@ fn protected_mode_refuses_a_client_off_loopback() {
     let ns = Netns::create();
     let any = std::net::IpAddr::from([0, 0, 0, 0]);
 
-    // Protected (the default): loopback is served, the namespace is not.
-    let (s, _d) = launch_on(any, &[]);
-    s.put("/v1/stream/p", TEXT, b"x").expect(201);
-    let r = from_netns(&ns, s.addr.port(), "GET", "/v1/stream/p?offset=-1", &[]);
-    assert_eq!(r.status, 403, "{r:?}");
-    assert!(r.text().contains("protected mode") && r.text().contains("--tokens"), "{}", r.text());
-    assert_eq!(from_netns(&ns, s.addr.port(), "GET", "/v1/healthz", &[]).status, 403);
-    drop(s);
+    // Protected (the default) serves loopback only: listening elsewhere is refused at start.
+    let dir = TempDir::new("netns-protected");
+    let mut launch = Launch::quick(2, &[]);
+    launch.listen_ip = any;
+    let (status, out) = Server::try_launch(&dir.path().join("data"), launch).err().expect("refused");
+    assert_eq!(status.code(), Some(2), "{out}");
+    assert!(out.contains("is not loopback, but without --tokens only loopback clients are served"), "{out}");
 
     // Tokens: the namespace needs a token like anyone else.
     let dir = TempDir::new("netns-tokens");

@@ -105,6 +105,10 @@ fn sigterm_under_write_load_keeps_every_acknowledged_append() {
     let total: usize = acked.iter().map(Vec::len).sum();
     println!("SIGTERM under load: exit 0 after {took:?}, {total} acknowledged bytes");
     assert!(total > 0);
+    // A shard that had drained used to exit while a peer still waited for
+    // its answer to a forwarded append, which then held the drain for its
+    // whole timeout (10 s); new requests after the stop now get 503.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
 
     s.start_again();
     for (i, p) in paths.iter().enumerate() {
@@ -127,4 +131,45 @@ fn unwritable_stdout_does_not_stop_the_server() {
     assert_eq!(s.get("/v1/healthz").status, 200);
     let (st, _) = s.sigterm(Duration::from_secs(15));
     assert!(st.success(), "exit status after SIGTERM: {st}");
+}
+
+#[test]
+fn sigterm_tells_live_readers_to_reconnect_and_they_resume_by_offset() {
+    let mut s =
+        Server::start_logged(&["--segment-bytes", "1048576", "--long-poll-timeout", "60s", "--drain-timeout", "3s"]);
+    let path = "/v1/stream/drain";
+    s.create(path, "text/plain");
+    let tail = s.post(path, "text/plain", b"before\n").next_offset();
+    // An SSE reader caught up at the tail, and a long-poll parked there.
+    let mut sse = s.connect();
+    sse.send(&build("GET", &format!("{path}?offset=-1&live=sse"), &[], b"")).unwrap();
+    let head = String::from_utf8(sse.read_until(b"\r\n\r\n").unwrap()).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut poll = s.connect();
+    poll.send(&build("GET", &format!("{path}?offset={tail}&live=long-poll"), &[], b"")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (status, took) = s.sigterm(Duration::from_secs(15));
+    assert!(status.success(), "exit status after SIGTERM: {status}");
+    assert!(took < Duration::from_secs(3), "live readers do not hold the drain: {took:?}");
+    // SSE ends cleanly after a whole event, its last control naming the tail.
+    let body = sse.read_to_eof().expect("the SSE response ends with the connection");
+    assert!(body.ends_with(b"\n\n"), "ends at an event boundary: {:?}", String::from_utf8_lossy(&body));
+    let events = common::sse_events(&body);
+    assert_eq!(events[0], ("data".to_string(), "before\n".to_string()), "{events:?}");
+    let (kind, control) = events.last().unwrap();
+    assert_eq!(kind, "control");
+    let control: serde_json::Value = serde_json::from_str(control).unwrap();
+    assert_eq!(control["streamNextOffset"], tail.as_str());
+    // The long-poll is answered as a timeout (204 at the tail), and the connection closes.
+    let r = poll.read_response(false);
+    assert_eq!((r.status, r.h("stream-next-offset")), (204, tail.as_str()));
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(s.output().contains("drain_timeout_ms=3000"), "{}", s.output());
+
+    // Both resume from that offset on the restarted server.
+    s.start_again();
+    s.post(path, "text/plain", b"after\n");
+    let r = s.get(&format!("{path}?offset={tail}&live=long-poll"));
+    assert_eq!((r.status, r.text().as_str()), (200, "after\n"));
 }

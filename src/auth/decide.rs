@@ -49,6 +49,8 @@ pub enum Refusal {
     Concealed { builtin: bool },
     /// 404: the token cannot see the fork source's bucket.
     ConcealedForkSource,
+    /// 403: a signed read token (`?token=`) used to write, or outside its scope.
+    ReadToken(&'static str),
 }
 
 /// Whether a peer address is loopback (IPv4-mapped IPv6 included).
@@ -122,6 +124,7 @@ impl Refusal {
             Refusal::Concealed { builtin: false } => Error::NoBucket,
             Refusal::Concealed { builtin: true } => Error::NoStream,
             Refusal::ConcealedForkSource => Error::NotFound(FORK_SOURCE_NOT_FOUND),
+            Refusal::ReadToken(why) => Error::InsufficientScope(why),
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod decide;
 pub mod need;
 pub mod origin;
 pub mod scope;
+pub mod signed;
 pub mod tokens;
 
 use crate::config::Config;
@@ -45,6 +46,8 @@ pub struct Access {
     cors_explicit: bool,
     table: RwLock<Arc<TokenTable>>,
     generation: AtomicU64,
+    /// Signs and checks read tokens (tokens mode, once the data dir is ready).
+    read_key: Option<signed::ReadKey>,
 }
 
 impl Access {
@@ -72,7 +75,16 @@ impl Access {
             cors_explicit: cfg.cors_origins.is_some(),
             table: RwLock::new(Arc::new(table)),
             generation: AtomicU64::new(0),
+            read_key: None,
         })
+    }
+
+    /// In tokens mode, loads (or creates) the read-token key in `data_dir`.
+    pub fn load_read_key(&mut self, data_dir: &std::path::Path) -> Result<(), String> {
+        if let Kind::Tokens(_) = self.kind {
+            self.read_key = Some(signed::ReadKey::load_or_create(data_dir)?);
+        }
+        Ok(())
     }
 
     /// Logs the mode in force (one line at start).
@@ -159,7 +171,15 @@ impl Gate {
                 Mode::Tokens(&table)
             }
         };
-        let decided = decide(&mode, loopback, bearer::credential(head.values(h::AUTHORIZATION)), &need);
+        let credential = bearer::credential(head.values(h::AUTHORIZATION));
+        let signed = match (&self.access.read_key, &credential) {
+            (Some(key), bearer::Credential::None) => signed::from_query(&head.target).map(|t| (key, t)),
+            _ => None,
+        };
+        let decided = match signed {
+            Some((key, token)) => signed::decide(key, &token, sluice::http::date::unix_ms(), head.method, &need, route),
+            None => decide(&mode, loopback, credential, &need),
+        };
         if let origin::Site::Cross(from) = origin::site(head) {
             let authenticated = matches!(mode, Mode::Tokens(_)) && decided.is_ok();
             if !origin::allowed(&self.access.cors, self.access.cors_explicit, cors, authenticated) {
@@ -172,6 +192,13 @@ impl Gate {
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),
             Ok(()) => None,
         }
+    }
+
+    /// A read token for `scope` living `ttl`, and its expiry (Unix ms);
+    /// `None` unless tokens are in force.
+    pub fn mint(&self, scope: &signed::ReadScope, ttl: std::time::Duration) -> Option<(String, u64)> {
+        let expires = sluice::http::date::unix_ms() + ttl.as_millis() as u64;
+        self.access.read_key.as_ref().map(|key| (key.mint(scope, expires), expires))
     }
 
     /// The table in force, refreshed if a reload happened since last use.
@@ -217,6 +244,7 @@ mod tests {
             cors_explicit: false,
             table: RwLock::new(Arc::new(TokenTable::load(&path).unwrap())),
             generation: AtomicU64::new(0),
+            read_key: None,
         });
         let (a, b) = (Gate::new(access.clone()), Gate::new(access.clone()));
         assert_eq!((status(&a, "old"), status(&b, "new")), (None, Some(401)));

@@ -4,7 +4,7 @@
 
 use super::decide::Need;
 use super::scope::Action;
-use crate::handlers::{self, Route};
+use crate::handlers::{self, ui, Route};
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, Head, Method};
 
@@ -19,6 +19,11 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
     match route {
         Route::Health => Need::Public,
         Route::Metrics => Need::Operator,
+        // The page holds nothing secret; the data it shows is the operator's.
+        Route::Ui(ui::Page::Console) => Need::Public,
+        Route::Ui(ui::Page::Streams) => Need::Operator,
+        // Minting needs read on what the token will read.
+        Route::Tokens(scope) => bucket(&scope.bucket, Action::Read),
         Route::Bad(_) | Route::NotFound => Need::Authenticated,
         Route::Bucket(b) if safe => bucket(b, Action::Read),
         Route::Bucket(b) => bucket(b, Action::Admin),
@@ -90,6 +95,13 @@ mod tests {
             ("POST", "/orders/s1/append-batch", on("orders", "Write")),
             ("GET", "/v1/healthz", "Public".into()),
             ("GET", "/v1/metrics", "Operator".into()),
+            ("GET", "/v1/ui", "Public".into()),
+            ("GET", "/v1/ui/streams", "Operator".into()),
+            ("GET", "/v1/ui/other", "Authenticated".into()),
+            ("POST", "/v1/tokens?stream=/orders/s1", on("orders", "Read")),
+            ("POST", "/v1/tokens?stream=/v1/stream/a", on("v1-stream", "Read")),
+            ("POST", "/v1/tokens?bucket=orders", on("orders", "Read")),
+            ("POST", "/v1/tokens?stream=/orders", "Authenticated".into()),
             ("OPTIONS", "/orders/s1", "Public".into()),
             ("GET", "/", "Authenticated".into()),
             ("GET", "/v1/nothing", "Authenticated".into()),

@@ -61,17 +61,19 @@ fn known(ctx: &Ctx, bucket: &str) -> Option<BucketInfo> {
     ctx.shard.store.borrow().buckets.get(bucket).copied()
 }
 
-fn json(status: u16, v: &serde_json::Value) -> Response {
+pub fn json(status: u16, v: &serde_json::Value) -> Response {
     Response::new(status)
         .header(h::CONTENT_TYPE, "application/json")
         .with_body(serde_json::to_vec(v).expect("serializable"))
 }
 
 pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
-    listing(ctx, bucket, t).await.unwrap_or_else(Response::from)
+    listing(ctx, bucket, t).await.map(|body| json(200, &body)).unwrap_or_else(Response::from)
 }
 
-async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<Response, Error> {
+/// A bucket's stream listing as `GET /{bucket}/streams` answers it (the
+/// query `t` pages and filters it).
+pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_json::Value, Error> {
     let limit = match t.param("limit").map(parse_uint) {
         None => MAX_LIST,
         Some(Some(n)) if (1..=MAX_LIST as u64).contains(&n) => n as usize,
@@ -123,7 +125,7 @@ async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<Response, Er
     if !prefix.is_empty() {
         body["prefix"] = serde_json::Value::String(prefix);
     }
-    Ok(json(200, &body))
+    Ok(body)
 }
 
 /// Serves a bucket request on this shard (from a peer or from itself).

@@ -10,6 +10,8 @@ pub mod read;
 pub mod refuse;
 pub mod snapshot;
 pub mod stream;
+pub mod tokens;
+pub mod ui;
 
 use crate::auth::cors::Cors;
 use crate::shard::Ctx;
@@ -34,6 +36,10 @@ pub enum Route {
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
     Stream(StreamKey, Vec<String>),
+    /// `/v1/ui...`: the console and its data.
+    Ui(ui::Page),
+    /// `/v1/tokens`: mint a signed read token for this scope.
+    Tokens(crate::auth::signed::ReadScope),
     Bad(Error),
     NotFound,
 }
@@ -54,6 +60,8 @@ impl Route {
         match self {
             Route::Health => "healthz",
             Route::Metrics => "metrics",
+            Route::Tokens(_) => "tokens",
+            Route::Ui(_) => "ui",
             Route::Bucket(_) => "bucket",
             Route::BucketList(_) => "bucket_streams",
             Route::Stream(_, sub) => match sub.first().map(String::as_str) {
@@ -107,13 +115,15 @@ pub enum Reply {
     Catchup(crate::catchup::Catchup),
 }
 
-pub fn route(_head: &Head, t: &Target) -> Route {
+pub fn route(head: &Head, t: &Target) -> Route {
     let seg = &t.segments;
     match seg.first().map(String::as_str) {
         None => Route::NotFound,
         Some("v1") => match seg.get(1).map(String::as_str) {
             Some("healthz") if seg.len() == 2 => Route::Health,
             Some("metrics") if seg.len() == 2 => Route::Metrics,
+            Some("tokens") if seg.len() == 2 => tokens::route(head, t),
+            Some("ui") => ui::route(&seg[2..]),
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
@@ -183,6 +193,8 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get | Method::Head => metrics(ctx).await,
             _ => Error::MethodNotAllowed.into(),
         },
+        Route::Tokens(scope) => tokens::mint(ctx, head, t, &scope),
+        Route::Ui(page) => ui::serve(ctx, head.method, page).await,
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,

@@ -24,6 +24,11 @@ thread_local! {
     static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
 }
 
+/// Wall-clock Unix milliseconds.
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The current time as a `Date` value, re-rendered only when the second changes.
 pub fn now() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -44,6 +44,7 @@ header_table! {
     RETRY_AFTER = "retry-after", Response;
     X_CONTENT_TYPE_OPTIONS = "x-content-type-options", Transport;
     CROSS_ORIGIN_RESOURCE_POLICY = "cross-origin-resource-policy", Transport;
+    CONTENT_SECURITY_POLICY = "content-security-policy", Transport;
     ACCESS_CONTROL_ALLOW_ORIGIN = "access-control-allow-origin", Transport;
     ACCESS_CONTROL_ALLOW_METHODS = "access-control-allow-methods", Transport;
     ACCESS_CONTROL_ALLOW_HEADERS = "access-control-allow-headers", Transport;

@@ -70,9 +70,45 @@ pub fn parse_target(target: &str) -> Result<Target, Error> {
     Ok(Target { segments, query: pairs })
 }
 
+/// Query parameters whose values are credentials: never logged.
+const SECRET_PARAMS: [&str; 2] = ["token", "access_token"];
+
+/// `target` (raw, as received) fit for a log line: the value of every
+/// query parameter named like a credential (`token`, `access_token`, in
+/// any case or percent-encoding) replaced by `REDACTED`.
+pub fn redact(target: &str) -> std::borrow::Cow<'_, str> {
+    let Some((path, query)) = target.split_once('?') else {
+        return target.into();
+    };
+    let secret = |k: &str| {
+        let name = percent_decode(k, true).unwrap_or_else(|_| k.to_string());
+        SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
+    };
+    if !query.split('&').any(|p| secret(p.split_once('=').map_or(p, |(k, _)| k))) {
+        return target.into();
+    }
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if secret(k) => format!("{k}=REDACTED"),
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", pairs.join("&")).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_are_redacted_for_logs() {
+        assert_eq!(redact("/a/b?offset=-1&live=sse"), "/a/b?offset=-1&live=sse");
+        assert_eq!(redact("/a/b?offset=-1&token=sr1.x.y&live=sse"), "/a/b?offset=-1&token=REDACTED&live=sse");
+        assert_eq!(redact("/a?Access_Token=z&%74oken=q"), "/a?Access_Token=REDACTED&%74oken=REDACTED");
+        assert_eq!(redact("/a?tokens=1&x=token"), "/a?tokens=1&x=token");
+        assert_eq!(redact("/a?token"), "/a?token");
+    }
 
     #[test]
     fn decodes_segments_and_query() {

@@ -803,3 +803,25 @@ pub fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The hex SHA-256 of a bearer token, as the tokens file holds it.
+pub fn sha256_hex(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes a tokens file (mode 0600) holding the hashes of `scopes`'
+/// tokens: (token, bucket pattern, actions).
+pub fn write_tokens(path: &Path, scopes: &[(&str, &str, &str)]) {
+    let mut text = String::from("# sha256(token)  bucket-pattern  actions\n");
+    for (token, pattern, actions) in scopes {
+        text.push_str(&format!("{}  {pattern}  {actions}\n", sha256_hex(token)));
+    }
+    std::fs::write(path, text).expect("write tokens file");
+    set_mode(path, 0o600);
+}
+
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}

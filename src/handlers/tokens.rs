@@ -1,0 +1,73 @@
+//! `POST /v1/tokens?stream=PATH|bucket=ID[&ttl=DUR]`: mints a signed read
+//! token (see `auth::signed`) for one stream or one bucket. The caller
+//! needs read on that bucket itself, so a token never grants more than its
+//! minter holds; the answer is JSON with the token and its expiry.
+
+use super::bucket::json;
+use super::Route;
+use crate::auth::signed::{ReadScope, DEFAULT_TTL, MAX_TTL, MIN_TTL};
+use crate::shard::Ctx;
+use sluice::http::url::{parse_target, Target};
+use sluice::http::{headers as h, Head, Method, Response};
+use sluice::units::parse_duration;
+use sluice_shards::core::Error;
+
+const NO_SCOPE: Error = Error::Invalid("name what the read token reads: ?stream=/bucket/stream or ?bucket=ID");
+const BAD_STREAM: Error = Error::Invalid("stream must be a stream path such as /orders/s1 or /v1/stream/s1");
+const BAD_TTL: Error = Error::Invalid("ttl must be a duration between 1s and 1h");
+const NO_TOKENS: Error = Error::NotFound("read tokens exist only with --tokens (without them no read needs one)");
+
+/// Routes `/v1/tokens`: the scope the query names.
+pub fn route(head: &Head, t: &Target) -> Route {
+    match (t.param("stream"), t.param("bucket")) {
+        (Some(path), None) => match parse_target(path).map(|p| super::route(head, &p)) {
+            Ok(Route::Stream((bucket, stream), sub)) if sub.is_empty() => {
+                Route::Tokens(ReadScope { bucket, stream: Some(stream) })
+            }
+            _ => Route::Bad(BAD_STREAM),
+        },
+        (None, Some(bucket)) if sluice_shards::ids::valid_bucket_id(bucket) => {
+            Route::Tokens(ReadScope { bucket: bucket.to_string(), stream: None })
+        }
+        (None, Some(_)) => Route::Bad(Error::Invalid("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)")),
+        _ => Route::Bad(NO_SCOPE),
+    }
+}
+
+/// Mints the token (POST only).
+pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
+    if head.method != Method::Post {
+        return Error::MethodNotAllowed.into();
+    }
+    let ttl = match t.param("ttl").map(parse_duration) {
+        None => DEFAULT_TTL,
+        Some(Ok(d)) if (MIN_TTL..=MAX_TTL).contains(&d) => d,
+        Some(_) => return BAD_TTL.into(),
+    };
+    let Some((token, expires_ms)) = ctx.gate.mint(scope, ttl) else {
+        return NO_TOKENS.into();
+    };
+    let body = serde_json::json!({
+        "token": token,
+        "bucket": scope.bucket,
+        "stream": scope.stream,
+        "expires_at_ms": expires_ms,
+        "ttl_ms": ttl.as_millis() as u64,
+    });
+    let mut r = json(200, &body);
+    r.set(h::CACHE_CONTROL, "no-store");
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice::units::format_duration;
+
+    #[test]
+    fn the_ttl_refusal_names_the_limits() {
+        let Error::Invalid(why) = BAD_TTL else { panic!("BAD_TTL is a 400") };
+        let range = format!("between {} and {}", format_duration(MIN_TTL), format_duration(MAX_TTL));
+        assert!(why.contains(&range), "{why} / {range}");
+    }
+}
