@@ -162,7 +162,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 }
                 Reply::Catchup(c) => {
                     answered(&ctx, Some(&head), label, 200, started);
-                    if !send_streamed(&ctx, &mut sock, c, close).await || close {
+                    let last = last(&ctx, &head);
+                    if !send_streamed(&ctx, &mut sock, c, last).await || last {
                         return;
                     }
                     continue;
