@@ -8,7 +8,10 @@
 //! log with a hole in it.
 //!
 //! Torn tail or damage. A group commit is one write (`O_DSYNC`) of whole
-//! records into zero-filled space that nothing wrote before: bytes at and
+//! records into zero-filled space that nothing wrote before, padded to
+//! whole blocks (`log::blocks`): the block it starts in is written again
+//! with the same bytes before the commit's own, which a power loss leaves
+//! reading alike, and its padding is zeros over zeros. So bytes at and
 //! after the log's end are zeros (recovery zeroes a torn tail before the log
 //! resumes there). Until the write returns nothing in it is acknowledged;
 //! a power loss during it leaves each of its sectors ([`SECTOR`], 512 bytes
