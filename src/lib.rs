@@ -30,4 +30,5 @@ mod send;
 pub mod server;
 pub mod shard;
 mod sse;
+mod subscriptions;
 mod watchdog;

@@ -130,6 +130,7 @@ async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<Response, Er
 pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     let now = ctx.now_ms();
     match req {
+        BucketReq::Subs(req) => crate::subscriptions::mesh::serve(ctx, req).await,
         BucketReq::Create { bucket } => {
             if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
                 return BucketRep::Done(Err(Error::Conflict("bucket already exists")));

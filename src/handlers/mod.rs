@@ -14,6 +14,7 @@ pub mod stream;
 use crate::auth::cors::Cors;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use crate::subscriptions::routes::SubRoute;
 use sluice::http::url::Target;
 use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
@@ -34,6 +35,8 @@ pub enum Route {
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
     Stream(StreamKey, Vec<String>),
+    /// `/v1/stream/__ds/...`: the reserved subscription APIs.
+    Subs(SubRoute),
     Bad(Error),
     NotFound,
 }
@@ -43,6 +46,7 @@ impl Route {
     pub fn owner(&self, shards: usize) -> Option<usize> {
         match self {
             Route::Stream((b, s), _) => Some(stream_shard(b, s, shards)),
+            Route::Subs(r) => r.owner(shards),
             _ => None,
         }
     }
@@ -74,6 +78,7 @@ impl Route {
                 Some("append-batch") => "append_batch",
                 Some(_) => "stream_other",
             },
+            Route::Subs(_) => "subscriptions",
             Route::Bad(_) => "bad_request",
             Route::NotFound => "not_found",
         }
@@ -112,6 +117,9 @@ pub fn route(_head: &Head, t: &Target) -> Route {
         Some("v1") => match seg.get(1).map(String::as_str) {
             Some("healthz") if seg.len() == 2 => Route::Health,
             Some("metrics") if seg.len() == 2 => Route::Metrics,
+            Some("stream") if seg.len() >= 3 && seg[2] == crate::subscriptions::RESERVED => {
+                Route::Subs(SubRoute::parse(&seg[3..]))
+            }
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
@@ -184,6 +192,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
+        Route::Subs(r) => crate::subscriptions::routes::serve(ctx, head, r, body).await,
         Route::BucketList(b) => match head.method {
             Method::Get => bucket::list(ctx, &b, t).await,
             _ => Error::MethodNotAllowed.into(),
