@@ -244,6 +244,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     for (shard, handle) in parents {
         ctx.ask(shard, BucketReq::ForkRef { handle }).await;
     }
+    // Subscriptions owned here: patterns registered on every shard before any client.
+    crate::subscriptions::persist::recover(&ctx).await;
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
         glommio::timer::sleep(Duration::from_millis(1)).await;
@@ -286,6 +288,7 @@ fn background(ctx: &Rc<Ctx>) {
     spawn(release_pump(ctx.clone())).detach();
     spawn(sweeper(ctx.clone())).detach();
     spawn(crate::subscriptions::wake::ticker(ctx.clone())).detach();
+    spawn(crate::subscriptions::persist::run(ctx.clone())).detach();
     let flusher = ctx.clone();
     spawn(async move { flusher.shard.flush_loop().await }).detach();
 }

@@ -12,6 +12,8 @@ pub mod glob;
 pub mod limits;
 pub mod mesh;
 pub mod model;
+pub mod persist;
+pub mod record;
 pub mod routes;
 pub mod signing;
 pub mod target;
@@ -59,6 +61,8 @@ pub struct Local {
     pub trie: RefCell<glob::Trie>,
     /// Notified when `waking` gains a member.
     pub wakes: sluice_shards::signal::Signal,
+    /// Writes changed subscriptions to the journal.
+    pub persist: persist::Persister,
 }
 
 impl Local {
@@ -71,6 +75,7 @@ impl Local {
             waking: RefCell::default(),
             trie: RefCell::default(),
             wakes: sluice_shards::signal::Signal::default(),
+            persist: persist::Persister::default(),
         }
     }
 }

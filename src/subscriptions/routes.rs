@@ -10,7 +10,7 @@ use super::limits::{
 };
 use super::mesh::SubsReq;
 use super::model::{normalize_path, parse_streams, Ack, Config, Delivery, SubError, Subscription};
-use super::{owner_shard, wake};
+use super::{owner_shard, persist, wake};
 use crate::mesh::{BucketRep, BucketReq};
 use crate::shard::Ctx;
 use sluice::http::{headers as h, Head, Method, Response};
@@ -121,8 +121,8 @@ pub async fn serve(ctx: &Rc<Ctx>, head: &Head, route: SubRoute, body: Vec<u8>) -
         (Action::Stream(path), Method::Delete) => remove_stream(ctx, &id, &path).await,
         (Action::Callback, Method::Post) => settle(ctx, head, &id, &body, false).await,
         (Action::Ack, Method::Post) => settle(ctx, head, &id, &body, true).await,
-        (Action::Claim, Method::Post) => claim(ctx, &id, &body),
-        (Action::Release, Method::Post) => release(ctx, head, &id, &body),
+        (Action::Claim, Method::Post) => claim(ctx, &id, &body).await,
+        (Action::Release, Method::Post) => release(ctx, head, &id, &body).await,
         _ => Err(SubError::new(405, "INVALID_REQUEST", "method not allowed on this resource")),
     };
     done.unwrap_or_else(refusal)
@@ -182,12 +182,13 @@ fn read(ctx: &Ctx, head: &Head, id: &str) -> Result<Response, SubError> {
     Ok(json(200, render(ctx, head, sub)))
 }
 
-/// Every pattern and explicit stream of a configuration, as trie registrations.
-fn registrations(c: &Config) -> Vec<String> {
-    c.pattern.iter().chain(c.streams.iter()).cloned().collect()
+/// A subscription's trie registrations: its pattern and explicit streams.
+pub fn registrations(sub: &Subscription) -> Vec<String> {
+    let explicit = sub.links.iter().filter(|(_, l)| l.explicit).map(|(p, _)| p);
+    sub.config.pattern.iter().chain(explicit).cloned().collect()
 }
 
-async fn index(ctx: &Rc<Ctx>, id: &str, patterns: Vec<String>, add: bool) {
+pub async fn index(ctx: &Rc<Ctx>, id: &str, patterns: Vec<String>, add: bool) {
     let owner = ctx.id;
     ctx.ask_all(|| BucketReq::Subs(SubsReq::Index { id: id.to_string(), owner, patterns: patterns.clone(), add }))
         .await;
@@ -232,6 +233,34 @@ async fn link_explicit(ctx: &Rc<Ctx>, id: &str, streams: &[String]) {
     }
 }
 
+/// Brings a recovered subscription's tails up to date; streams that match
+/// its pattern and are not linked appeared while it was down (all new).
+pub async fn refresh_tails(ctx: &Rc<Ctx>, id: &str) {
+    let Some((pattern, explicit)) = ctx.subs.owned.borrow().get(id).map(|s| {
+        (
+            s.config.pattern.clone(),
+            s.links.iter().filter(|(_, l)| l.explicit).map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+        )
+    }) else {
+        return;
+    };
+    if let Some(pattern) = pattern {
+        for (path, tail) in tails_under(ctx, &glob::literal_prefix(&pattern)).await {
+            if glob::matches(&pattern, &path) && !path.starts_with("__ds/") {
+                if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
+                    sub.link(&path, false, None, tail);
+                }
+            }
+        }
+    }
+    for path in explicit {
+        let tail = tail_of(ctx, &path).await.unwrap_or(0);
+        if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
+            sub.link(&path, true, None, tail);
+        }
+    }
+}
+
 async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response, SubError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(SubError::new(413, "INVALID_REQUEST", "body is larger than 256 KiB"));
@@ -258,7 +287,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Res
     ctx.subs.owned.borrow_mut().insert(id.to_string(), sub);
     // Index first, then backfill: an append in between is seen by both, and
     // linking keeps the larger tail.
-    index(ctx, id, registrations(&config), true).await;
+    index(ctx, id, config.pattern.iter().chain(&config.streams).cloned().collect(), true).await;
     if let Some(pattern) = &config.pattern {
         for (path, tail) in tails_under(ctx, &glob::literal_prefix(pattern)).await {
             if glob::matches(pattern, &path) && !path.starts_with("__ds/") {
@@ -270,6 +299,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Res
     }
     link_explicit(ctx, id, &config.streams).await;
     wake::maybe_wake(ctx, id);
+    persist::durable(ctx, id).await?;
     let owned = ctx.subs.owned.borrow();
     let sub = owned.get(id).ok_or_else(SubError::not_found)?;
     Ok(json(201, render(ctx, head, sub)))
@@ -279,12 +309,8 @@ async fn delete(ctx: &Rc<Ctx>, id: &str) -> Result<Response, SubError> {
     let removed = ctx.subs.owned.borrow_mut().remove(id);
     ctx.subs.waking.borrow_mut().remove(id);
     if let Some(sub) = removed {
-        let mut patterns = registrations(&sub.config);
-        // Explicit streams added later are registered too.
-        patterns.extend(
-            sub.links.iter().filter(|(p, l)| l.explicit && !sub.config.streams.contains(p)).map(|(p, _)| p.clone()),
-        );
-        index(ctx, id, patterns, false).await;
+        persist::durable(ctx, id).await?;
+        index(ctx, id, registrations(&sub), false).await;
     }
     Ok(Response::new(204))
 }
@@ -308,6 +334,7 @@ async fn add_streams(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, S
     index(ctx, id, new.clone(), true).await;
     link_explicit(ctx, id, &new).await;
     wake::maybe_wake(ctx, id);
+    persist::durable(ctx, id).await?;
     Ok(Response::new(204))
 }
 
@@ -321,6 +348,7 @@ async fn remove_stream(ctx: &Rc<Ctx>, id: &str, path: &str) -> Result<Response, 
         was
     };
     if was_explicit {
+        persist::durable(ctx, id).await?;
         index(ctx, id, vec![path], false).await;
     }
     Ok(Response::new(204))
@@ -391,10 +419,11 @@ async fn settle(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8], pull: bool) -
         sub.extend_lease(ctx.now_ms());
     }
     let next_wake = s.done && wake::finish_wake(ctx, id);
+    persist::durable(ctx, id).await?;
     Ok(json(200, serde_json::json!({ "ok": true, "next_wake": next_wake })))
 }
 
-fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
+async fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
     let v = body_json(body)?;
     let worker = v["worker"]
         .as_str()
@@ -417,13 +446,18 @@ fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
         }
     }
     wake::maybe_wake(ctx, id);
-    let mut owned = ctx.subs.owned.borrow_mut();
-    let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
-    let now = ctx.now_ms();
-    sub.extend_lease(now);
-    let w = sub.wake.as_mut().expect("a wake is open after maybe_wake with pending work");
-    w.holder = Some(worker);
-    let wake_id = w.id.clone();
+    {
+        let mut owned = ctx.subs.owned.borrow_mut();
+        let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
+        sub.extend_lease(ctx.now_ms());
+        let w = sub.wake.as_mut().expect("a wake is open after maybe_wake with pending work");
+        w.holder = Some(worker);
+    }
+    persist::durable(ctx, id).await?;
+    let owned = ctx.subs.owned.borrow();
+    // Deleted while the claim was being made durable.
+    let sub = owned.get(id).ok_or_else(SubError::not_found)?;
+    let wake_id = sub.wake.as_ref().map(|w| w.id.clone());
     Ok(json(
         200,
         serde_json::json!({
@@ -436,7 +470,7 @@ fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
     ))
 }
 
-fn release(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response, SubError> {
+async fn release(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response, SubError> {
     let s = parse_settle(body)?;
     {
         let owned = ctx.subs.owned.borrow();
@@ -447,6 +481,7 @@ fn release(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response
         fence(ctx, head, sub, &s)?;
     }
     wake::finish_wake(ctx, id);
+    persist::durable(ctx, id).await?;
     Ok(Response::new(204))
 }
 

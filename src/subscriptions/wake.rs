@@ -58,6 +58,7 @@ pub fn maybe_wake(ctx: &Rc<Ctx>, id: &str) -> bool {
         return false;
     }
     let generation = sub.open_wake(wake_id());
+    super::persist::soon(ctx, id);
     ctx.subs.waking.borrow_mut().insert(id.to_string());
     ctx.subs.wakes.notify();
     match &sub.config.delivery {
@@ -129,6 +130,8 @@ fn schedule_retry(ctx: &Ctx, sub: &mut Subscription) {
     sub.retries += 1;
     let unit = (ctx.random() >> 11) as f64 / (1u64 << 53) as f64;
     sub.retry_at = Some(ctx.now_ms() + retry_delay_ms(sub.retries, unit));
+    // The schedule survives a restart.
+    super::persist::soon(ctx, &sub.id);
 }
 
 /// Ends the current wake of `id` (done, released or expired) and opens the
@@ -138,6 +141,7 @@ pub fn finish_wake(ctx: &Rc<Ctx>, id: &str) -> bool {
         sub.close_wake();
     }
     ctx.subs.waking.borrow_mut().remove(id);
+    super::persist::soon(ctx, id);
     maybe_wake(ctx, id)
 }
 
@@ -159,6 +163,7 @@ fn apply_outcome(ctx: &Rc<Ctx>, o: Outcome) {
             Ok(false) => {
                 sub.retries = 0;
                 sub.extend_lease(ctx.now_ms());
+                super::persist::soon(ctx, &sub.id);
                 false
             }
             Err(why) => {
