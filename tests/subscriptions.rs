@@ -258,7 +258,7 @@ fn webhook_is_signed_and_callbacks_ack_and_fence() {
             post_json(&s, &callback, ack, Some("1.forged")).expect(401).json()["error"]["code"],
             "TOKEN_INVALID"
         );
-        let got = s.get(&sub_path(&n["subscription_id"].as_str().unwrap().to_string())).json();
+        let got = s.get(&sub_path(n["subscription_id"].as_str().unwrap())).json();
         assert_eq!(stream_info(&got, "orders/1")["acked_offset"], info["tail_offset"]);
     }
     ids.sort();
@@ -284,12 +284,9 @@ fn a_failing_receiver_is_retried_on_the_backoff_schedule_then_done_acks() {
     let rx = Receiver::start(Answer::Fail(500, 2, Box::new(Answer::Ok(json!({ "done": true })))));
     put_json(&s, &sub_path("r"), webhook("jobs/*", &rx.url)).expect(201);
     s.put("/v1/stream/jobs/1", JSON, b"{\"n\":1}").expect(201);
-    let hits = rx.wait_for(1);
+    rx.wait_for(1);
     eventually("the failure shows", || s.get(&sub_path("r")).json()["status"] == "failed");
-    let hits = {
-        let _ = hits;
-        rx.wait_for(3)
-    };
+    let hits = rx.wait_for(3);
     let (first, second) = (hits[1].at - hits[0].at, hits[2].at - hits[1].at);
     assert!(first >= Duration::from_millis(800) && first < Duration::from_millis(1_700), "first retry after {first:?}");
     assert!(

@@ -61,7 +61,7 @@ pub async fn serve(ctx: &Rc<Ctx>, req: SubsReq) -> BucketRep {
                     wake::notify_append(ctx, &key, out.next_offset);
                     BucketRep::Done(Ok(()))
                 }
-                Err(e) => BucketRep::Done(Err(e.into())),
+                Err(e) => BucketRep::Done(Err(e)),
             }
         }
     }
