@@ -224,6 +224,12 @@ fn create_confirm_conflict_membership_and_backfill() {
         let v = s.get(&sub_path("s1")).json();
         v["streams"].as_array().unwrap().iter().any(|x| x["path"] == "events/new" && x["acked_offset"] == "-1")
     });
+    // A deleted stream leaves the subscription.
+    s.delete("/v1/stream/events/old").expect(204);
+    eventually("events/old unlinked", || {
+        let v = s.get(&sub_path("s1")).json();
+        v["streams"].as_array().unwrap().iter().all(|x| x["path"] != "events/old")
+    });
     s.delete(&sub_path("s1")).expect(204);
     s.get(&sub_path("s1")).expect(404);
 }

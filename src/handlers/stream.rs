@@ -216,5 +216,6 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
 async fn delete(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     bucket_exists(ctx, key)?;
     ctx.shard.delete(key, ctx.now_ms()).await?;
+    crate::subscriptions::wake::notify_delete(ctx, key);
     Ok(Response::new(204))
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-/// Subscriptions a server holds (all shards together share this bound per shard).
+/// Subscriptions one shard owns (ids hash over the shards like streams).
 pub const MAX_SUBSCRIPTIONS_PER_SHARD: usize = 100_000;
 /// Bytes of a subscription id.
 pub const MAX_SUBSCRIPTION_ID_BYTES: usize = 128;
@@ -44,5 +44,7 @@ pub const DELIVERY_THREADS: usize = 4;
 /// Deliveries queued at most per server; past it a wake waits for its retry.
 pub const MAX_QUEUED_DELIVERIES: usize = 10_000;
 
-/// How often a shard with subscriptions looks at leases, retries and delivery outcomes.
+/// How often a shard with open wakes looks at leases and retries.
 pub const TICK: Duration = Duration::from_millis(20);
+/// How often a shard with deliveries out looks for their outcomes.
+pub const OUTCOME_POLL: Duration = Duration::from_millis(2);

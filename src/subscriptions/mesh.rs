@@ -16,6 +16,8 @@ pub enum SubsReq {
     Index { id: String, owner: usize, patterns: Vec<String>, add: bool },
     /// To a subscription's owner: stream `path` (matching them) now ends at `tail`.
     Appended { ids: Vec<String>, path: String, tail: u64 },
+    /// To a subscription's owner: stream `path` (linked to them) was deleted.
+    Deleted { ids: Vec<String>, path: String },
     /// To a wake stream's owner: append this JSON wake event.
     WakeEvent { stream: String, event: Vec<u8> },
 }
@@ -38,6 +40,14 @@ pub async fn serve(ctx: &Rc<Ctx>, req: SubsReq) -> BucketRep {
                 let linked = ctx.subs.owned.borrow_mut().get_mut(&id).is_some_and(|s| s.appended(&path, tail));
                 if linked {
                     wake::maybe_wake(ctx, &id);
+                }
+            }
+            BucketRep::Done(Ok(()))
+        }
+        SubsReq::Deleted { ids, path } => {
+            for id in ids {
+                if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(&id) {
+                    sub.stream_deleted(&path);
                 }
             }
             BucketRep::Done(Ok(()))

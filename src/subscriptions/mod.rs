@@ -59,6 +59,8 @@ pub struct Local {
     pub waking: RefCell<BTreeSet<String>>,
     /// Every subscription's patterns and explicit streams, server-wide.
     pub trie: RefCell<glob::Trie>,
+    /// Deliveries handed to the delivery threads whose outcome is not read yet.
+    pub in_flight: std::cell::Cell<usize>,
     /// Notified when `waking` gains a member.
     pub wakes: sluice_shards::signal::Signal,
     /// Writes changed subscriptions to the journal.
@@ -73,6 +75,7 @@ impl Local {
             allow_local: boot.allow_local,
             owned: RefCell::default(),
             waking: RefCell::default(),
+            in_flight: std::cell::Cell::new(0),
             trie: RefCell::default(),
             wakes: sluice_shards::signal::Signal::default(),
             persist: persist::Persister::default(),

@@ -272,6 +272,18 @@ impl Subscription {
         false
     }
 
+    /// A linked stream was deleted: a pattern link goes, an explicit member
+    /// stays and starts over (a stream created again under its name is all new).
+    pub fn stream_deleted(&mut self, path: &str) {
+        match self.links.get_mut(path) {
+            Some(l) if l.explicit => *l = Link { explicit: true, ..Link::default() },
+            Some(_) => {
+                self.links.remove(path);
+            }
+            None => {}
+        }
+    }
+
     pub fn pending(&self) -> bool {
         self.links.values().any(Link::pending)
     }
@@ -495,6 +507,18 @@ mod tests {
         s.close_wake();
         assert_eq!(s.links["events/a"].acked, Some(10));
         assert!(s.pending());
+    }
+
+    #[test]
+    fn deleted_streams_unlink_or_start_over() {
+        let mut s = pull();
+        s.link("m", true, Some(8), 8);
+        s.appended("events/a", 4);
+        s.stream_deleted("events/a");
+        s.stream_deleted("m");
+        assert!(!s.links.contains_key("events/a"));
+        assert_eq!(s.links["m"], Link { explicit: true, ..Link::default() });
+        assert!(s.appended("m", 3) && s.pending());
     }
 
     #[test]

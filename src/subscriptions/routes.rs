@@ -266,21 +266,29 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Res
         return Err(SubError::new(413, "INVALID_REQUEST", "body is larger than 256 KiB"));
     }
     let config = Config::parse(body, ctx.subs.allow_local)?;
-    {
+    let exists = {
         let owned = ctx.subs.owned.borrow();
-        if let Some(existing) = owned.get(id) {
-            if existing.config_hash == config.hash() {
-                return Ok(json(200, render(ctx, head, existing)));
+        match owned.get(id) {
+            Some(existing) if existing.config_hash != config.hash() => {
+                return Err(SubError::new(
+                    409,
+                    "SUBSCRIPTION_ALREADY_EXISTS",
+                    "subscription exists with a different configuration",
+                ))
             }
-            return Err(SubError::new(
-                409,
-                "SUBSCRIPTION_ALREADY_EXISTS",
-                "subscription exists with a different configuration",
-            ));
+            Some(_) => true,
+            None if owned.len() >= MAX_SUBSCRIPTIONS_PER_SHARD => {
+                return Err(SubError::new(409, "INVALID_REQUEST", "too many subscriptions on this shard"))
+            }
+            None => false,
         }
-        if owned.len() >= MAX_SUBSCRIPTIONS_PER_SHARD {
-            return Err(SubError::new(409, "INVALID_REQUEST", "too many subscriptions on this shard"));
-        }
+    };
+    if exists {
+        // Confirmed only once durable (a concurrent create may still be on its way).
+        persist::durable(ctx, id).await?;
+        let owned = ctx.subs.owned.borrow();
+        let sub = owned.get(id).ok_or_else(SubError::not_found)?;
+        return Ok(json(200, render(ctx, head, sub)));
     }
     let incarnation = u64::from_le_bytes(super::signing::random32()[..8].try_into().expect("8 bytes"));
     let sub = Subscription::new(id, config.clone(), base_url(head), ctx.now_ms(), incarnation);
@@ -299,7 +307,14 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Res
     }
     link_explicit(ctx, id, &config.streams).await;
     wake::maybe_wake(ctx, id);
-    persist::durable(ctx, id).await?;
+    if let Err(e) = persist::durable(ctx, id).await {
+        // Not durable: the subscription was never made.
+        if let Some(sub) = ctx.subs.owned.borrow_mut().remove(id) {
+            ctx.subs.waking.borrow_mut().remove(id);
+            index(ctx, id, registrations(&sub), false).await;
+        }
+        return Err(e);
+    }
     let owned = ctx.subs.owned.borrow();
     let sub = owned.get(id).ok_or_else(SubError::not_found)?;
     Ok(json(201, render(ctx, head, sub)))

@@ -7,7 +7,7 @@
 
 use super::backoff::retry_delay_ms;
 use super::delivery::{Job, Outcome};
-use super::limits::TICK;
+use super::limits::{OUTCOME_POLL, TICK};
 use super::mesh::SubsReq;
 use super::model::{Delivery, Subscription};
 use crate::mesh::BucketReq;
@@ -29,6 +29,16 @@ fn wake_id() -> String {
 /// Called after a durable append or create of `key` ending at `tail`: tells
 /// the owner shard of every matching subscription (never waits for them).
 pub fn notify_append(ctx: &Rc<Ctx>, key: &StreamKey, tail: u64) {
+    tell_owners(ctx, key, move |ids, path| SubsReq::Appended { ids, path, tail });
+}
+
+/// Called after a durable delete of `key`: its links are dropped (or, for
+/// explicit members, start over).
+pub fn notify_delete(ctx: &Rc<Ctx>, key: &StreamKey) {
+    tell_owners(ctx, key, |ids, path| SubsReq::Deleted { ids, path });
+}
+
+fn tell_owners(ctx: &Rc<Ctx>, key: &StreamKey, message: impl Fn(Vec<String>, String) -> SubsReq + 'static) {
     if key.0 != BUILTIN_BUCKET {
         return;
     }
@@ -43,7 +53,7 @@ pub fn notify_append(ctx: &Rc<Ctx>, key: &StreamKey, tail: u64) {
     let (ctx, path) = (ctx.clone(), key.1.clone());
     spawn(async move {
         for (owner, ids) in by_owner {
-            ctx.ask(owner, BucketReq::Subs(SubsReq::Appended { ids, path: path.clone(), tail })).await;
+            ctx.ask(owner, BucketReq::Subs(message(ids, path.clone()))).await;
         }
     })
     .detach();
@@ -121,6 +131,7 @@ fn dispatch(ctx: &Ctx, sub: &mut Subscription) {
     sub.retry_at = None;
     if ctx.subs.link.submit(job) {
         sub.in_flight = true;
+        ctx.subs.in_flight.set(ctx.subs.in_flight.get() + 1);
     } else {
         schedule_retry(ctx, sub);
     }
@@ -181,16 +192,25 @@ fn apply_outcome(ctx: &Rc<Ctx>, o: Outcome) {
 /// The shard's subscription ticker: outcomes, retries and lease expiry.
 /// Idle (waiting on a signal) while no owned subscription has a wake open.
 pub async fn ticker(ctx: Rc<Ctx>) {
+    let mut scanned = std::time::Instant::now();
     loop {
         let seen = ctx.subs.wakes.generation();
-        if ctx.subs.waking.borrow().is_empty() {
+        if ctx.subs.waking.borrow().is_empty() && ctx.subs.in_flight.get() == 0 {
             ctx.subs.wakes.changed(seen).await;
             continue;
         }
-        glommio::timer::sleep(period(TICK)).await;
+        // Outcomes are looked for often while deliveries are out (a done
+        // answer closes the wake); leases and retries every TICK.
+        let nap = if ctx.subs.in_flight.get() > 0 { OUTCOME_POLL } else { TICK };
+        glommio::timer::sleep(period(nap)).await;
         while let Ok(o) = ctx.subs.link.outcomes.try_recv() {
+            ctx.subs.in_flight.set(ctx.subs.in_flight.get() - 1);
             apply_outcome(&ctx, o);
         }
+        if scanned.elapsed() < TICK {
+            continue;
+        }
+        scanned = std::time::Instant::now();
         let now = ctx.now_ms();
         let ids: Vec<String> = ctx.subs.waking.borrow().iter().cloned().collect();
         for id in ids {
