@@ -105,11 +105,11 @@ pub async fn recover(ctx: &Rc<Ctx>) {
                 sub.retry_at = Some(now);
             }
         }
-        let patterns = super::routes::registrations(&sub);
+        let patterns = super::manage::registrations(&sub);
         let has_wake = sub.wake.is_some();
         ctx.subs.owned.borrow_mut().insert(id.clone(), sub);
-        super::routes::index(ctx, &id, patterns, true).await;
-        super::routes::refresh_tails(ctx, &id).await;
+        super::manage::index(ctx, &id, patterns, true).await;
+        super::manage::refresh_tails(ctx, &id).await;
         if has_wake {
             ctx.subs.waking.borrow_mut().insert(id.clone());
             ctx.subs.wakes.notify();

@@ -1,21 +1,16 @@
-//! The reserved `/v1/stream/__ds/...` surface: subscriptions (PUT, GET,
-//! DELETE), explicit membership, webhook callbacks, pull-wake claim, ack
-//! and release, and the JWK Set of the webhook signing keys. Answers are
-//! JSON; refusals are `{ "error": { "code", "message" } }`.
+//! The reserved `/v1/stream/__ds/...` surface: routing, the JSON answers
+//! and refusals (`{ "error": { "code", "message" } }`), reading a
+//! subscription, and the JWK Set of the webhook signing keys. Changes are in
+//! `manage` (subscriptions, membership) and `settle` (callbacks, pull-wake).
 
-use super::glob;
-use super::limits::{
-    MAX_ACKS, MAX_BODY_BYTES, MAX_EXPLICIT_STREAMS, MAX_SUBSCRIPTIONS_PER_SHARD, MAX_SUBSCRIPTION_ID_BYTES,
-    MAX_WORKER_BYTES,
-};
-use super::mesh::SubsReq;
-use super::model::{normalize_path, parse_streams, Ack, Config, Delivery, SubError, Subscription};
-use super::{owner_shard, persist, wake};
-use crate::mesh::{BucketRep, BucketReq};
+use super::limits::{MAX_BODY_BYTES, MAX_SUBSCRIPTION_ID_BYTES};
+use super::manage::{add_streams, create, delete, remove_stream};
+use super::model::{Delivery, SubError, Subscription};
+use super::owner_shard;
+use super::settle::{claim, release, settle};
 use crate::shard::Ctx;
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice_shards::core::ttl::format_rfc3339;
-use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use std::rc::Rc;
 
 /// What a `__ds` request addresses.
@@ -71,7 +66,7 @@ impl SubRoute {
     }
 }
 
-fn json(status: u16, v: serde_json::Value) -> Response {
+pub(super) fn json(status: u16, v: serde_json::Value) -> Response {
     Response::new(status).header(h::CONTENT_TYPE, "application/json").with_body(v.to_string().into_bytes())
 }
 
@@ -83,7 +78,7 @@ fn refusal(e: SubError) -> Response {
     json(e.status, serde_json::json!({ "error": err }))
 }
 
-fn body_json(body: &[u8]) -> Result<serde_json::Value, SubError> {
+pub(super) fn body_json(body: &[u8]) -> Result<serde_json::Value, SubError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(SubError::new(413, "INVALID_REQUEST", "body is larger than 256 KiB"));
     }
@@ -99,7 +94,7 @@ fn body_json(body: &[u8]) -> Result<serde_json::Value, SubError> {
 }
 
 /// `http://host` of the request (callback and JWKS URLs point back here).
-fn base_url(head: &Head) -> String {
+pub(super) fn base_url(head: &Head) -> String {
     format!("http://{}", head.header(h::HOST).unwrap_or("localhost"))
 }
 
@@ -139,7 +134,7 @@ fn jwks(ctx: &Ctx, method: Method) -> Response {
 }
 
 /// A subscription as GET and PUT show it.
-fn render(ctx: &Ctx, head: &Head, sub: &Subscription) -> serde_json::Value {
+pub(super) fn render(ctx: &Ctx, head: &Head, sub: &Subscription) -> serde_json::Value {
     let c = &sub.config;
     let mut v = serde_json::json!({
         "id": sub.id,
@@ -180,324 +175,6 @@ fn read(ctx: &Ctx, head: &Head, id: &str) -> Result<Response, SubError> {
     let owned = ctx.subs.owned.borrow();
     let sub = owned.get(id).ok_or_else(SubError::not_found)?;
     Ok(json(200, render(ctx, head, sub)))
-}
-
-/// A subscription's trie registrations: its pattern and explicit streams.
-pub fn registrations(sub: &Subscription) -> Vec<String> {
-    let explicit = sub.links.iter().filter(|(_, l)| l.explicit).map(|(p, _)| p);
-    sub.config.pattern.iter().chain(explicit).cloned().collect()
-}
-
-pub async fn index(ctx: &Rc<Ctx>, id: &str, patterns: Vec<String>, add: bool) {
-    let owner = ctx.id;
-    ctx.ask_all(|| BucketReq::Subs(SubsReq::Index { id: id.to_string(), owner, patterns: patterns.clone(), add }))
-        .await;
-}
-
-/// The current tail of every stream on the base surface under `prefix`.
-async fn tails_under(ctx: &Rc<Ctx>, prefix: &str) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    for rep in ctx
-        .ask_all(|| BucketReq::List {
-            bucket: BUILTIN_BUCKET.into(),
-            prefix: prefix.to_string(),
-            after: String::new(),
-            limit: usize::MAX,
-        })
-        .await
-    {
-        if let BucketRep::Listing(l) = rep {
-            out.extend(l.into_iter().map(|s| (s.stream_id, s.tail)));
-        }
-    }
-    out
-}
-
-/// The tail of one stream, if it exists.
-async fn tail_of(ctx: &Rc<Ctx>, path: &str) -> Option<u64> {
-    let owner = stream_shard(BUILTIN_BUCKET, path, ctx.shards);
-    let req = BucketReq::List { bucket: BUILTIN_BUCKET.into(), prefix: path.into(), after: String::new(), limit: 1 };
-    match ctx.ask(owner, req).await {
-        BucketRep::Listing(l) => l.into_iter().find(|s| s.stream_id == path).map(|s| s.tail),
-        _ => None,
-    }
-}
-
-/// Links explicit streams: existing ones from their current tail, missing ones from their start.
-async fn link_explicit(ctx: &Rc<Ctx>, id: &str, streams: &[String]) {
-    for path in streams {
-        let tail = tail_of(ctx, path).await;
-        if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
-            sub.link(path, true, tail, tail.unwrap_or(0));
-        }
-    }
-}
-
-/// Brings a recovered subscription's tails up to date; streams that match
-/// its pattern and are not linked appeared while it was down (all new).
-pub async fn refresh_tails(ctx: &Rc<Ctx>, id: &str) {
-    let Some((pattern, explicit)) = ctx.subs.owned.borrow().get(id).map(|s| {
-        (
-            s.config.pattern.clone(),
-            s.links.iter().filter(|(_, l)| l.explicit).map(|(p, _)| p.clone()).collect::<Vec<_>>(),
-        )
-    }) else {
-        return;
-    };
-    if let Some(pattern) = pattern {
-        for (path, tail) in tails_under(ctx, &glob::literal_prefix(&pattern)).await {
-            if glob::matches(&pattern, &path) && !path.starts_with("__ds/") {
-                if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
-                    sub.link(&path, false, None, tail);
-                }
-            }
-        }
-    }
-    for path in explicit {
-        let tail = tail_of(ctx, &path).await.unwrap_or(0);
-        if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
-            sub.link(&path, true, None, tail);
-        }
-    }
-}
-
-async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response, SubError> {
-    if body.len() > MAX_BODY_BYTES {
-        return Err(SubError::new(413, "INVALID_REQUEST", "body is larger than 256 KiB"));
-    }
-    let config = Config::parse(body, ctx.subs.allow_local)?;
-    let exists = {
-        let owned = ctx.subs.owned.borrow();
-        match owned.get(id) {
-            Some(existing) if existing.config_hash != config.hash() => {
-                return Err(SubError::new(
-                    409,
-                    "SUBSCRIPTION_ALREADY_EXISTS",
-                    "subscription exists with a different configuration",
-                ))
-            }
-            Some(_) => true,
-            None if owned.len() >= MAX_SUBSCRIPTIONS_PER_SHARD => {
-                return Err(SubError::new(409, "INVALID_REQUEST", "too many subscriptions on this shard"))
-            }
-            None => false,
-        }
-    };
-    if exists {
-        // Confirmed only once durable (a concurrent create may still be on its way).
-        persist::durable(ctx, id).await?;
-        let owned = ctx.subs.owned.borrow();
-        let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-        return Ok(json(200, render(ctx, head, sub)));
-    }
-    let incarnation = u64::from_le_bytes(super::signing::random32()[..8].try_into().expect("8 bytes"));
-    let sub = Subscription::new(id, config.clone(), base_url(head), ctx.now_ms(), incarnation);
-    ctx.subs.owned.borrow_mut().insert(id.to_string(), sub);
-    // Index first, then backfill: an append in between is seen by both, and
-    // linking keeps the larger tail.
-    index(ctx, id, config.pattern.iter().chain(&config.streams).cloned().collect(), true).await;
-    if let Some(pattern) = &config.pattern {
-        for (path, tail) in tails_under(ctx, &glob::literal_prefix(pattern)).await {
-            if glob::matches(pattern, &path) && !path.starts_with("__ds/") {
-                if let Some(sub) = ctx.subs.owned.borrow_mut().get_mut(id) {
-                    sub.link(&path, false, Some(tail), tail);
-                }
-            }
-        }
-    }
-    link_explicit(ctx, id, &config.streams).await;
-    wake::maybe_wake(ctx, id);
-    if let Err(e) = persist::durable(ctx, id).await {
-        // Not durable: the subscription was never made.
-        if let Some(sub) = ctx.subs.owned.borrow_mut().remove(id) {
-            ctx.subs.waking.borrow_mut().remove(id);
-            index(ctx, id, registrations(&sub), false).await;
-        }
-        return Err(e);
-    }
-    let owned = ctx.subs.owned.borrow();
-    let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-    Ok(json(201, render(ctx, head, sub)))
-}
-
-async fn delete(ctx: &Rc<Ctx>, id: &str) -> Result<Response, SubError> {
-    let removed = ctx.subs.owned.borrow_mut().remove(id);
-    ctx.subs.waking.borrow_mut().remove(id);
-    if let Some(sub) = removed {
-        persist::durable(ctx, id).await?;
-        index(ctx, id, registrations(&sub), false).await;
-    }
-    Ok(Response::new(204))
-}
-
-async fn add_streams(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
-    let v = body_json(body)?;
-    let streams = parse_streams(&v["streams"])?;
-    if streams.is_empty() {
-        return Err(SubError::invalid("streams must be a non-empty array of stream paths"));
-    }
-    let new: Vec<String> = {
-        let owned = ctx.subs.owned.borrow();
-        let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-        let new: Vec<String> = streams.into_iter().filter(|p| !sub.links.get(p).is_some_and(|l| l.explicit)).collect();
-        let explicit = sub.links.values().filter(|l| l.explicit).count();
-        if explicit + new.len() > MAX_EXPLICIT_STREAMS {
-            return Err(SubError::invalid("a subscription follows at most 1000 explicit streams"));
-        }
-        new
-    };
-    index(ctx, id, new.clone(), true).await;
-    link_explicit(ctx, id, &new).await;
-    wake::maybe_wake(ctx, id);
-    persist::durable(ctx, id).await?;
-    Ok(Response::new(204))
-}
-
-async fn remove_stream(ctx: &Rc<Ctx>, id: &str, path: &str) -> Result<Response, SubError> {
-    let path = normalize_path(path)?;
-    let was_explicit = {
-        let mut owned = ctx.subs.owned.borrow_mut();
-        let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
-        let was = sub.links.get(&path).is_some_and(|l| l.explicit);
-        sub.unlink_explicit(&path);
-        was
-    };
-    if was_explicit {
-        persist::durable(ctx, id).await?;
-        index(ctx, id, vec![path], false).await;
-    }
-    Ok(Response::new(204))
-}
-
-fn bearer(head: &Head) -> Option<&str> {
-    head.header(h::AUTHORIZATION)?.strip_prefix("Bearer ")
-}
-
-/// The wake fields of a callback, ack or release body.
-struct Settle {
-    wake_id: Option<String>,
-    generation: Option<u64>,
-    acks: Vec<Ack>,
-    done: bool,
-}
-
-fn parse_settle(body: &[u8]) -> Result<Settle, SubError> {
-    let v = body_json(body)?;
-    let mut acks = Vec::new();
-    if let Some(list) = v["acks"].as_array() {
-        if list.len() > MAX_ACKS {
-            return Err(SubError::invalid("at most 1000 acks per request"));
-        }
-        for a in list {
-            let stream = a["stream"]
-                .as_str()
-                .or(a["path"].as_str())
-                .ok_or_else(|| SubError::invalid("an ack needs stream and offset"))?;
-            let offset = a["offset"].as_str().ok_or_else(|| SubError::invalid("an ack needs stream and offset"))?;
-            acks.push(Ack { stream: stream.trim_matches('/').to_string(), offset: offset.to_string() });
-        }
-    } else if !v["acks"].is_null() {
-        return Err(SubError::invalid("acks must be an array"));
-    }
-    Ok(Settle {
-        wake_id: v["wake_id"].as_str().map(str::to_string),
-        generation: v["generation"].as_u64(),
-        acks,
-        done: v["done"] == serde_json::json!(true),
-    })
-}
-
-/// Verifies the bearer token and the wake it names against the current wake.
-fn fence(ctx: &Ctx, head: &Head, sub: &Subscription, s: &Settle) -> Result<(), SubError> {
-    let token =
-        bearer(head).ok_or_else(|| SubError::new(401, "TOKEN_INVALID", "missing Authorization: Bearer <token>"))?;
-    let generation = ctx.subs.keys.token_generation(token, &sub.id, sub.incarnation);
-    sub.fence(generation, s.wake_id.as_deref(), s.generation)
-}
-
-/// A webhook callback (`pull` false) or a pull-wake ack (`pull` true):
-/// acks move cursors and extend the lease; `done` ends the wake.
-async fn settle(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8], pull: bool) -> Result<Response, SubError> {
-    let s = parse_settle(body)?;
-    {
-        let mut owned = ctx.subs.owned.borrow_mut();
-        let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
-        if pull != matches!(sub.config.delivery, Delivery::PullWake { .. }) {
-            return Err(SubError::invalid(if pull {
-                "subscription is not pull-wake"
-            } else {
-                "subscription is not a webhook"
-            }));
-        }
-        fence(ctx, head, sub, &s)?;
-        sub.apply_acks(&s.acks)?;
-        sub.extend_lease(ctx.now_ms());
-    }
-    let next_wake = s.done && wake::finish_wake(ctx, id);
-    persist::durable(ctx, id).await?;
-    Ok(json(200, serde_json::json!({ "ok": true, "next_wake": next_wake })))
-}
-
-async fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Response, SubError> {
-    let v = body_json(body)?;
-    let worker = v["worker"]
-        .as_str()
-        .filter(|w| !w.is_empty() && w.len() <= MAX_WORKER_BYTES)
-        .ok_or_else(|| SubError::invalid("worker must be a non-empty string of at most 256 bytes"))?
-        .to_string();
-    {
-        let owned = ctx.subs.owned.borrow();
-        let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-        if !matches!(sub.config.delivery, Delivery::PullWake { .. }) {
-            return Err(SubError::invalid("subscription is not pull-wake"));
-        }
-        if let Some(holder) = sub.wake.as_ref().and_then(|w| w.holder.clone()) {
-            let mut e = SubError::new(409, "ALREADY_CLAIMED", "another worker holds the wake");
-            e.holder = Some(holder);
-            return Err(e);
-        }
-        if sub.wake.is_none() && !sub.pending() {
-            return Err(SubError::new(409, "NO_PENDING_WORK", "no stream has unacknowledged data"));
-        }
-    }
-    wake::maybe_wake(ctx, id);
-    {
-        let mut owned = ctx.subs.owned.borrow_mut();
-        let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
-        sub.extend_lease(ctx.now_ms());
-        let w = sub.wake.as_mut().expect("a wake is open after maybe_wake with pending work");
-        w.holder = Some(worker);
-    }
-    persist::durable(ctx, id).await?;
-    let owned = ctx.subs.owned.borrow();
-    // Deleted while the claim was being made durable.
-    let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-    let wake_id = sub.wake.as_ref().map(|w| w.id.clone());
-    Ok(json(
-        200,
-        serde_json::json!({
-            "wake_id": wake_id,
-            "generation": sub.generation,
-            "token": ctx.subs.keys.token(&sub.id, sub.incarnation, sub.generation),
-            "streams": sub.stream_infos(true),
-            "lease_ttl_ms": sub.config.lease_ttl_ms,
-        }),
-    ))
-}
-
-async fn release(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) -> Result<Response, SubError> {
-    let s = parse_settle(body)?;
-    {
-        let owned = ctx.subs.owned.borrow();
-        let sub = owned.get(id).ok_or_else(SubError::not_found)?;
-        if !matches!(sub.config.delivery, Delivery::PullWake { .. }) {
-            return Err(SubError::invalid("subscription is not pull-wake"));
-        }
-        fence(ctx, head, sub, &s)?;
-    }
-    wake::finish_wake(ctx, id);
-    persist::durable(ctx, id).await?;
-    Ok(Response::new(204))
 }
 
 #[cfg(test)]
