@@ -142,7 +142,8 @@ pub(super) async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) ->
     wake::maybe_wake(ctx, id);
     if let Err(e) = persist::durable(ctx, id).await {
         // Not durable: the subscription was never made.
-        if let Some(sub) = ctx.subs.owned.borrow_mut().remove(id) {
+        let removed = ctx.subs.owned.borrow_mut().remove(id);
+        if let Some(sub) = removed {
             ctx.subs.waking.borrow_mut().remove(id);
             index(ctx, id, registrations(&sub), false).await;
         }
