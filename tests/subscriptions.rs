@@ -404,3 +404,60 @@ fn pull_wake_claims_fence_and_survive_kill_9() {
     // Work remains after the release: a new wake, claimable at once.
     post_json(&s, &format!("{}/claim", sub_path("pull")), json!({ "worker": "w4" }), None).expect(200);
 }
+
+#[test]
+fn an_expired_webhook_lease_wakes_again_with_the_next_generation() {
+    let s = Server::start_with(&["--allow-local-webhooks"]);
+    // The receiver takes the wake but never calls back.
+    let rx = Receiver::start(Answer::Ok(json!({})));
+    let mut config = webhook("leases/*", &rx.url);
+    config["lease_ttl_ms"] = 1000.into();
+    put_json(&s, &sub_path("lease"), config).expect(201);
+    s.put("/v1/stream/leases/1", JSON, b"{\"n\":1}").expect(201);
+    let hits = rx.wait_for(2);
+    let (first, second) = (hits[0].json(), hits[1].json());
+    assert!(hits[1].at - hits[0].at >= Duration::from_millis(900), "the lease ran its 1 s");
+    assert_eq!(second["generation"].as_u64(), first["generation"].as_u64().map(|g| g + 1));
+    assert_ne!(second["wake_id"], first["wake_id"]);
+    // The first wake is fenced; the second settles.
+    let callback = format!("{}/callback", sub_path("lease"));
+    let stale = json!({ "wake_id": first["wake_id"], "generation": first["generation"], "done": true });
+    let token = first["callback_token"].as_str().unwrap();
+    assert_eq!(post_json(&s, &callback, stale, Some(token)).expect(409).json()["error"]["code"], "FENCED");
+    let tail = stream_info(&second, "leases/1")["tail_offset"].clone();
+    let done = json!({ "wake_id": second["wake_id"], "generation": second["generation"],
+        "acks": [{ "stream": "leases/1", "offset": tail }], "done": true });
+    post_json(&s, &callback, done, second["callback_token"].as_str()).expect(200);
+}
+
+#[test]
+fn bad_requests_get_a_reason_and_change_nothing() {
+    let s = Server::start_with(&["--allow-local-webhooks"]);
+    let rx = Receiver::start(Answer::Ok(json!({})));
+    put_json(&s, &sub_path("h"), webhook("a/*", &rx.url)).expect(201);
+    let before = s.get(&sub_path("h")).expect(200).text();
+    let long = "x/".repeat(200) + "x";
+    for (method, path, body) in [
+        ("PUT", sub_path("p"), json!({ "type": "pull-wake", "pattern": long, "wake_stream": "w" }).to_string()),
+        ("PUT", sub_path("p"), "{not json".to_string()),
+        (
+            "PUT",
+            sub_path(&"i".repeat(200)),
+            json!({ "type": "pull-wake", "pattern": "a", "wake_stream": "w" }).to_string(),
+        ),
+        ("POST", format!("{}/claim", sub_path("h")), json!({ "worker": "w" }).to_string()),
+        ("POST", format!("{}/streams", sub_path("h")), json!({ "streams": [""] }).to_string()),
+        ("POST", format!("{}/streams", sub_path("h")), json!({ "streams": ["__ds/x"] }).to_string()),
+        ("POST", format!("{}/callback", sub_path("h")), "[]".to_string()),
+        ("PATCH", sub_path("h"), "{}".to_string()),
+    ] {
+        let r = s.req(method, &path, &[("content-type", JSON)], body.as_bytes());
+        assert!((400..500).contains(&r.status), "{method} {path}: {} {}", r.status, r.text());
+        assert!(r.json()["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{method} {path}: {}", r.text());
+    }
+    // Unknown subscriptions.
+    assert_eq!(s.get(&sub_path("nope")).expect(404).json()["error"]["code"], "SUBSCRIPTION_NOT_FOUND");
+    post_json(&s, &format!("{}/callback", sub_path("nope")), json!({}), Some("1.x")).expect(404);
+    s.get(&sub_path("p")).expect(404);
+    assert_eq!(s.get(&sub_path("h")).expect(200).text(), before);
+}
