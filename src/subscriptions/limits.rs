@@ -44,7 +44,5 @@ pub const DELIVERY_THREADS: usize = 4;
 /// Deliveries queued at most per server; past it a wake waits for its retry.
 pub const MAX_QUEUED_DELIVERIES: usize = 10_000;
 
-/// How often a shard with open wakes looks at leases and retries.
-pub const TICK: Duration = Duration::from_millis(20);
 /// How often a shard with deliveries out looks for their outcomes.
 pub const OUTCOME_POLL: Duration = Duration::from_millis(2);

@@ -63,7 +63,7 @@ pub struct Local {
     pub trie: RefCell<glob::Trie>,
     /// Deliveries handed to the delivery threads whose outcome is not read yet.
     pub in_flight: std::cell::Cell<usize>,
-    /// Notified when `waking` gains a member.
+    /// Notified when a wake opens or a lease is extended (the ticker recomputes its deadline).
     pub wakes: sluice_shards::signal::Signal,
     /// Writes changed subscriptions to the journal.
     pub persist: persist::Persister,

@@ -79,6 +79,8 @@ pub(super) async fn settle(
         fence(ctx, head, sub, &s)?;
         sub.apply_acks(&s.acks)?;
         sub.extend_lease(ctx.now_ms());
+        // The ticker sleeps until the next lease end.
+        ctx.subs.wakes.notify();
     }
     let next_wake = s.done && wake::finish_wake(ctx, id);
     persist::durable(ctx, id).await?;
@@ -112,6 +114,8 @@ pub(super) async fn claim(ctx: &Rc<Ctx>, id: &str, body: &[u8]) -> Result<Respon
         let mut owned = ctx.subs.owned.borrow_mut();
         let sub = owned.get_mut(id).ok_or_else(SubError::not_found)?;
         sub.extend_lease(ctx.now_ms());
+        // The ticker sleeps until the next lease end.
+        ctx.subs.wakes.notify();
         let w = sub.wake.as_mut().expect("a wake is open after maybe_wake with pending work");
         w.holder = Some(worker);
     }

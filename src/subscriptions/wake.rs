@@ -7,7 +7,7 @@
 
 use super::backoff::retry_delay_ms;
 use super::delivery::{Job, Outcome};
-use super::limits::{OUTCOME_POLL, TICK};
+use super::limits::OUTCOME_POLL;
 use super::mesh::SubsReq;
 use super::model::{Delivery, Subscription};
 use crate::mesh::BucketReq;
@@ -189,45 +189,63 @@ fn apply_outcome(ctx: &Rc<Ctx>, o: Outcome) {
     }
 }
 
-/// The shard's subscription ticker: outcomes, retries and lease expiry.
-/// Idle (waiting on a signal) while no owned subscription has a wake open.
+/// The shard's subscription ticker: delivery outcomes, due retries and
+/// expired leases. It sleeps until the next deadline, or until a change
+/// (`Local::wakes`) or, while deliveries are out, the next outcome poll:
+/// a wake that waits for a worker costs nothing.
 pub async fn ticker(ctx: Rc<Ctx>) {
-    let mut scanned = std::time::Instant::now();
+    let mut rescan = true;
+    let mut deadline: Option<std::time::Instant> = None;
     loop {
         let seen = ctx.subs.wakes.generation();
-        if ctx.subs.waking.borrow().is_empty() && ctx.subs.in_flight.get() == 0 {
-            ctx.subs.wakes.changed(seen).await;
-            continue;
-        }
-        // Outcomes are looked for often while deliveries are out (a done
-        // answer closes the wake); leases and retries every TICK.
-        let nap = if ctx.subs.in_flight.get() > 0 { OUTCOME_POLL } else { TICK };
-        glommio::timer::sleep(period(nap)).await;
         while let Ok(o) = ctx.subs.link.outcomes.try_recv() {
             ctx.subs.in_flight.set(ctx.subs.in_flight.get() - 1);
             apply_outcome(&ctx, o);
+            rescan = true;
         }
-        if scanned.elapsed() < TICK {
-            continue;
+        let now = std::time::Instant::now();
+        if rescan || deadline.is_some_and(|d| now >= d) {
+            deadline = scan(&ctx).map(|in_ms| now + std::time::Duration::from_millis(in_ms));
+            rescan = false;
         }
-        scanned = std::time::Instant::now();
-        let now = ctx.now_ms();
-        let ids: Vec<String> = ctx.subs.waking.borrow().iter().cloned().collect();
-        for id in ids {
-            let expired = {
-                let mut owned = ctx.subs.owned.borrow_mut();
-                let Some(sub) = owned.get_mut(&id) else {
-                    ctx.subs.waking.borrow_mut().remove(&id);
-                    continue;
-                };
-                if sub.retry_at.is_some_and(|at| now >= at) {
-                    dispatch(&ctx, sub);
-                }
-                sub.lease_expired(now)
-            };
-            if expired {
-                finish_wake(&ctx, &id);
+        let poll = (ctx.subs.in_flight.get() > 0).then(|| now + OUTCOME_POLL);
+        match deadline.into_iter().chain(poll).min() {
+            None => ctx.subs.wakes.changed(seen).await,
+            Some(at) => {
+                let nap = glommio::timer::sleep(period(at.saturating_duration_since(now)));
+                futures_lite::future::or(nap, ctx.subs.wakes.changed(seen)).await;
             }
         }
+        rescan |= ctx.subs.wakes.generation() != seen;
     }
+}
+
+/// Fires due retries and ends expired leases of the open wakes; returns the
+/// milliseconds until the next retry or lease end, if any.
+fn scan(ctx: &Rc<Ctx>) -> Option<u64> {
+    let now = ctx.now_ms();
+    let mut next: Option<u64> = None;
+    let ids: Vec<String> = ctx.subs.waking.borrow().iter().cloned().collect();
+    for id in ids {
+        let expired = {
+            let mut owned = ctx.subs.owned.borrow_mut();
+            let Some(sub) = owned.get_mut(&id) else {
+                ctx.subs.waking.borrow_mut().remove(&id);
+                continue;
+            };
+            if sub.retry_at.is_some_and(|at| now >= at) {
+                dispatch(ctx, sub);
+            }
+            let expired = sub.lease_expired(now);
+            let lease = sub.wake.as_ref().and_then(|w| w.lease_until);
+            for at in sub.retry_at.into_iter().chain(lease).filter(|_| !expired) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+            expired
+        };
+        if expired {
+            finish_wake(ctx, &id);
+        }
+    }
+    next.map(|at| at.saturating_sub(now))
 }
