@@ -206,6 +206,12 @@ pub struct Config {
     #[arg(long, env = "SLUICE_CORS_ORIGINS", value_name = "ORIGINS|*", value_parser = CorsPolicy::parse)]
     pub cors_origins: Option<CorsPolicy>,
 
+    /// Development only: webhook subscriptions may target http:// URLs and loopback
+    /// addresses (never private networks). Off: https:// to public addresses only.
+    #[arg(long, env = "SLUICE_ALLOW_LOCAL_WEBHOOKS", num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          default_value = "false", value_name = "BOOL", value_parser = BoolishValueParser::new(), action = ArgAction::Set)]
+    pub allow_local_webhooks: bool,
+
     /// Test-only: periodic tasks (reactor tick, flusher poll, heartbeats,
     /// sweeps) run this many times faster, so a test covers days of timer
     /// periods in seconds. Not for service.

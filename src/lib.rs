@@ -33,4 +33,5 @@ mod send;
 pub mod server;
 pub mod shard;
 mod sse;
+mod subscriptions;
 mod watchdog;

@@ -43,6 +43,8 @@ pub enum BucketReq {
     ForkRef { handle: u64 },
     /// To every shard: a snapshot of its metrics for /v1/metrics.
     Metrics,
+    /// Subscription index, append and wake-event messages.
+    Subs(crate::subscriptions::mesh::SubsReq),
 }
 
 #[derive(Debug)]

@@ -152,6 +152,8 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
     let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
+    // Before the shards: the delivery threads must not inherit a shard's core.
+    let mut subs = crate::subscriptions::boot(&cfg.data_dir, cfg.shards, cfg.allow_local_webhooks)?.into_iter();
     for (i, listener) in listeners.into_iter().enumerate() {
         let cfg = cfg.clone();
         let mesh = mesh.clone();
@@ -165,6 +167,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
             pulse,
             access: access.clone(),
             reloads: reloads.clone(),
+            subs: subs.next().expect("one subscription boot per shard"),
         };
         let fd = listener.into_raw_fd();
         let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()]))

@@ -56,6 +56,8 @@ pub struct Ctx {
     /// Notified once per SIGHUP (see `reload`): wait with
     /// `ctx.reload.changed(seen)` to re-read reloadable settings.
     pub reload: sluice_shards::signal::Signal,
+    /// Subscriptions owned here, the server-wide pattern trie, webhook delivery.
+    pub subs: crate::subscriptions::Local,
     rng: Cell<u64>,
 }
 
@@ -65,7 +67,14 @@ pub const PEER_GONE: sluice_shards::core::Error =
 
 impl Ctx {
     /// A recovered shard's context, before any task runs on it.
-    pub fn new(id: usize, cfg: Config, shard: Shard, senders: Senders<Message>, access: Arc<Access>) -> Rc<Ctx> {
+    pub fn new(
+        id: usize,
+        cfg: Config,
+        shard: Shard,
+        senders: Senders<Message>,
+        access: Arc<Access>,
+        subs: crate::subscriptions::Boot,
+    ) -> Rc<Ctx> {
         let shards = cfg.shards;
         let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
         Rc::new(Ctx {
@@ -90,6 +99,7 @@ impl Ctx {
             gate: crate::auth::Gate::new(access),
             metrics: crate::metrics::ShardMetrics::default(),
             reload: sluice_shards::signal::Signal::default(),
+            subs: crate::subscriptions::Local::new(subs),
             rng: Cell::new(seed(id)),
         })
     }
@@ -166,6 +176,8 @@ pub struct Startup {
     pub access: Arc<crate::auth::Access>,
     /// SIGHUPs received, turned into `Ctx::reload` notifications.
     pub reloads: Arc<crate::reload::Reloads>,
+    /// Webhook keys and this shard's link to the delivery threads.
+    pub subs: crate::subscriptions::Boot,
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
@@ -194,7 +206,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone());
+    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs);
     let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
@@ -234,6 +246,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     for (shard, handle) in parents {
         ctx.ask(shard, BucketReq::ForkRef { handle }).await;
     }
+    // Subscriptions owned here: patterns registered on every shard before any client.
+    crate::subscriptions::persist::recover(&ctx).await;
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
         glommio::timer::sleep(Duration::from_millis(1)).await;
@@ -275,6 +289,8 @@ fn background(ctx: &Rc<Ctx>) {
     sluice_shards::tick::spawn_reactor_tick();
     spawn(release_pump(ctx.clone())).detach();
     spawn(sweeper(ctx.clone())).detach();
+    spawn(crate::subscriptions::wake::ticker(ctx.clone())).detach();
+    spawn(crate::subscriptions::persist::run(ctx.clone())).detach();
     let flusher = ctx.clone();
     spawn(async move { flusher.shard.flush_loop().await }).detach();
 }
@@ -295,7 +311,8 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
     let dir = &shard_cfg.log.dir;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let shard = Shard::open(0, shard_cfg).await?;
-    let ctx = Ctx::new(0, cfg, shard, senders, access);
+    let mut boots = crate::subscriptions::boot(&cfg.data_dir, 1, cfg.allow_local_webhooks)?;
+    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0));
     background(&ctx);
     Ok(ctx)
 }

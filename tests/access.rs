@@ -202,6 +202,30 @@ fn cases() -> Vec<Case> {
         v1(sse(case("v1 sse", Act::Read, 200, |p| {
             ("GET", format!("{}?offset=-1&live=sse", p.stream), vec![], vec![])
         }))),
+        // Subscriptions cover the base surface: managing them is admin there,
+        // claiming a pull-wake a write; callbacks, acks and releases carry the
+        // wake's own token (here none: 400 or 401 after admission), the JWK Set is public.
+        v1(case("subscription create", Act::Admin, 201, |p| {
+            let id = p.stream.trim_start_matches("/v1/stream/");
+            let body = format!(r#"{{"type":"pull-wake","streams":["{id}"],"wake_stream":"w"}}"#);
+            ("PUT", format!("/v1/stream/__ds/subscriptions/s-{id}"), vec![], body.into_bytes())
+        })),
+        v1(case("subscription delete", Act::Admin, 204, |_| {
+            ("DELETE", "/v1/stream/__ds/subscriptions/none".into(), vec![], vec![])
+        })),
+        v1(case("subscription membership", Act::Admin, 400, |_| {
+            ("POST", "/v1/stream/__ds/subscriptions/none/streams".into(), vec![], b"[]".to_vec())
+        })),
+        v1(case("pull-wake claim", Act::Write, 400, |_| {
+            ("POST", "/v1/stream/__ds/subscriptions/none/claim".into(), vec![], b"{}".to_vec())
+        })),
+        v1(case("pull-wake ack", Act::Public, 400, |_| {
+            ("POST", "/v1/stream/__ds/subscriptions/none/ack".into(), vec![], b"[]".to_vec())
+        })),
+        v1(case("webhook callback", Act::Public, 400, |_| {
+            ("POST", "/v1/stream/__ds/subscriptions/none/callback".into(), vec![], b"[]".to_vec())
+        })),
+        v1(case("jwks", Act::Public, 200, |_| ("GET", "/v1/stream/__ds/jwks.json".into(), vec![], vec![]))),
     ]
 }
 

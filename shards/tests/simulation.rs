@@ -5,7 +5,8 @@
 //! JSON arrays and values, Stream-Record-Match, with an idempotent producer:
 //! next seq, retries, gaps, new epochs), reads (which renew a sliding TTL
 //! and resolve JSON record ordinals), deletes, snapshots, retention,
-//! attribute changes and clock advances is
+//! attribute changes, subscription records (PROTOCOL.md sections 6-7: whole
+//! states and tombstones, opaque to the store) and clock advances is
 //! decided by the real store code ([`Store::decide_create`] and friends,
 //! through the protocol core) into an in-memory journal that frames records,
 //! seals segments and rolls exactly like the log. Group commits persist the
@@ -291,6 +292,9 @@ impl MStream {
 
 type Model = BTreeMap<String, MStream>;
 
+/// Subscription states by id, as the latest records left them.
+type Subs = BTreeMap<String, Vec<u8>>;
+
 fn live_in(model: &Model, name: &str, now: u64) -> bool {
     model.get(name).is_some_and(|m| m.live(now))
 }
@@ -320,8 +324,10 @@ struct World {
     store: Store,
     model: Model,
     now: u64,
-    /// Model after each decided operation, by the commit number after it.
-    history: Vec<(u64, Model)>,
+    /// Subscriptions the journal holds.
+    subs: Subs,
+    /// Model and subscriptions after each decided operation, by the commit number after it.
+    history: Vec<(u64, Model, Subs)>,
     trace: Trace,
 }
 
@@ -335,7 +341,8 @@ impl World {
             store,
             model: Model::new(),
             now: 1_000,
-            history: vec![(0, Model::new())],
+            subs: Subs::new(),
+            history: vec![(0, Model::new(), Subs::new())],
             trace,
         }
     }
@@ -351,8 +358,8 @@ impl World {
     /// Remembers the model at the current commit number, if it moved.
     fn record(&mut self) {
         let lsn = self.journal.assigned();
-        if self.history.last().is_none_or(|(l, _)| *l != lsn) {
-            self.history.push((lsn, self.model.clone()));
+        if self.history.last().is_none_or(|(l, _, _)| *l != lsn) {
+            self.history.push((lsn, self.model.clone(), self.subs.clone()));
         }
     }
 
@@ -377,6 +384,7 @@ impl World {
                 self.trace.push(format!("clock -> {}", self.now));
             }
             85..=94 => self.sync(),
+            95..=96 => self.subscription(),
             _ => self.crash(seed),
         }
         self.record();
@@ -621,6 +629,23 @@ impl World {
         }
     }
 
+    /// A subscription changes (its whole state) or is deleted, as the
+    /// server's persister logs it: one record, applied when appended.
+    fn subscription(&mut self) {
+        let id = format!("sub{}", self.rng.below(3));
+        let record = if self.rng.below(4) == 0 {
+            self.subs.remove(&id);
+            Record::SubscriptionDelete { id: id.clone() }
+        } else {
+            let state = self.rng.bytes(40);
+            self.subs.insert(id.clone(), state.clone());
+            Record::SubscriptionPut { id: id.clone(), state }
+        };
+        self.trace.push(format!("subscription {id}"));
+        self.journal.append(&record);
+        self.store.replay(record);
+    }
+
     /// A group commit: every decided change becomes durable and visible.
     fn sync(&mut self) {
         self.journal.sync();
@@ -830,6 +855,9 @@ impl World {
         if let Err(why) = Self::compare(&mut self.store, &self.model, self.now) {
             self.fail(seed, format!("live state: {why}"));
         }
+        if self.store.subscriptions != self.subs {
+            self.fail(seed, "live subscriptions differ from the model".into());
+        }
     }
 
     /// Loses everything not durable, maybe through a fault in the commit
@@ -886,7 +914,9 @@ impl World {
         if recovered < acked {
             self.fail(seed, format!("{recovered} records recovered, {acked} were acknowledged"));
         }
-        let Some(model) = self.history.iter().find(|(lsn, _)| *lsn == recovered).map(|(_, m)| m.clone()) else {
+        let Some((model, subs)) =
+            self.history.iter().find(|(lsn, _, _)| *lsn == recovered).map(|(_, m, s)| (m.clone(), s.clone()))
+        else {
             self.fail(
                 seed,
                 format!("{recovered} records recovered: not the end of any operation (an operation was split)"),
@@ -900,6 +930,9 @@ impl World {
         }
         if let Err(why) = Self::compare(&mut store, &model, self.now) {
             self.fail(seed, format!("recovered state: {why}"));
+        }
+        if store.subscriptions != subs {
+            self.fail(seed, "recovered subscriptions differ from the model at the recovered prefix".into());
         }
         // Resume on the recovered log, as the shard does: segments after the
         // newest one with records were never written and are removed.
@@ -930,7 +963,8 @@ impl World {
         self.journal = SimJournal(RefCell::new(inner));
         self.store = store;
         self.model = model.clone();
-        self.history = vec![(recovered, model)];
+        self.subs = subs.clone();
+        self.history = vec![(recovered, model, subs)];
     }
 }
 

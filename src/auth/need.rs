@@ -5,8 +5,10 @@
 use super::decide::Need;
 use super::scope::Action;
 use crate::handlers::{self, ui, Route};
+use crate::subscriptions::routes::{Action as SubAction, SubRoute};
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, Head, Method};
+use sluice_shards::ids::BUILTIN_BUCKET;
 
 /// Classifies a routed request; `fork_source` is the bucket named by its
 /// `Stream-Forked-From` header (see [`fork_source`]).
@@ -25,6 +27,7 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
         // Minting needs read on what the token will read.
         Route::Tokens(scope) => bucket(&scope.bucket, Action::Read),
         Route::Bad(_) | Route::NotFound => Need::Authenticated,
+        Route::Subs(r) => subscription(r),
         Route::Bucket(b) if safe => bucket(b, Action::Read),
         Route::Bucket(b) => bucket(b, Action::Admin),
         Route::BucketList(b) => bucket(b, if safe { Action::Read } else { Action::Write }),
@@ -35,6 +38,21 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
             Need::Bucket { bucket: b, action: Action::Write, fork_source: fork_source.filter(|_| forking) }
         }
     }
+}
+
+/// Subscriptions cover the base surface (`v1-stream`): managing them and
+/// their membership is admin there, claiming a pull-wake is a write (of the
+/// wake stream); webhook callbacks, acks and releases carry the token of
+/// the wake they settle instead, and the JWK Set is public.
+fn subscription(r: &SubRoute) -> Need<'static> {
+    let action = match r {
+        SubRoute::Jwks => return Need::Public,
+        SubRoute::Reserved => return Need::Authenticated,
+        SubRoute::Sub { action: SubAction::Callback | SubAction::Ack | SubAction::Release, .. } => return Need::Public,
+        SubRoute::Sub { action: SubAction::Claim, .. } => Action::Write,
+        SubRoute::Sub { .. } => Action::Admin,
+    };
+    Need::Bucket { bucket: BUILTIN_BUCKET, action, fork_source: None }
 }
 
 /// The bucket of the stream a `Stream-Forked-From` header names, if it
@@ -105,6 +123,14 @@ mod tests {
             ("OPTIONS", "/orders/s1", "Public".into()),
             ("GET", "/", "Authenticated".into()),
             ("GET", "/v1/nothing", "Authenticated".into()),
+            ("PUT", "/v1/stream/__ds/subscriptions/s1", on("v1-stream", "Admin")),
+            ("GET", "/v1/stream/__ds/subscriptions/s1", on("v1-stream", "Admin")),
+            ("POST", "/v1/stream/__ds/subscriptions/s1/streams", on("v1-stream", "Admin")),
+            ("POST", "/v1/stream/__ds/subscriptions/s1/claim", on("v1-stream", "Write")),
+            ("POST", "/v1/stream/__ds/subscriptions/s1/ack", "Public".into()),
+            ("POST", "/v1/stream/__ds/subscriptions/s1/callback", "Public".into()),
+            ("GET", "/v1/stream/__ds/jwks.json", "Public".into()),
+            ("PUT", "/v1/stream/__ds/other", "Authenticated".into()),
             ("GET", "/BAD", "Authenticated".into()),
         ];
         for (method, path, want) in cases {

@@ -132,13 +132,14 @@ pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_js
 pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     let now = ctx.now_ms();
     match req {
+        BucketReq::Subs(req) => crate::subscriptions::mesh::serve(ctx, req).await,
         BucketReq::Create { bucket } => {
             if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
                 return BucketRep::Done(Err(Error::Conflict("bucket already exists")));
             }
             // Reserve the name before the log write so a concurrent create sees it.
             ctx.shard.store.borrow_mut().home_buckets.insert(bucket.clone(), now);
-            if let Err(e) = ctx.shard.log_bucket(Record::BucketCreate { bucket: bucket.clone(), at_ms: now }).await {
+            if let Err(e) = ctx.shard.log_meta(Record::BucketCreate { bucket: bucket.clone(), at_ms: now }).await {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
                 return BucketRep::Done(Err(e));
             }
@@ -162,7 +163,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             let outcome = if streams > 0 {
                 Err(Error::Conflict("bucket is not empty"))
             } else {
-                ctx.shard.log_bucket(Record::BucketDelete { bucket: bucket.clone() }).await
+                ctx.shard.log_meta(Record::BucketDelete { bucket: bucket.clone() }).await
             };
             let commit = outcome.is_ok();
             if commit {

@@ -16,6 +16,7 @@ pub mod ui;
 use crate::auth::cors::Cors;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use crate::subscriptions::routes::SubRoute;
 use sluice::http::url::Target;
 use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
@@ -40,6 +41,8 @@ pub enum Route {
     Ui(ui::Page),
     /// `/v1/tokens`: mint a signed read token for this scope.
     Tokens(crate::auth::signed::ReadScope),
+    /// `/v1/stream/__ds/...`: the reserved subscription APIs.
+    Subs(SubRoute),
     Bad(Error),
     NotFound,
 }
@@ -49,6 +52,7 @@ impl Route {
     pub fn owner(&self, shards: usize) -> Option<usize> {
         match self {
             Route::Stream((b, s), _) => Some(stream_shard(b, s, shards)),
+            Route::Subs(r) => r.owner(shards),
             _ => None,
         }
     }
@@ -82,6 +86,7 @@ impl Route {
                 Some("append-batch") => "append_batch",
                 Some(_) => "stream_other",
             },
+            Route::Subs(_) => "subscriptions",
             Route::Bad(_) => "bad_request",
             Route::NotFound => "not_found",
         }
@@ -124,6 +129,9 @@ pub fn route(head: &Head, t: &Target) -> Route {
             Some("metrics") if seg.len() == 2 => Route::Metrics,
             Some("tokens") if seg.len() == 2 => tokens::route(head, t),
             Some("ui") => ui::route(&seg[2..]),
+            Some("stream") if seg.len() >= 3 && seg[2] == crate::subscriptions::RESERVED => {
+                Route::Subs(SubRoute::parse(&seg[3..]))
+            }
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
@@ -198,6 +206,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
+        Route::Subs(r) => crate::subscriptions::routes::serve(ctx, head, r, body).await,
         Route::BucketList(b) => match head.method {
             Method::Get => bucket::list(ctx, &b, t).await,
             _ => Error::MethodNotAllowed.into(),

@@ -82,6 +82,9 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         ctx.ask(shard, BucketReq::ForkRelease { handle }).await;
     }
     let CreateOutcome { created, tail, closed, records } = result?;
+    if created {
+        crate::subscriptions::wake::notify_append(ctx, key, tail);
+    }
     let content_type =
         ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.clone());
     let mut r = Response::new(if created { 201 } else { 200 })
@@ -158,6 +161,9 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         record_match,
     };
     let out = ctx.shard.append(key, &input, now).await?;
+    if out.wrote {
+        crate::subscriptions::wake::notify_append(ctx, key, out.next_offset);
+    }
     let status = if out.wrote && out.producer.is_some() { 200 } else { 204 };
     let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset).to_string());
     if let Some((epoch, seq)) = out.producer {
@@ -210,5 +216,6 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
 async fn delete(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     bucket_exists(ctx, key)?;
     ctx.shard.delete(key, ctx.now_ms()).await?;
+    crate::subscriptions::wake::notify_delete(ctx, key);
     Ok(Response::new(204))
 }

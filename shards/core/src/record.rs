@@ -233,6 +233,16 @@ pub enum Record<'a> {
         offset: u64,
     },
     Seal(Seal),
+    /// A subscription's whole state (PROTOCOL.md sections 6-7), opaque to
+    /// the store: the server encodes it; the latest record for an id wins.
+    SubscriptionPut {
+        id: String,
+        state: Vec<u8>,
+    },
+    /// A subscription deleted (its tombstone).
+    SubscriptionDelete {
+        id: String,
+    },
 }
 
 const K_BUCKET_CREATE: u8 = 1;
@@ -246,8 +256,10 @@ const K_RETENTION: u8 = 8;
 const K_SNAPSHOT_DELETE: u8 = 9;
 const K_SOFT_DELETE: u8 = 10;
 const K_SEAL: u8 = 11;
+const K_SUBSCRIPTION_PUT: u8 = 12;
+const K_SUBSCRIPTION_DELETE: u8 = 13;
 /// The highest record kind: a frame whose kind byte is above it is damaged.
-pub const MAX_KIND: u8 = K_SEAL;
+pub const MAX_KIND: u8 = K_SUBSCRIPTION_DELETE;
 
 /// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -348,6 +360,15 @@ impl Record<'_> {
                 out.put_u64(seal.len);
                 out.put_u32(seal.crc);
                 out.put_u64(seal.size);
+            }
+            Record::SubscriptionPut { id, state } => {
+                out.put_u8(K_SUBSCRIPTION_PUT);
+                out.put_bytes(id.as_bytes());
+                out.put_bytes(state);
+            }
+            Record::SubscriptionDelete { id } => {
+                out.put_u8(K_SUBSCRIPTION_DELETE);
+                out.put_bytes(id.as_bytes());
             }
         }
         let body = &out[start + FRAME_HEADER..];
@@ -470,6 +491,8 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
         K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()?, record: c.u64()? },
         K_SNAPSHOT_DELETE => Record::SnapshotDelete { handle: c.u64()?, offset: c.u64()? },
         K_SEAL => Record::Seal(Seal { previous: c.u32()?, len: c.u64()?, crc: c.u32()?, size: c.u64()? }),
+        K_SUBSCRIPTION_PUT => Record::SubscriptionPut { id: c.string()?, state: c.bytes()?.to_vec() },
+        K_SUBSCRIPTION_DELETE => Record::SubscriptionDelete { id: c.string()? },
         _ => return None,
     };
     c.is_empty().then_some((record, data_at))
@@ -528,6 +551,8 @@ mod tests {
             Record::Retention { handle: 3, offset: 5, record: 2 },
             Record::SnapshotDelete { handle: 3, offset: 5 },
             Record::Seal(Seal { previous: 4, len: 70_000, crc: 0xdead_beef, size: 1 << 20 }),
+            Record::SubscriptionPut { id: "sub-1".into(), state: b"{}".to_vec() },
+            Record::SubscriptionDelete { id: "sub-1".into() },
         ]
     }
 

@@ -12,12 +12,14 @@ use crate::core::producer::{ProducerState, Producers};
 use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
 use crate::log::{ForkRecord, ProducerStamp};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
 const MAGIC: &[u8; 8] = b"SLUICECK";
-const VERSION: u32 = 2;
+/// Version 3 added the subscriptions; version 2 checkpoints still load (without any).
+const VERSION: u32 = 3;
+const VERSION_BEFORE_SUBSCRIPTIONS: u32 = 2;
 
 /// A decoded checkpoint.
 #[derive(Debug)]
@@ -31,6 +33,8 @@ pub struct Checkpoint {
     /// Stream files to delete: dropped by the state this checkpoint records.
     pub doomed: Vec<String>,
     pub streams: Vec<StreamState>,
+    /// Subscriptions the shard owns: id and server-encoded state.
+    pub subscriptions: Vec<(String, Vec<u8>)>,
 }
 
 /// What the flusher writes besides the streams.
@@ -40,6 +44,7 @@ pub struct Header<'a> {
     pub next_handle: u64,
     pub home_buckets: &'a HashMap<String, u64>,
     pub doomed: &'a [String],
+    pub subscriptions: &'a BTreeMap<String, Vec<u8>>,
 }
 
 /// Encodes a checkpoint of `streams` as they will be once the flush of
@@ -64,6 +69,11 @@ pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a Str
     out.put_u32(streams.len() as u32);
     for s in streams {
         put_stream(&mut out, s, h.generation);
+    }
+    out.put_u32(h.subscriptions.len() as u32);
+    for (id, state) in h.subscriptions {
+        out.put_bytes(id.as_bytes());
+        out.put_bytes(state);
     }
     let crc = crc32c::crc32c(&out);
     out.put_u32(crc);
@@ -130,13 +140,13 @@ pub fn decode(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint
         return Err("it is not a sluice checkpoint".into());
     }
     let version = c.u32().ok_or("truncated")?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_BEFORE_SUBSCRIPTIONS {
         return Err(format!("format version {version} is not {VERSION}"));
     }
-    decode_fields(&mut c, shard, max_producers).ok_or_else(|| "a field does not decode".to_string())
+    decode_fields(&mut c, shard, max_producers, version).ok_or_else(|| "a field does not decode".to_string())
 }
 
-fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<Checkpoint> {
+fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize, version: u32) -> Option<Checkpoint> {
     let generation = c.u64()?;
     let journal = (c.u32()?, c.u64()?);
     let next_handle = c.u64()?;
@@ -155,7 +165,21 @@ fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option
     for _ in 0..n {
         streams.push(get_stream(c, shard, max_producers)?);
     }
-    c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, streams })
+    let mut subscriptions = Vec::new();
+    if version > VERSION_BEFORE_SUBSCRIPTIONS {
+        for _ in 0..c.u32()? {
+            subscriptions.push((c.string()?, c.bytes()?.to_vec()));
+        }
+    }
+    c.is_empty().then_some(Checkpoint {
+        generation,
+        journal,
+        next_handle,
+        home_buckets,
+        doomed,
+        streams,
+        subscriptions,
+    })
 }
 
 fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
@@ -240,8 +264,12 @@ mod tests {
         StreamState::from_create(&c, 0, 16)
     }
 
-    fn header<'a>(buckets: &'a HashMap<String, u64>, doomed: &'a [String]) -> Header<'a> {
-        Header { generation: 4, journal: (3, 4096), next_handle: 9, home_buckets: buckets, doomed }
+    fn header<'a>(
+        buckets: &'a HashMap<String, u64>,
+        doomed: &'a [String],
+        subscriptions: &'a BTreeMap<String, Vec<u8>>,
+    ) -> Header<'a> {
+        Header { generation: 4, journal: (3, 4096), next_handle: 9, home_buckets: buckets, doomed, subscriptions }
     }
 
     #[test]
@@ -266,8 +294,10 @@ mod tests {
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
         s.body.freeze();
-        let bytes = encode(&header(&buckets, &doomed), [&s].into_iter());
+        let subs = BTreeMap::from([("sub-1".to_string(), b"{}".to_vec())]);
+        let bytes = encode(&header(&buckets, &doomed, &subs), [&s].into_iter());
         let c = decode(&bytes, 0, 16).unwrap();
+        assert_eq!(c.subscriptions, [("sub-1".to_string(), b"{}".to_vec())]);
         assert_eq!((c.generation, c.journal, c.next_handle), (4, (3, 4096), 9));
         assert_eq!(c.home_buckets, [("b".to_string(), 77)]);
         assert_eq!(c.doomed, doomed);
@@ -301,7 +331,7 @@ mod tests {
         });
         let s = StreamState::from_create(&c, 0, 4);
         let buckets = HashMap::new();
-        let decoded = decode(&encode(&header(&buckets, &[]), [&s].into_iter()), 0, 4).unwrap();
+        let decoded = decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4).unwrap();
         let r = &decoded.streams[0];
         assert_eq!(r.fork, c.fork);
         assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
@@ -310,7 +340,7 @@ mod tests {
     #[test]
     fn damage_is_reported_not_guessed() {
         let buckets = HashMap::new();
-        let bytes = encode(&header(&buckets, &[]), std::iter::empty());
+        let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), std::iter::empty());
         assert!(decode(&bytes, 0, 1).is_ok());
         let mut flipped = bytes.clone();
         flipped[12] ^= 1;

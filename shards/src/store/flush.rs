@@ -271,6 +271,7 @@ impl Shard {
             next_handle: st.next_handle,
             home_buckets: &st.home_buckets,
             doomed: &doomed,
+            subscriptions: &st.subscriptions,
         };
         let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
         Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint, referenced }

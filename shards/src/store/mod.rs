@@ -101,6 +101,8 @@ pub struct Store {
     pub buckets: HashMap<String, BucketInfo>,
     /// Buckets whose authoritative record lives in this shard's log.
     pub home_buckets: HashMap<String, u64>,
+    /// Subscriptions this shard owns: id -> state, encoded by the server.
+    pub subscriptions: BTreeMap<String, Vec<u8>>,
     /// This shard's id.
     pub shard: u32,
     /// Fork references to drop on other shards: (parent shard, parent handle).
@@ -263,6 +265,12 @@ impl Store {
             }
             // Seals are checked by the scan and change no stream.
             Record::Seal(_) => {}
+            Record::SubscriptionPut { id, state } => {
+                self.subscriptions.insert(id, state);
+            }
+            Record::SubscriptionDelete { id } => {
+                self.subscriptions.remove(&id);
+            }
         }
     }
 

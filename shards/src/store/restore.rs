@@ -67,10 +67,11 @@ pub fn restore(io: &Storage, dir: &Path, shard: u32, max_producers: usize, mode:
     let mut store = Store::new(shard, max_producers);
     let (generation, next_handle, doomed) = match ck {
         None => (0, 0, Vec::new()),
-        Some(Checkpoint { generation, next_handle, home_buckets, doomed, streams, .. }) => {
+        Some(Checkpoint { generation, next_handle, home_buckets, doomed, streams, subscriptions, .. }) => {
             store.next_handle = next_handle;
             store.generation = generation;
             store.home_buckets = home_buckets.into_iter().collect();
+            store.subscriptions = subscriptions.into_iter().collect();
             for s in streams {
                 store.insert(s);
             }

@@ -493,10 +493,15 @@ impl Shard {
         expired.len()
     }
 
-    /// Logs a bucket record in this (home) shard and waits until durable.
-    pub async fn log_bucket(&self, record: Record<'_>) -> Result<(), StoreError> {
-        let room = if matches!(record, Record::BucketDelete { .. }) { Room::Frees } else { Room::Grows };
-        self.reserve(128, room).await?;
+    /// Logs a bucket record in this (home) shard, or a subscription record
+    /// in its owner shard, and waits until durable.
+    pub async fn log_meta(&self, record: Record<'_>) -> Result<(), StoreError> {
+        let (bytes, room) = match &record {
+            Record::BucketDelete { .. } | Record::SubscriptionDelete { .. } => (128, Room::Frees),
+            Record::SubscriptionPut { id, state } => (128 + id.len() + state.len(), Room::Grows),
+            _ => (128, Room::Grows),
+        };
+        self.reserve(bytes, room).await?;
         let at = self.log.append(&record);
         self.store.borrow_mut().replay(record);
         self.log.durable(at.lsn).await?;

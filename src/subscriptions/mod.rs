@@ -1,0 +1,86 @@
+//! Subscriptions (PROTOCOL.md sections 6-7): consumers subscribe to streams
+//! by pattern or explicit list and are woken by a signed webhook or a wake
+//! event in a stream they pull from. Each subscription lives on one shard
+//! (hash of its id, like a stream); every shard keeps a trie of all
+//! subscriptions' patterns, so an append costs O(path segments) to match
+//! and one mesh message per interested owner shard. Webhooks are sent from
+//! delivery threads off the shard cores.
+
+pub mod backoff;
+pub mod delivery;
+pub mod glob;
+pub mod limits;
+pub mod manage;
+pub mod mesh;
+pub mod model;
+pub mod persist;
+pub mod record;
+pub mod routes;
+pub mod settle;
+pub mod signing;
+pub mod target;
+pub mod wake;
+
+use model::Subscription;
+use signing::Keys;
+use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The reserved prefix under `/v1/stream/`.
+pub const RESERVED: &str = "__ds";
+
+/// The shard that owns subscription `id`.
+pub fn owner_shard(id: &str, shards: usize) -> usize {
+    stream_shard(BUILTIN_BUCKET, &format!("{RESERVED}/subscriptions/{id}"), shards)
+}
+
+/// What a shard starts with: the signing keys and its link to the delivery threads.
+pub struct Boot {
+    pub keys: Arc<Keys>,
+    pub link: delivery::Link,
+    pub allow_local: bool,
+}
+
+/// Loads (or creates) the keys and starts the delivery threads: one `Boot` per shard.
+pub fn boot(data_dir: &std::path::Path, shards: usize, allow_local: bool) -> Result<Vec<Boot>, String> {
+    let keys = Arc::new(Keys::prepare(data_dir)?);
+    let links = delivery::start(shards, keys.clone(), allow_local);
+    Ok(links.into_iter().map(|link| Boot { keys: keys.clone(), link, allow_local }).collect())
+}
+
+/// A shard's subscription state.
+pub struct Local {
+    pub keys: Arc<Keys>,
+    pub link: delivery::Link,
+    pub allow_local: bool,
+    /// Subscriptions this shard owns.
+    pub owned: RefCell<HashMap<String, Subscription>>,
+    /// Owned subscriptions with an open wake (the ticker looks only at these).
+    pub waking: RefCell<BTreeSet<String>>,
+    /// Every subscription's patterns and explicit streams, server-wide.
+    pub trie: RefCell<glob::Trie>,
+    /// Deliveries handed to the delivery threads whose outcome is not read yet.
+    pub in_flight: std::cell::Cell<usize>,
+    /// Notified when a wake opens or a lease is extended (the ticker recomputes its deadline).
+    pub wakes: sluice_shards::signal::Signal,
+    /// Writes changed subscriptions to the journal.
+    pub persist: persist::Persister,
+}
+
+impl Local {
+    pub fn new(boot: Boot) -> Local {
+        Local {
+            keys: boot.keys,
+            link: boot.link,
+            allow_local: boot.allow_local,
+            owned: RefCell::default(),
+            waking: RefCell::default(),
+            in_flight: std::cell::Cell::new(0),
+            trie: RefCell::default(),
+            wakes: sluice_shards::signal::Signal::default(),
+            persist: persist::Persister::default(),
+        }
+    }
+}
