@@ -24,6 +24,9 @@ pub const ENTRY_RECORDS: usize = 127;
 /// longer record is an entry alone): a read checks the CRC of every entry
 /// it touches, so this bounds what a short read reads beyond its range.
 pub const ENTRY_BYTES: u64 = 256 << 10;
+/// Stream-file writes go in pieces of this size, made durable by one
+/// fdatasync after the last.
+pub const WRITE_PIECE: usize = 1 << 20;
 /// Stream-file reads go in pieces of this size (they stay in the CPU cache
 /// between the kernel's copy and the copy into the response).
 pub const READ_CHUNK: usize = 256 << 10;

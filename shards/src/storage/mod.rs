@@ -36,8 +36,8 @@ pub enum Storage {
 pub enum Access {
     /// Read only.
     Read,
-    /// Read and write, created if missing, every write durable when it
-    /// returns (`O_DSYNC`): a shard's own stream files.
+    /// Read and write, created if missing: a shard's own stream files
+    /// (their writer makes them durable with fdatasync).
     Durable,
     /// Write only, created empty (truncated): a file about to be installed.
     Replace,
@@ -87,7 +87,7 @@ impl Storage {
         let mut o = OpenOptions::new();
         match access {
             Access::Read => o.read(true),
-            Access::Durable => o.read(true).write(true).create(true).custom_flags(libc::O_DSYNC),
+            Access::Durable => o.read(true).write(true).create(true),
             Access::Replace => o.write(true).create(true).truncate(true),
         };
         o.buffered_open(path).await.map_err(glommio_error)

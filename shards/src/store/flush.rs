@@ -6,8 +6,8 @@
 //! 1. capture, with no await: freeze every stream's tail, note the journal
 //!    position and encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
-//! 3. write data, then index pages, then new snapshot files, each write
-//!    durable when it returns (stream files are `O_DSYNC`), and sync the
+//! 3. write data, then index pages, then new snapshot files, each file
+//!    made durable (fdatasync) before its write returns, and sync the
 //!    streams directory;
 //! 4. write the checkpoint to a temporary file, fdatasync it, rename it
 //!    over the old one, sync the shard directory;
@@ -373,7 +373,7 @@ impl Shard {
     }
 
     /// Writes one frozen chunk's bytes, then its index pages, each durable
-    /// when its write returns (stream files are `O_DSYNC`).
+    /// when its write returns ([`super::files::StreamFiles::write`]).
     async fn store_chunk(&self, j: &Job) -> std::io::Result<()> {
         let c = &j.chunk;
         let mut pages = Vec::with_capacity(c.ends.len() * 2 + index::PAGE_HEADER as usize);

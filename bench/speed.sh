@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 24's side-by-side: sluice (and optionally an earlier sluice binary,
+# BEFORE=path) against the Rust `durable-streams` 0.1.5 server, a fresh
+# server per run, servers alternated within each round, plus the disk's own
+# limit (`dd oflag=dsync bs=1M` into a preallocated file on the same file
+# system) measured in every round. Every run reports the server's CPU
+# (from /proc/PID/stat) so throughput is also given per server core-second.
+#
+#   bench/speed.sh                                  # 3 rounds, ~15 minutes on 2 cores
+#   ROUNDS=1 DURATION=4s BEFORE=/tmp/sluice-old bench/speed.sh
+#
+# Knobs: ROUNDS=3 DURATION=8s PORT=4681 OUT=target/bench-speed BEFORE=
+# PEERS=target/peers RUST_PEER=path/to/durable-streams-server DD_DIR=target
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-8s}
+PORT=${PORT:-4681}
+OUT=${OUT:-$ROOT/target/bench-speed}
+PEERS=${PEERS:-$ROOT/target/peers}
+DD_DIR=${DD_DIR:-$ROOT/target}
+URL=http://127.0.0.1:$PORT
+
+cargo build --release -q -p sluice -p sluice-bench
+BENCH=$ROOT/target/release/sluice-bench
+RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
+if [[ ! -x "$RUST_PEER" ]]; then
+    echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
+    cargo install --locked durable-streams --version 0.1.5 --root "$PEERS"
+fi
+SERVERS="sluice rust"
+[[ -n "${BEFORE:-}" ]] && SERVERS="before $SERVERS"
+
+WORK=$(mktemp -d /tmp/bench-speed.XXXXXX)
+source "$ROOT/bench/lib.sh"
+trap 'stop_server; rm -rf "$WORK" "$DD_DIR/dd-limit.tmp"' EXIT
+
+start_server() {
+    local kind=$1 data=$WORK/data
+    rm -rf "$data" && mkdir -p "$data"
+    case $kind in
+    sluice) "$ROOT/target/release/sluice" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >"$WORK/log" 2>&1 & ;;
+    before) "$BEFORE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >"$WORK/log" 2>&1 & ;;
+    rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >"$WORK/log" 2>&1 & ;;
+    esac
+    SERVER_PID=$!
+    for _ in $(seq 300); do
+        curl -s -o /dev/null "$URL/" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "server $kind did not start" >&2 && tail "$WORK/log" >&2 && exit 1
+}
+
+run() {
+    local kind=$1 name=$2 round=$3
+    shift 3
+    start_server "$kind"
+    timeout 300 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --label "$kind" \
+        --json "$OUT/$kind-$name-$round.json" "$@" >"$OUT/$kind-$name-$round.txt" 2>/dev/null || echo "  $kind $name: run failed"
+    stop_server
+}
+
+# The disk's limit: 1 MiB durable writes into a preallocated, already written file.
+dd_limit() {
+    local f=$DD_DIR/dd-limit.tmp
+    dd if=/dev/zero of="$f" bs=1M count=256 conv=fsync status=none
+    dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk '{print $(NF-1), $NF}'
+}
+
+mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/*.txt
+echo "started $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), sluice $(git rev-parse --short HEAD)" | tee "$OUT/machine.txt"
+for round in $(seq "$ROUNDS"); do
+    echo "== round $round (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "dd $(dd_limit)" | tee "$OUT/dd-$round.txt"
+    for kind in $SERVERS; do
+        run "$kind" write "$round" --scenario write --streams 500 --duration "$DURATION"
+        run "$kind" pool "$round" --scenario pool --connections 500 --streams 500 --duration "$DURATION"
+        run "$kind" fill-1m "$round" --scenario catchup --bytes 256MiB --append-bytes 1MiB
+        run "$kind" fill-64k "$round" --scenario catchup --bytes 64MiB --append-bytes 64KiB
+        run "$kind" catchup-4k "$round" --scenario catchup --bytes 64MiB --append-bytes 4KiB
+        run "$kind" fanout "$round" --scenario fanout --subscribers 1000 --duration "$DURATION"
+    done
+done
+python3 "$ROOT/bench/speed.py" "$OUT" | tee "$OUT/summary.md"
