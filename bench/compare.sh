@@ -61,31 +61,11 @@ source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
-# start_server KIND: a fresh server of KIND on $PORT; sets SERVER_PID.
-start_server() {
-    local kind=$1 data=$WORK/data
-    rm -rf "$data" && mkdir -p "$data"
-    case $kind in
-    sluice) "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$WORK/$kind.log" 2>&1 & ;;
-    rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$WORK/$kind.log" 2>&1 & ;;
-    node) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" >>"$WORK/$kind.log" 2>&1 & ;;
-    node-file) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$WORK/$kind.log" 2>&1 & ;;
-    *) echo "unknown server $kind" >&2 && exit 2 ;;
-    esac
-    SERVER_PID=$!
-    for _ in $(seq 300); do
-        curl -s -o /dev/null "$URL/" 2>/dev/null && return 0
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "server $kind did not start:" >&2 && tail "$WORK/$kind.log" >&2 && exit 1
-}
-
 # run KIND NAME ROUND ARGS...: one client run against a fresh server.
 run() {
     local kind=$1 name=$2 round=$3
     shift 3
-    start_server "$kind"
+    start_kind "$kind"
     echo "== round $round: $kind $name: sluice-bench $* (load $(cut -d' ' -f1 /proc/loadavg))"
     timeout 300 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --label "$kind" \
         --json "$OUT/$kind-$name-$round.json" "$@" 2>/dev/null |

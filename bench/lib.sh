@@ -27,3 +27,28 @@ wait_ready() {
     done
     echo "sluice did not start" >&2 && tail "$2" >&2 && exit 1
 }
+
+# start_kind KIND: a fresh server of KIND on $PORT, data in $WORK/data, output
+# in $WORK/KIND.log; sets SERVER_PID, or exits with the log's tail if it does
+# not answer within 30 s. KIND: sluice ($SLUICE), before ($BEFORE, an earlier
+# sluice binary), rust ($RUST_PEER), node and node-file (bench/peers/serve.mjs
+# in memory, or with a data dir). sluice runs with --fsync always.
+start_kind() {
+    local kind=$1 data=$WORK/data log=$WORK/$1.log
+    rm -rf "$data" && mkdir -p "$data"
+    case $kind in
+    sluice) "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$log" 2>&1 & ;;
+    before) "$BEFORE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$log" 2>&1 & ;;
+    rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$log" 2>&1 & ;;
+    node) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" >>"$log" 2>&1 & ;;
+    node-file) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$log" 2>&1 & ;;
+    *) echo "unknown server $kind" >&2 && exit 2 ;;
+    esac
+    SERVER_PID=$!
+    for _ in $(seq 300); do
+        curl -s -o /dev/null "http://127.0.0.1:$PORT/" 2>/dev/null && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "server $kind did not start:" >&2 && tail "$log" >&2 && exit 1
+}

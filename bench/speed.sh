@@ -24,6 +24,7 @@ URL=http://127.0.0.1:$PORT
 
 cargo build --release -q -p sluice -p sluice-bench
 BENCH=$ROOT/target/release/sluice-bench
+SLUICE=$ROOT/target/release/sluice
 RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
 if [[ ! -x "$RUST_PEER" ]]; then
     echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
@@ -36,26 +37,10 @@ WORK=$(mktemp -d /tmp/bench-speed.XXXXXX)
 source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK" "$DD_DIR/dd-limit.tmp"' EXIT
 
-start_server() {
-    local kind=$1 data=$WORK/data
-    rm -rf "$data" && mkdir -p "$data"
-    case $kind in
-    sluice) "$ROOT/target/release/sluice" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >"$WORK/log" 2>&1 & ;;
-    before) "$BEFORE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >"$WORK/log" 2>&1 & ;;
-    rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >"$WORK/log" 2>&1 & ;;
-    esac
-    SERVER_PID=$!
-    for _ in $(seq 300); do
-        curl -s -o /dev/null "$URL/" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "server $kind did not start" >&2 && tail "$WORK/log" >&2 && exit 1
-}
-
 run() {
     local kind=$1 name=$2 round=$3
     shift 3
-    start_server "$kind"
+    start_kind "$kind"
     timeout 300 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --label "$kind" \
         --json "$OUT/$kind-$name-$round.json" "$@" >"$OUT/$kind-$name-$round.txt" 2>/dev/null || echo "  $kind $name: run failed"
     stop_server

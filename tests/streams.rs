@@ -795,7 +795,7 @@ fn parked_readers_are_limited_by_max_waiters() {
 
 #[test]
 fn large_reads_come_in_resumable_chunks() {
-    let s = Server::start();
+    let s = Server::start_with(&["--max-response-bytes", "8MiB"]);
     let path = "/v1/stream/big";
     s.put(path, OCTET, b"").expect(201);
     // Two 5 MiB appends: one catch-up response carries at most 8 MiB but

@@ -156,7 +156,9 @@ fn span_etag(shard: usize, handle: u64, from: u64, end: u64, closed: bool) -> St
 /// Plans a streamed catch-up ([`crate::catchup`]) when the visible bytes
 /// after `from` are more than one read (`--max-read-bytes`) holds; `None`
 /// leaves the read to a whole response. A cut at `--max-response-bytes`
-/// on a text or JSON stream never splits a UTF-8 character.
+/// ends at the last message (append) boundary inside the response, as a
+/// whole response does; only a single message longer than the limit is
+/// cut inside, and on a text or JSON stream never inside a UTF-8 character.
 /// Returns the plan with its ETag.
 async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(Catchup, String)>, Error> {
     let (tail, closed, handle, content_type) = {
@@ -168,6 +170,12 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
         return Ok(None);
     }
     let mut end = tail.min(from + ctx.cfg.max_response_bytes);
+    if end < tail {
+        let (_, start) = ctx.shard.locate(key, end).await.map_err(|e| read_failed(ctx, key, e))?;
+        if start > from {
+            end = start;
+        }
+    }
     if end < tail && utf8(&content_type) {
         let back = (end - from).min(4);
         let limit = Limit { bytes: back, exact: true, whole_json: false, records: None };
