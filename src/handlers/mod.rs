@@ -198,17 +198,17 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             _ => Error::MethodNotAllowed.into(),
         },
         Route::Metrics => match head.method {
-            Method::Get | Method::Head => metrics(ctx).await,
+            Method::Get | Method::Head => Box::pin(metrics(ctx)).await,
             _ => Error::MethodNotAllowed.into(),
         },
         Route::Tokens(scope) => tokens::mint(ctx, head, t, &scope),
-        Route::Ui(page) => ui::serve(ctx, head.method, page).await,
+        Route::Ui(page) => Box::pin(ui::serve(ctx, head.method, page)).await,
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
-        Route::Bucket(b) => bucket::bucket(ctx, head.method, &b).await,
-        Route::Subs(r) => crate::subscriptions::routes::serve(ctx, head, r, body).await,
+        Route::Bucket(b) => Box::pin(bucket::bucket(ctx, head.method, &b)).await,
+        Route::Subs(r) => Box::pin(crate::subscriptions::routes::serve(ctx, head, r, body)).await,
         Route::BucketList(b) => match head.method {
-            Method::Get => bucket::list(ctx, &b, t).await,
+            Method::Get => Box::pin(bucket::list(ctx, &b, t)).await,
             _ => Error::MethodNotAllowed.into(),
         },
         Route::Stream(key, sub) => {
@@ -232,6 +232,19 @@ async fn stream_operation(
     if sub.is_empty() {
         return stream::stream(ctx, head, t, key, body).await;
     }
+    // Boxed: see `stream::stream`.
+    Box::pin(sub_resource(ctx, head, t, key, sub, body)).await
+}
+
+/// A request to one of a stream's sub-resources (bucketed surface).
+async fn sub_resource(
+    ctx: &Rc<Ctx>,
+    head: &Head,
+    t: &Target,
+    key: &StreamKey,
+    sub: &[String],
+    body: Vec<u8>,
+) -> Reply {
     if !ctx.shard.store.borrow().bucket_exists(&key.0) {
         return Reply::Full(Error::NoBucket.into());
     }

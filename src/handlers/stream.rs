@@ -21,13 +21,17 @@ use sluice_shards::offset::Offset;
 use sluice_shards::store::{CreateOutcome, StreamKey};
 use std::rc::Rc;
 
+/// Serves a plain stream operation. Create and read keep larger states
+/// across their awaits than an append: they are boxed, so the task that
+/// serves a request (one per forwarded request) is sized for an append,
+/// the common write.
 pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, body: Vec<u8>) -> Reply {
     let done = match head.method {
-        Method::Put => create(ctx, head, key, &body).await,
+        Method::Put => Box::pin(create(ctx, head, key, &body)).await,
         Method::Post => append(ctx, head, key, &body).await,
         Method::Head => metadata(ctx, key),
         Method::Delete => delete(ctx, key).await,
-        Method::Get => return read::get(ctx, head, t, key).await,
+        Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,
         _ => Err(Error::MethodNotAllowed),
     };
     Reply::Full(done.unwrap_or_else(|e| refuse(ctx, key, e)))
