@@ -237,14 +237,7 @@ async fn stream_operation(
 }
 
 /// A request to one of a stream's sub-resources (bucketed surface).
-async fn sub_resource(
-    ctx: &Rc<Ctx>,
-    head: &Head,
-    t: &Target,
-    key: &StreamKey,
-    sub: &[String],
-    body: Vec<u8>,
-) -> Reply {
+async fn sub_resource(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, sub: &[String], body: Vec<u8>) -> Reply {
     if !ctx.shard.store.borrow().bucket_exists(&key.0) {
         return Reply::Full(Error::NoBucket.into());
     }
