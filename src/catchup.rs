@@ -25,18 +25,23 @@ pub struct Catchup {
     pub head: Response,
 }
 
+/// The length of the UTF-8 character that byte `lead` starts (1 for
+/// ASCII and for bytes that start none).
+pub fn char_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
 /// Trailing bytes of `bytes` that start a UTF-8 character they do not finish.
 pub fn unfinished_char(bytes: &[u8]) -> usize {
     for back in 1..=bytes.len().min(4) {
         let b = bytes[bytes.len() - back];
         if b & 0xC0 != 0x80 {
-            let width = match b {
-                0xC0..=0xDF => 2,
-                0xE0..=0xEF => 3,
-                0xF0..=0xF7 => 4,
-                _ => 1,
-            };
-            return if width > back { back } else { 0 };
+            return if char_width(b) > back { back } else { 0 };
         }
     }
     0

@@ -7,7 +7,7 @@
 use super::refuse::{read_failed, refuse};
 use super::stream::{bucket_exists, json_stream};
 use super::{Reply, Surface};
-use crate::catchup::{unfinished_char, Catchup};
+use crate::catchup::{char_width, unfinished_char, Catchup};
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::headers as h;
@@ -225,12 +225,7 @@ fn trim_to_char_boundary(b: &mut Batch) -> Option<u64> {
         Err(_) => return None,
     };
     if valid == 0 {
-        let width = match b.data.first()? {
-            0xC0..=0xDF => 2,
-            0xE0..=0xEF => 3,
-            _ => 4,
-        };
-        return Some(width);
+        return Some(char_width(*b.data.first()?) as u64);
     }
     let cut = b.data.len() - valid;
     b.data.truncate(valid);

@@ -25,9 +25,8 @@ pub struct Normalized {
 /// makes no messages; an append (POST) of `[]` is an error.
 pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, Error> {
     let text = std::str::from_utf8(body).map_err(|_| NOT_JSON)?;
-    let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r']);
     let mut out = Normalized::default();
-    if trimmed.starts_with('[') {
+    if is_array(body) {
         let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|_| NOT_JSON)?;
         if items.is_empty() && !allow_empty {
             return Err(EMPTY_ARRAY);
@@ -40,6 +39,12 @@ pub fn normalize(body: &[u8], allow_empty: bool) -> Result<Normalized, Error> {
         push_message(&mut out, value.get());
     }
     Ok(out)
+}
+
+/// Whether a JSON body is an array (its first byte past JSON white space
+/// is `[`): the only body that holds more than one message.
+pub fn is_array(body: &[u8]) -> bool {
+    body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) == Some(&b'[')
 }
 
 fn push_message(out: &mut Normalized, raw: &str) {
@@ -103,6 +108,14 @@ pub fn render_array(stored: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrays_are_known_by_their_first_byte_past_white_space() {
+        assert!(is_array(b" \r\n\t[1,2]"));
+        assert!(!is_array(b"{\"a\":[1,2]}"));
+        assert!(!is_array(b"\x0c[1]"), "form feed is not JSON white space");
+        assert!(!is_array(b""));
+    }
 
     #[test]
     fn flattens_one_level_and_minifies() {

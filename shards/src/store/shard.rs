@@ -223,12 +223,12 @@ impl Shard {
 
     /// Log room for the data and message lengths an append of `body` can
     /// encode to: JSON normalization keeps at most the body plus one comma,
-    /// and each message adds a 4-byte length. Only a JSON array (its first
-    /// byte past white space is `[`) holds more than one message, at most
-    /// one per comma plus one; counting them in other bodies (a 1 MiB text
-    /// append) would cost a pass over every byte for nothing.
+    /// and each message adds a 4-byte length. Only a JSON array holds more
+    /// than one message, at most one per comma plus one; counting them in
+    /// other bodies (a 1 MiB text append) would cost a pass over every byte
+    /// for nothing.
     fn append_room(body: &[u8]) -> usize {
-        let array = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        let array = crate::core::json::is_array(body);
         let messages = if array { body.iter().filter(|&&b| b == b',').count() + 1 } else { 1 };
         body.len() + 1 + 4 * messages
     }
