@@ -738,9 +738,16 @@ impl Conn {
         &self.buf
     }
 
+    /// One read into the buffer. A read interrupted by a signal (the root
+    /// tests' `mount` and `chattr` children end with SIGCHLD) is retried.
     fn fill(&mut self) -> std::io::Result<usize> {
         let mut chunk = [0u8; 16 * 1024];
-        let n = self.sock.read(&mut chunk)?;
+        let n = loop {
+            match self.sock.read(&mut chunk) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n)
     }
