@@ -58,10 +58,12 @@ pub async fn send_streamed(ctx: &Ctx, sock: &mut TcpStream, c: Catchup, close: b
         return false;
     }
     let mut pos = c.from;
+    // One buffer for every piece: each read lands in pages already mapped.
+    let mut buf = Vec::new();
     while pos < c.end {
         let limit =
             Limit { bytes: (c.end - pos).min(ctx.cfg.max_read_bytes), exact: true, whole_json: false, records: None };
-        let span = match ctx.shard.read_span(&c.key, pos, limit).await {
+        let span = match ctx.shard.read_span_into(&c.key, pos, limit, std::mem::take(&mut buf)).await {
             Ok(s) if s.end > pos && s.end <= c.end => s,
             Ok(s) => {
                 tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, end = s.end, "streamed read cut short: the stream changed under it");
@@ -78,6 +80,7 @@ pub async fn send_streamed(ctx: &Ctx, sock: &mut TcpStream, c: Catchup, close: b
             return false;
         }
         pos = span.end;
+        buf = span.data;
     }
     true
 }

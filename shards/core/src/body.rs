@@ -277,6 +277,14 @@ impl Body {
         Some(chunk)
     }
 
+    /// Gives the empty unflushed tail `room`, a buffer whose pages are
+    /// already mapped (`store::spares`): appends copy into it without
+    /// faulting fresh memory in.
+    pub fn give_room(&mut self, room: Vec<u8>) {
+        assert!(self.cache.bytes.is_empty() && room.is_empty(), "room goes to an empty tail");
+        self.cache.bytes = room;
+    }
+
     /// A flush failed: the frozen chunk goes back in front of the unflushed
     /// tail, for the next flush to write again.
     pub fn thaw(&mut self) {

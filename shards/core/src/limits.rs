@@ -87,6 +87,10 @@ pub const JOURNAL_BLOCK: u64 = PAGE;
 /// The largest commit buffer the journal keeps for the next commit (a
 /// bigger one, left by an unusually large commit, is given back).
 pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
+/// The smallest stream tail buffer a flush keeps for the next capture
+/// (`store::spares`; smaller ones cost the allocator little). All kept
+/// buffers together stay within twice `--flush-bytes` per shard.
+pub const MIN_SPARE_TAIL: usize = 64 << 10;
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery
 /// tells a torn journal tail from damage by it (`log::recovery`); a disk
@@ -102,6 +106,7 @@ const _: () = {
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
     assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
+    assert!(MIN_SPARE_TAIL as u64 <= MIN_FLUSH_BYTES, "a kept tail buffer fits within any flush's bound");
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
     assert!(PAGE.is_multiple_of(SECTOR as u64), "a page is whole sectors");

@@ -32,7 +32,7 @@ use super::files::{snapshot_name, FileName, STREAMS_DIR};
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
-use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL};
+use crate::core::limits::{FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL};
 use crate::core::stream::{Blob, Snapshot};
 use crate::every::Every;
 use crate::log::writer::io_to_log;
@@ -110,6 +110,10 @@ impl Shard {
             let retry = self.flush_error.borrow().is_some();
             let due = behind >= self.flush.bytes
                 || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
+            if !due && last.elapsed() >= self.flush.every {
+                // Idle for an interval: the kept tail buffers go back.
+                self.spares.borrow_mut().refill(std::iter::empty());
+            }
             if due {
                 last = Instant::now();
                 if let Err(e) = self.flush().await {
@@ -164,6 +168,10 @@ impl Shard {
                 self.clean_up(&c).await
             }
         };
+        // The written chunks' buffers, once no reader holds them, serve
+        // the next capture's large tails.
+        let finished = c.jobs.into_iter().filter_map(|j| Rc::try_unwrap(j.chunk).ok()).map(|chunk| chunk.bytes);
+        self.spares.borrow_mut().refill(finished);
         if r.is_err() {
             stats.failed.set(stats.failed.get() + 1);
         } else {
@@ -243,6 +251,11 @@ impl Shard {
             referenced.extend(s.body.ancestors.iter().map(|a| (a.shard, a.handle)));
             let (origin, index) = (s.body.base, s.body.index_end());
             if let Some(chunk) = s.body.freeze() {
+                if chunk.bytes.len() >= MIN_SPARE_TAIL {
+                    if let Some(room) = self.spares.borrow_mut().take() {
+                        s.body.give_room(room);
+                    }
+                }
                 jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
             }
             if let Some(Snapshot { blob: Blob::Pending(b), .. }) = &s.snapshot {

@@ -195,7 +195,15 @@ impl Shard {
     /// a single layer copy once. File bytes are checked against their
     /// index entries (see [`super::verify`]).
     pub async fn bytes(&self, key: &StreamKey, from: u64, to: u64) -> io::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity((to - from) as usize);
+        self.bytes_into(key, from, to, Vec::new()).await
+    }
+
+    /// [`Shard::bytes`] into `out` (emptied first): a caller reading a long
+    /// stream piece by piece passes the last piece's buffer back, so the
+    /// reads land in memory already mapped rather than fresh pages.
+    pub async fn bytes_into(&self, key: &StreamKey, from: u64, to: u64, mut out: Vec<u8>) -> io::Result<Vec<u8>> {
+        out.clear();
+        out.reserve((to - from) as usize);
         if from == to {
             return Ok(out);
         }
@@ -227,6 +235,11 @@ impl Shard {
     /// the end; JSON streams also look up the record holding `from` and the
     /// message lengths.
     pub async fn read_span(&self, key: &StreamKey, from: u64, limit: Limit) -> io::Result<Span> {
+        self.read_span_into(key, from, limit, Vec::new()).await
+    }
+
+    /// [`Shard::read_span`] with its bytes read into `buf` (see [`Shard::bytes_into`]).
+    pub async fn read_span_into(&self, key: &StreamKey, from: u64, limit: Limit, buf: Vec<u8>) -> io::Result<Span> {
         let (tail, records, json) = {
             let st = self.store.borrow();
             let s = &st.streams.get(key).ok_or_else(gone)?.state;
@@ -258,7 +271,7 @@ impl Shard {
                 (cap, k + 1)
             }
         };
-        let data = self.bytes(key, from, end).await?;
+        let data = self.bytes_into(key, from, end, buf).await?;
         if !json {
             // Record ordinals are a JSON extension: one piece, no ordinals.
             return Ok(Span { lengths: vec![data.len() as u32], data, end, first: 0, next: 0 });

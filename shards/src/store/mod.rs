@@ -25,6 +25,7 @@ pub mod forks;
 pub mod index;
 pub mod restore;
 mod shard;
+pub mod spares;
 mod verify;
 
 pub use shard::{FlushConfig, Shard, ShardConfig};

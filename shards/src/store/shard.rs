@@ -66,6 +66,8 @@ pub struct Shard {
     /// Why the last flush failed (cleared by the next that succeeds).
     pub(crate) flush_error: RefCell<Option<LogError>>,
     pub flush_stats: crate::stats::FlushStats,
+    /// Tail buffers one flush leaves for the next capture.
+    pub spares: RefCell<super::spares::Spares>,
     /// Free disk bytes when last read, when, and the journal's appended bytes then.
     disk_free: Cell<Option<(std::time::Instant, u64, u64)>>,
     /// See [`ShardConfig::shards`].
@@ -163,6 +165,7 @@ impl Shard {
             flushing: Cell::new(false),
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
+            spares: RefCell::new(super::spares::Spares::new(2 * flush.bytes as usize)),
             disk_free: Cell::new(None),
             shards: shards as u64,
         })

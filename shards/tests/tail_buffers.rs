@@ -1,0 +1,81 @@
+//! The flush keeps the tail buffers it wrote for the next capture's large
+//! tails (`store::spares`): a stream taking large appends fills memory that
+//! is already mapped, reads back exactly what it appended, and a shard with
+//! nothing to flush for an interval gives the buffers back.
+
+mod sim;
+
+use sim::key;
+use sluice_shards::core::append::AppendInput;
+use sluice_shards::core::create::CreateInput;
+use sluice_shards::core::limits::MIN_SPARE_TAIL;
+use sluice_shards::log::{FsyncMode, LogConfig};
+use sluice_shards::storage::Storage;
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
+use std::path::Path;
+use std::time::Duration;
+
+const OCTET: &str = "application/octet-stream";
+
+fn config(root: &Path, every: Duration) -> ShardConfig {
+    ShardConfig {
+        log: LogConfig { dir: root.join("shard-0"), segment_size: 4 << 20, fsync: FsyncMode::Always },
+        open_files: sluice_shards::store::files::MIN_OPEN_FILES,
+        max_producers: 16,
+        flush: FlushConfig { bytes: 1 << 40, every },
+        storage: Storage::Real,
+        shards: 1,
+    }
+}
+
+fn append_input(body: &[u8]) -> AppendInput<'_> {
+    AppendInput { content_type: Some(OCTET), body, close: false, stream_seq: None, producer: None, record_match: None }
+}
+
+#[test]
+fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
+    let root = sim::scratch_root("sluice-tail-buffers");
+    std::fs::create_dir_all(root.join("shard-0")).unwrap();
+    let dir = root.clone();
+    sluice_shards::tick::block_on(move || async move {
+        let s = Shard::open(0, config(&dir, Duration::from_millis(200))).await.unwrap();
+        let (a, small) = (key("a"), key("small"));
+        let mut want = Vec::new();
+        s.create(&a, &CreateInput::plain(OCTET), b"", None, 0).await.unwrap();
+        s.create(&small, &CreateInput::plain(OCTET), b"tiny", None, 0).await.unwrap();
+        let cache_room = |k| s.store.borrow().streams.get(k).map(|e| e.state.body.cache.bytes.capacity()).unwrap();
+        for round in 0..3u8 {
+            for i in 0..3u8 {
+                let body = vec![round * 16 + i + 1; MIN_SPARE_TAIL + 1000];
+                s.append(&a, &append_input(&body), 0).await.unwrap();
+                want.extend_from_slice(&body);
+            }
+            s.append(&small, &append_input(b"x"), 0).await.unwrap();
+            s.flush().await.unwrap();
+            if round == 0 {
+                // Nothing was written before the first capture.
+                assert_eq!(cache_room(&a), 0, "no buffer to give yet");
+            } else {
+                assert!(cache_room(&a) >= 3 * MIN_SPARE_TAIL, "the capture gave the large tail a written buffer");
+            }
+            // A small tail never takes one, and a buffer is kept only while unused.
+            assert_eq!(cache_room(&small), 0);
+            assert!(s.spares.borrow().bytes() >= 3 * MIN_SPARE_TAIL, "the written buffer is kept");
+            // Bytes in a reused buffer are only what was appended since.
+            let tail = want.len() as u64;
+            s.append(&a, &append_input(b"end"), 0).await.unwrap();
+            want.extend_from_slice(b"end");
+            assert_eq!(s.bytes(&a, 0, want.len() as u64).await.unwrap(), want);
+            assert_eq!(s.bytes(&a, tail, want.len() as u64).await.unwrap(), b"end");
+        }
+        // The background flusher, with nothing to flush for an interval.
+        s.flush().await.unwrap();
+        let s = std::rc::Rc::new(s);
+        let flusher = s.clone();
+        let task = glommio::spawn_local(async move { flusher.flush_loop().await });
+        glommio::timer::sleep(Duration::from_millis(800)).await;
+        assert_eq!(s.spares.borrow().bytes(), 0, "an idle shard holds no kept buffers");
+        drop(task);
+    });
+    std::fs::remove_dir_all(&root).unwrap();
+}
