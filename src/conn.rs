@@ -306,46 +306,43 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
         };
         let idle = buf.is_empty();
         match read_more(sock, buf, limit, HEAD_READ).await {
-            ReadOutcome::Data if idle => started = std::time::Instant::now(),
-            ReadOutcome::Data => {}
-            ReadOutcome::Closed => return Ok(None),
-            ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
-            ReadOutcome::TimedOut => return Err(Error::Timeout("request head not received in time")),
+            Ok(()) if idle => started = std::time::Instant::now(),
+            Ok(()) => {}
+            Err(Ended::Closed) => return Ok(None),
+            Err(Ended::TimedOut) if buf.is_empty() => return Ok(None),
+            Err(Ended::TimedOut) => return Err(Error::Timeout("request head not received in time")),
         }
     }
 }
 
-enum ReadOutcome {
-    Data,
+/// Why a read brought no data.
+enum Ended {
     Closed,
     TimedOut,
 }
 
-async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, want: usize) -> ReadOutcome {
-    if limit.is_zero() {
-        return ReadOutcome::TimedOut;
-    }
-    let _ = sock.set_read_timeout(Some(limit));
+/// One read of at most `want` bytes appended to `buf`.
+async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, want: usize) -> Result<(), Ended> {
     let start = buf.len();
     buf.resize(start + want, 0);
-    let r = sock.read(&mut buf[start..]).await;
-    match r {
-        Ok(0) => {
-            buf.truncate(start);
-            ReadOutcome::Closed
+    let r = read_into(sock, &mut buf[start..], limit).await;
+    buf.truncate(start + *r.as_ref().unwrap_or(&0));
+    r.map(|_| ())
+}
+
+/// One read into `into` within `limit`: how many bytes came, or why none.
+async fn read_into(sock: &mut TcpStream, into: &mut [u8], limit: Duration) -> Result<usize, Ended> {
+    if limit.is_zero() {
+        return Err(Ended::TimedOut);
+    }
+    let _ = sock.set_read_timeout(Some(limit));
+    match sock.read(into).await {
+        Ok(0) => Err(Ended::Closed),
+        Ok(n) => Ok(n),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock) => {
+            Err(Ended::TimedOut)
         }
-        Ok(n) => {
-            buf.truncate(start + n);
-            ReadOutcome::Data
-        }
-        Err(e) => {
-            buf.truncate(start);
-            if e.kind() == std::io::ErrorKind::TimedOut || e.kind() == std::io::ErrorKind::WouldBlock {
-                ReadOutcome::TimedOut
-            } else {
-                ReadOutcome::Closed
-            }
-        }
+        Err(_) => Err(Ended::Closed),
     }
 }
 
@@ -379,15 +376,18 @@ async fn read_body(
             let mut body = Vec::with_capacity(n);
             body.extend_from_slice(&buf[head.len..head.len + have]);
             buf.drain(..head.len + have);
-            if head.expect_continue && body.len() < n {
+            if head.expect_continue && have < n {
                 let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
-            while body.len() < n {
-                let want = (n - body.len()).min(BODY_READ);
-                match read_more(sock, &mut body, deadline.saturating_sub(started.elapsed()), want).await {
-                    ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(CUT_SHORT),
-                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
+            // Zeroed once, then filled by reads of at most BODY_READ.
+            body.resize(n, 0);
+            let mut filled = have;
+            while filled < n {
+                let piece = &mut body[filled..n.min(filled + BODY_READ)];
+                match read_into(sock, piece, deadline.saturating_sub(started.elapsed())).await {
+                    Ok(got) => filled += got,
+                    Err(Ended::Closed) => return Err(CUT_SHORT),
+                    Err(Ended::TimedOut) => return Err(TOO_SLOW),
                 }
             }
             Ok((body, Some(reserved)))
@@ -417,9 +417,9 @@ async fn read_body(
                     return Ok((body, Some(reserved)));
                 }
                 match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
-                    ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return Err(CUT_SHORT),
-                    ReadOutcome::TimedOut => return Err(TOO_SLOW),
+                    Ok(()) => {}
+                    Err(Ended::Closed) => return Err(CUT_SHORT),
+                    Err(Ended::TimedOut) => return Err(TOO_SLOW),
                 }
             }
         }

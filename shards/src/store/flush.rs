@@ -116,7 +116,14 @@ impl Shard {
             }
             if due {
                 last = Instant::now();
-                if let Err(e) = self.flush().await {
+                let r = self.flush().await;
+                if behind < self.flush.bytes {
+                    // Writers wrote less than --flush-bytes in an interval:
+                    // too few bytes for fresh pages to cost, and the last
+                    // flush after a burst gives the buffers back.
+                    self.spares.borrow_mut().refill(std::iter::empty());
+                }
+                if let Err(e) = r {
                     if let Some(held) = warn.allow(Instant::now()) {
                         tracing::warn!(shard = self.id, error = ?e, repeats = held, "flush failed; retrying");
                     }

@@ -13,10 +13,11 @@
 //! Bounded: only buffers of at least [`MIN_SPARE_TAIL`] are kept, in all
 //! at most twice the shard's `--flush-bytes` of capacity (a tail that
 //! grew by doubling to hold one flush's bytes may have twice their room),
-//! and only until the next capture: what it does not take is given back,
-//! and a shard with nothing to flush for a flush interval gives back all
-//! (the flusher calls [`Spares::refill`] with nothing), so a shard that
-//! went idle holds no memory here.
+//! and only until the next capture: what it does not take is given back.
+//! Only a flush that `--flush-bytes` set off keeps any (one the interval set
+//! off, such as the last after a burst, gives them back), and a shard with
+//! nothing to flush for an interval gives back all, so a shard that went
+//! quiet holds no memory here.
 
 use crate::core::limits::MIN_SPARE_TAIL;
 
