@@ -27,6 +27,8 @@ usage: sluice-bench --scenario write|pool|batch|healthz|fanout|catchup|idle|rest
   --append-bytes BYTES catchup: body size of each fill append (bucket surface:
                        of each append-batch frame, --frames per request)     [1MiB]
   --interleave N       catchup: fill N streams round-robin, read the first     [1]
+  --initial-bytes N    idle: bytes each created stream starts with (one
+                       message in its create request; 0: empty)             [0]
   --connections N      pool: writer connections; idle/setup: concurrent
                        creating connections                                   [128]
   --threads N          client event-loop threads                                [2]
@@ -91,6 +93,8 @@ pub struct Config {
     pub append_bytes: usize,
     /// catchup: streams filled round-robin (the first is read back).
     pub interleave: usize,
+    /// idle: bytes each created stream starts with.
+    pub initial_bytes: usize,
     pub connections: usize,
     pub threads: usize,
     pub server_pid: Option<u32>,
@@ -119,6 +123,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         bytes: 1 << 30,
         append_bytes: 1 << 20,
         interleave: 1,
+        initial_bytes: 0,
         connections: 128,
         threads: 2,
         server_pid: None,
@@ -175,6 +180,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--bytes" => c.bytes = size(name, v)?,
             "--append-bytes" => c.append_bytes = size(name, v)? as usize,
             "--interleave" => c.interleave = count(name, v)?,
+            "--initial-bytes" => c.initial_bytes = size(name, v)? as usize,
             "--connections" => c.connections = count(name, v)?,
             "--threads" => c.threads = count(name, v)?,
             "--server-pid" => c.server_pid = Some(count(name, v)? as u32),

@@ -41,7 +41,7 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
         progress.set_phase("setup: creating streams");
         setup::surface(cfg)?;
         let name = format!("{}w", cfg.prefix);
-        let made = setup::create_streams(cfg, &name, n, "text/plain", &progress, Duration::from_secs(300));
+        let made = setup::create_streams(cfg, &name, n, "text/plain", 0, &progress, Duration::from_secs(300));
         r.row("setup", format!("{n} streams created in {:.2} s ({})", made.secs, made.tally.statuses_text()));
         r.set("streams", n);
         r.set("setup_secs", round3(made.secs));

@@ -1,4 +1,5 @@
-//! Idle streams: create `--streams` empty streams and report the server's
+//! Idle streams: create `--streams` streams (empty, or each with one
+//! message of `--initial-bytes`) and report the server's
 //! resident memory before and after (`--server-pid`), i.e. the per-stream
 //! cost of the server's in-memory state.
 
@@ -13,7 +14,11 @@ use std::time::Duration;
 pub fn run(cfg: &Config) -> Result<Report, String> {
     let pid = cfg.server_pid.ok_or("idle needs --server-pid PID to read the server's RSS")?;
     let n = cfg.streams;
-    let mut r = base_report(cfg, format!("idle: {n} empty streams, server pid {pid}, {}", cfg.url));
+    let what = match cfg.initial_bytes {
+        0 => "empty streams".to_string(),
+        b => format!("streams of {b} B"),
+    };
+    let mut r = base_report(cfg, format!("idle: {n} {what}, server pid {pid}, {}", cfg.url));
     let progress = Progress::new(cfg.threads);
     let printer = progress.spawn_printer("creates");
     progress.set_phase("setup");
@@ -21,7 +26,8 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     let before = procfs::rss_kib(pid).ok_or("cannot read server RSS")?;
     progress.set_phase("creating streams");
     let name = format!("{}i", cfg.prefix);
-    let made = setup::create_streams(cfg, &name, n, "text/plain", &progress, Duration::from_secs(600));
+    let made =
+        setup::create_streams(cfg, &name, n, "text/plain", cfg.initial_bytes, &progress, Duration::from_secs(600));
     progress.set_phase("settling");
     std::thread::sleep(Duration::from_secs(2));
     progress.finish(printer);
@@ -32,6 +38,7 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     r.row("server rss before / after", format!("{} / {}", mib(before), mib(after)));
     r.row("per stream", format!("{per_stream:.0} B"));
     r.set("streams", n);
+    r.set("initial_bytes", cfg.initial_bytes);
     r.set("created", made.tally.ok);
     r.set("create_secs", round3(made.secs));
     r.set("statuses", made.tally.statuses_json());

@@ -35,6 +35,8 @@ struct Creates {
     base: String,
     host: String,
     content_type: &'static str,
+    /// The body each create carries (empty: an empty stream).
+    initial: Vec<u8>,
 }
 
 impl Source for Creates {
@@ -46,9 +48,13 @@ impl Source for Creates {
         req.clear();
         let _ = write!(
             req,
-            "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: 0\r\n\r\n",
-            self.base, self.host, self.content_type
+            "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
+            self.base,
+            self.host,
+            self.content_type,
+            self.initial.len()
         );
+        req.extend_from_slice(&self.initial);
         true
     }
 }
@@ -60,19 +66,28 @@ pub struct Created {
 }
 
 /// Creates streams `{name_prefix}0 .. {name_prefix}{total-1}` over
-/// `connections` concurrent connections. Bounded by `limit`.
+/// `connections` concurrent connections, each with `--initial-bytes` of
+/// data (the idle scenario; others create empty streams). Bounded by `limit`.
 pub fn create_streams(
     cfg: &Config,
     name_prefix: &str,
     total: usize,
     content_type: &'static str,
+    initial: usize,
     progress: &Arc<Progress>,
     limit: Duration,
 ) -> Created {
     let next = Arc::new(AtomicUsize::new(0));
     let base = format!("{}{name_prefix}", path_base(cfg));
     let sources = (0..cfg.threads)
-        .map(|_| Creates { next: next.clone(), total, base: base.clone(), host: cfg.host.clone(), content_type })
+        .map(|_| Creates {
+            next: next.clone(),
+            total,
+            base: base.clone(),
+            host: cfg.host.clone(),
+            content_type,
+            initial: vec![b'x'; initial],
+        })
         .collect();
     let start = Instant::now();
     let plan = Plan {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Many small streams (issue 25's table): for each N, a fresh sluice, N streams
+# created with one 10-byte message each (`sluice-bench --scenario idle
+# --initial-bytes 10`), then: RSS per stream, files and disk in the data dir,
+# the bucket metadata request, what the server writes per second while 2
+# appends/s trickle in (flush every 1 s), and restart to /v1/healthz warm and
+# cold (page cache dropped; root only, otherwise "-").
+#
+#   bench/many.sh [N ...]          # default: 100000
+#
+# Prints one markdown row per N; raw output in $WORK (default /tmp/sluice-many).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/bench/lib.sh"
+SLUICE=${SLUICE:-$ROOT/target/release/sluice}
+BENCH=${BENCH:-$ROOT/target/release/sluice-bench}
+PORT=${PORT:-4661}
+WORK=${WORK:-/tmp/sluice-many}
+URL=http://127.0.0.1:$PORT
+mkdir -p "$WORK"
+trap stop_server EXIT
+
+serve() { "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --flush-interval 1s >>"$WORK/sluice.log" 2>&1 & }
+
+restart_secs() {
+    "$BENCH" --url "$URL" --scenario restart --timeout 600s --json "$WORK/restart.json" \
+        --server-cmd "$SLUICE serve --listen 127.0.0.1:$PORT --data-dir $WORK/data" >"$WORK/restart.txt" 2>&1
+    python3 -c "import json; print(json.load(open('$WORK/restart.json'))['ready_secs'])"
+}
+
+echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | written/s, 2 appends/s | restart warm | restart cold | create rate |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for n in "${@:-100000}"; do
+    rm -rf "$WORK/data"
+    serve
+    SERVER_PID=$!
+    wait_ready "$URL" "$WORK/sluice.log"
+    "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario idle --streams "$n" --initial-bytes 10 \
+        --prefix m --json "$WORK/idle.json" >"$WORK/idle-$n.txt" 2>&1
+    read -r per rate < <(python3 -c "import json; j=json.load(open('$WORK/idle.json')); print(j['bytes_per_stream'], round(j['created']/j['create_secs']))")
+    meta=$(curl -s -o /dev/null -w '%{time_total}' "$URL/v1-stream")
+    # Two appends per second for 20 s to two of the streams; what the
+    # server process wrote meanwhile (/proc/PID/io, every file it wrote).
+    w0=$(awk '/^write_bytes/ {print $2}' "/proc/$SERVER_PID/io")
+    for i in $(seq 40); do
+        curl -s -o /dev/null -X POST -H 'content-type: text/plain' --data "tick$i" "$URL/v1/stream/m$((i % 2))"
+        sleep 0.5
+    done
+    w1=$(awk '/^write_bytes/ {print $2}' "/proc/$SERVER_PID/io")
+    stop_server
+    files=$(find "$WORK/data" -type f | wc -l)
+    disk=$(du -sm "$WORK/data" | cut -f1)
+    apparent=$(du -sm --apparent-size "$WORK/data" | cut -f1)
+    warm=$(restart_secs)
+    cold=-
+    if [ "$(id -u)" = 0 ]; then
+        sync && echo 3 >/proc/sys/vm/drop_caches
+        cold=$(restart_secs)
+    fi
+    printf '| %s | %s B | %s | %s MiB (%s) | %.0f ms | %s KiB/s | %s s | %s s | %s/s |\n' \
+        "$n" "$per" "$files" "$disk" "$apparent" "$(echo "$meta * 1000" | bc -l)" \
+        "$(( (w1 - w0) / 20 / 1024 ))" "$warm" "$cold" "$rate"
+done
