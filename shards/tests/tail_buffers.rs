@@ -1,14 +1,15 @@
-//! The flush keeps the tail buffers it wrote for the next capture's large
-//! tails (`store::spares`): a stream taking large appends fills memory that
-//! is already mapped, reads back exactly what it appended, and a shard with
-//! nothing to flush for an interval gives the buffers back.
+//! A large flush (`--flush-bytes` of journal since the last) keeps the tail
+//! buffers it wrote for the next capture's large tails (`store::spares`): a
+//! stream taking large appends fills memory that is already mapped and
+//! reads back exactly what it appended. A smaller flush, and a shard with
+//! nothing to flush for an interval, give the buffers back.
 
 mod sim;
 
 use sim::key;
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::core::limits::MIN_SPARE_TAIL;
+use sluice_shards::core::limits::{MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
@@ -22,7 +23,7 @@ fn config(root: &Path, every: Duration) -> ShardConfig {
         log: LogConfig { dir: root.join("shard-0"), segment_size: 4 << 20, fsync: FsyncMode::Always },
         open_files: sluice_shards::store::files::MIN_OPEN_FILES,
         max_producers: 16,
-        flush: FlushConfig { bytes: 1 << 40, every },
+        flush: FlushConfig { bytes: MIN_FLUSH_BYTES, every },
         storage: Storage::Real,
         shards: 1,
     }
@@ -44,9 +45,11 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
         s.create(&a, &CreateInput::plain(OCTET), b"", None, 0).await.unwrap();
         s.create(&small, &CreateInput::plain(OCTET), b"tiny", None, 0).await.unwrap();
         let cache_room = |k| s.store.borrow().streams.get(k).map(|e| e.state.body.cache.bytes.capacity()).unwrap();
+        // Appends of a large flush: past --flush-bytes of journal.
+        let large = MIN_FLUSH_BYTES as usize / (MIN_SPARE_TAIL + 1000) + 1;
         for round in 0..3u8 {
-            for i in 0..3u8 {
-                let body = vec![round * 16 + i + 1; MIN_SPARE_TAIL + 1000];
+            for i in 0..large {
+                let body = vec![round * 64 + i as u8 + 1; MIN_SPARE_TAIL + 1000];
                 s.append(&a, &append_input(&body), 0).await.unwrap();
                 want.extend_from_slice(&body);
             }
@@ -56,11 +59,11 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
                 // Nothing was written before the first capture.
                 assert_eq!(cache_room(&a), 0, "no buffer to give yet");
             } else {
-                assert!(cache_room(&a) >= 3 * MIN_SPARE_TAIL, "the capture gave the large tail a written buffer");
+                assert!(cache_room(&a) >= MIN_FLUSH_BYTES as usize, "the capture gave the large tail a written buffer");
             }
             // A small tail never takes one, and a buffer is kept only while unused.
             assert_eq!(cache_room(&small), 0);
-            assert!(s.spares.borrow().bytes() >= 3 * MIN_SPARE_TAIL, "the written buffer is kept");
+            assert!(s.spares.borrow().bytes() >= MIN_FLUSH_BYTES as usize, "the written buffer is kept");
             // Bytes in a reused buffer are only what was appended since.
             let tail = want.len() as u64;
             s.append(&a, &append_input(b"end"), 0).await.unwrap();
@@ -68,8 +71,16 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
             assert_eq!(s.bytes(&a, 0, want.len() as u64).await.unwrap(), want);
             assert_eq!(s.bytes(&a, tail, want.len() as u64).await.unwrap(), b"end");
         }
-        // The background flusher, with nothing to flush for an interval.
+        // A small flush: nothing kept, and the stream's next tail starts empty.
         s.flush().await.unwrap();
+        assert_eq!((s.spares.borrow().bytes(), cache_room(&a)), (0, 0), "a small flush gives everything back");
+        // A large flush again, then the background flusher with nothing to
+        // flush for an interval.
+        for _ in 0..large {
+            s.append(&a, &append_input(&[9u8; MIN_SPARE_TAIL + 1000]), 0).await.unwrap();
+        }
+        s.flush().await.unwrap();
+        assert!(s.spares.borrow().bytes() > 0);
         let s = std::rc::Rc::new(s);
         let flusher = s.clone();
         let task = glommio::spawn_local(async move { flusher.flush_loop().await });

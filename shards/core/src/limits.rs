@@ -89,7 +89,7 @@ pub const JOURNAL_BLOCK: u64 = PAGE;
 pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
 /// The smallest stream tail buffer a flush keeps for the next capture
 /// (`store::spares`; smaller ones cost the allocator little). All kept
-/// buffers together stay within twice `--flush-bytes` per shard.
+/// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
 pub const MIN_SPARE_TAIL: usize = 64 << 10;
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery

@@ -75,6 +75,9 @@ struct Capture {
     lsn: u64,
     /// `flushed` before this capture.
     flushed_before: u64,
+    /// `--flush-bytes` of journal or more came since the last capture: the
+    /// tail buffers are worth keeping (`super::spares`).
+    large: bool,
     jobs: Vec<Job>,
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
@@ -112,18 +115,11 @@ impl Shard {
                 || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
             if !due && last.elapsed() >= self.flush.every {
                 // Idle for an interval: the kept tail buffers go back.
-                self.spares.borrow_mut().refill(std::iter::empty());
+                self.spares.borrow_mut().refill(std::iter::empty(), false);
             }
             if due {
                 last = Instant::now();
-                let r = self.flush().await;
-                if behind < self.flush.bytes {
-                    // Writers wrote less than --flush-bytes in an interval:
-                    // too few bytes for fresh pages to cost, and the last
-                    // flush after a burst gives the buffers back.
-                    self.spares.borrow_mut().refill(std::iter::empty());
-                }
-                if let Err(e) = r {
+                if let Err(e) = self.flush().await {
                     if let Some(held) = warn.allow(Instant::now()) {
                         tracing::warn!(shard = self.id, error = ?e, repeats = held, "flush failed; retrying");
                     }
@@ -175,10 +171,10 @@ impl Shard {
                 self.clean_up(&c).await
             }
         };
-        // The written chunks' buffers, once no reader holds them, serve
-        // the next capture's large tails.
+        // After a large flush, the written chunks' buffers that no reader
+        // holds serve the next capture's large tails.
         let finished = c.jobs.into_iter().filter_map(|j| Rc::try_unwrap(j.chunk).ok()).map(|chunk| chunk.bytes);
-        self.spares.borrow_mut().refill(finished);
+        self.spares.borrow_mut().refill(finished, c.large);
         if r.is_err() {
             stats.failed.set(stats.failed.get() + 1);
         } else {
@@ -247,6 +243,7 @@ impl Shard {
         let journal = self.log.position();
         let lsn = self.log.assigned();
         let flushed_before = self.flushed.replace(self.log.appended_bytes());
+        let large = self.log.appended_bytes() - flushed_before >= self.flush.bytes;
         st.generation += 1;
         let generation = st.generation;
         let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
@@ -258,7 +255,7 @@ impl Shard {
             referenced.extend(s.body.ancestors.iter().map(|a| (a.shard, a.handle)));
             let (origin, index) = (s.body.base, s.body.index_end());
             if let Some(chunk) = s.body.freeze() {
-                if chunk.bytes.len() >= MIN_SPARE_TAIL {
+                if large && chunk.bytes.len() >= MIN_SPARE_TAIL {
                     if let Some(room) = self.spares.borrow_mut().take() {
                         s.body.give_room(room);
                     }
@@ -294,7 +291,19 @@ impl Shard {
             subscriptions: &st.subscriptions,
         };
         let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
-        Capture { generation, journal, lsn, flushed_before, jobs, snapshots, punches, doomed, checkpoint, referenced }
+        Capture {
+            generation,
+            journal,
+            lsn,
+            flushed_before,
+            large,
+            jobs,
+            snapshots,
+            punches,
+            doomed,
+            checkpoint,
+            referenced,
+        }
     }
 
     /// Steps 2-4, up to the checkpoint's rename: an error leaves the old

@@ -165,7 +165,7 @@ impl Shard {
             flushing: Cell::new(false),
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
-            spares: RefCell::new(super::spares::Spares::new(2 * flush.bytes as usize)),
+            spares: RefCell::new(super::spares::Spares::new((FLUSH_BACKLOG * flush.bytes) as usize)),
             disk_free: Cell::new(None),
             shards: shards as u64,
         })

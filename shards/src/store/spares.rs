@@ -10,15 +10,18 @@
 //! were large: their pages stay mapped and are only ever written by the
 //! copy.
 //!
-//! Bounded: only buffers of at least [`MIN_SPARE_TAIL`] are kept, in all
-//! at most twice the shard's `--flush-bytes` of capacity (a tail that
-//! grew by doubling to hold one flush's bytes may have twice their room),
-//! and only until the next capture: what it does not take is given back.
-//! Only a flush that `--flush-bytes` set off keeps any (one the interval set
-//! off, such as the last after a burst, gives them back), and a shard with
-//! nothing to flush for an interval gives back all, so a shard that went
-//! quiet holds no memory here.
+//! Bounded: only a large flush (one that `--flush-bytes` of journal set
+//! off) keeps buffers and gives them out, only those of at least
+//! [`MIN_SPARE_TAIL`], in all at most [`FLUSH_BACKLOG`] x `--flush-bytes`
+//! of capacity (the bound on the unflushed bytes themselves; a tail that
+//! grew by doubling past one flush's bytes has up to twice their room), and
+//! only until the next capture. Any other
+//! flush, such as the last after a burst, and a shard with nothing to
+//! flush for an interval, give everything back, so a shard that went quiet
+//! holds no memory here or in its streams' tails.
 
+#[cfg(doc)]
+use crate::core::limits::FLUSH_BACKLOG;
 use crate::core::limits::MIN_SPARE_TAIL;
 
 /// Buffers a flush finished with, for the next capture.
@@ -44,20 +47,35 @@ impl Spares {
         Some(b)
     }
 
-    /// Replaces what is kept with `finished` (buffers a flush wrote): the
-    /// ones the last capture did not take are given back, and of the new
-    /// ones those large enough, within the limit, are kept.
-    pub fn refill(&mut self, finished: impl Iterator<Item = Vec<u8>>) {
+    /// After a flush, with `finished` the buffers it wrote: what the last
+    /// capture did not take is dropped; with `keep` (a large flush) the
+    /// finished buffers large enough are kept within the limit, and
+    /// otherwise they are dropped too and the memory returned to the
+    /// system (allocated among other data, the allocator would keep their
+    /// pages: measured, RSS 46 MiB instead of 25 after 10M small messages
+    /// in 10 streams).
+    pub fn refill(&mut self, finished: impl Iterator<Item = Vec<u8>>, keep: bool) {
+        let mut dropped = !self.kept.is_empty();
         self.kept.clear();
         self.bytes = 0;
         for mut b in finished {
-            if b.capacity() >= MIN_SPARE_TAIL && self.bytes + b.capacity() <= self.limit {
+            let large = b.capacity() >= MIN_SPARE_TAIL;
+            if keep && large && self.bytes + b.capacity() <= self.limit {
                 b.clear();
                 self.bytes += b.capacity();
                 self.kept.push(b);
+            } else {
+                dropped |= large;
             }
         }
         assert!(self.bytes <= self.limit, "spare tail buffers within their limit");
+        if dropped && !keep {
+            // SAFETY: malloc_trim only returns free heap memory to the kernel.
+            #[cfg(target_env = "gnu")]
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
     }
 
     /// Capacity kept, in bytes.
@@ -74,14 +92,15 @@ mod tests {
     fn keeps_large_buffers_within_the_limit_for_one_flush() {
         let mut s = Spares::new(3 * MIN_SPARE_TAIL);
         let big = |n: usize| vec![7u8; n * MIN_SPARE_TAIL];
-        s.refill([big(1), vec![1u8; 100], big(2), big(1)].into_iter());
+        s.refill([big(1), vec![1u8; 100], big(2), big(1)].into_iter(), true);
         // The small one is dropped, and the last one would pass the limit.
         assert_eq!(s.bytes(), 3 * MIN_SPARE_TAIL);
         let b = s.take().expect("a kept buffer");
         assert!(b.is_empty() && b.capacity() >= 2 * MIN_SPARE_TAIL);
         assert_eq!(s.bytes(), MIN_SPARE_TAIL);
-        // What the capture did not take goes at the next refill.
-        s.refill(std::iter::empty());
+        // What the capture did not take goes at the next refill, and
+        // nothing is kept from a flush that is not large.
+        s.refill([big(1)].into_iter(), false);
         assert_eq!((s.bytes(), s.take()), (0, None));
     }
 }
