@@ -1,16 +1,19 @@
 //! The flush: moves every stream's unflushed tail from memory into its
-//! stream files and writes a checkpoint, so the journal before it can go.
+//! stream files and, when one is due ([`Shard::checkpoint_due`]), writes a
+//! checkpoint, so the journal before it can go.
 //!
 //! Order (each step durable before the next; recovery's decision table in
 //! [`super::restore`] handles a crash between any two):
 //! 1. capture, with no await: freeze every stream's tail, note the journal
-//!    position and encode the checkpoint as of that instant;
+//!    position and, when one is due, encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
 //! 3. write data, then index pages, then new snapshot files, each file
 //!    made durable (fdatasync) before its write returns, and sync the
 //!    streams directory;
 //! 4. write the checkpoint to a temporary file, fdatasync it, rename it
-//!    over the old one, sync the shard directory;
+//!    over the old one, sync the shard directory (a flush without one
+//!    ends after step 5's first part: recovery knows its state as a flush
+//!    cut off before its checkpoint);
 //! 5. serve the frozen chunks from the files, delete the files the
 //!    checkpoint no longer needs (deleted streams, replaced snapshots), give
 //!    retained-away ranges back (hole punch), delete journal segments
@@ -82,7 +85,8 @@ struct Capture {
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
     doomed: Vec<String>,
-    checkpoint: Vec<u8>,
+    /// The checkpoint to write, when one is due ([`Shard::checkpoint_due`]).
+    checkpoint: Option<Vec<u8>>,
     /// Every (shard, handle) whose files a stream held here reads.
     referenced: HashSet<(u32, u64)>,
 }
@@ -133,7 +137,9 @@ impl Shard {
     }
 
     /// Waits until stream `handle` at `key` has its bytes below `offset` in
-    /// its stream files, flushing if needed.
+    /// its stream files, recorded by a checkpoint (a fork on another shard
+    /// reads them there, so no restart of this one may cut them back),
+    /// flushing if needed.
     /// A flush that failed only in its clean-up still stored the bytes.
     pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
         let mut failed = None;
@@ -142,13 +148,16 @@ impl Shard {
                 self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
             match stored {
                 None => return Ok(()),
-                Some(s) if s >= offset => return Ok(()),
+                Some(s) if s >= offset && !self.unrecorded.get() => return Ok(()),
                 Some(_) if failed.is_some() => return Err(failed.expect("checked")),
                 Some(_) if self.flushing.get() => {
                     let seen = self.flush_done.generation();
                     self.flush_done.changed(seen).await;
                 }
-                Some(_) => failed = self.flush().await.err(),
+                Some(_) => {
+                    self.force_checkpoint.set(true);
+                    failed = self.flush().await.err();
+                }
             }
         }
     }
@@ -164,11 +173,24 @@ impl Shard {
             Err(e) => {
                 self.undo(&c);
                 self.give_back(&c).await;
+                // The next flush redoes all of this one, checkpoint included
+                // (it replaces a temporary file this one may have left).
+                self.force_checkpoint.set(true);
                 Err(e)
             }
             Ok(()) => {
                 self.stored(&c);
-                self.clean_up(&c).await
+                match &c.checkpoint {
+                    Some(checkpoint) => {
+                        self.checkpointed.set((self.flushed.get(), checkpoint.len()));
+                        self.unrecorded.set(false);
+                        self.clean_up(&c).await
+                    }
+                    None => {
+                        self.unrecorded.set(self.unrecorded.get() || !c.jobs.is_empty());
+                        Ok(())
+                    }
+                }
             }
         };
         // After a large flush, the written chunks' buffers that no reader
@@ -280,17 +302,21 @@ impl Shard {
             e.punch_next = (s.retained, s.first_message);
             punch_pending |= e.punch_next.0 > e.punched.0;
         }
-        st.flush_due = punch_pending;
+        let retry = std::mem::replace(&mut st.flush_due, punch_pending);
         let doomed = st.graveyard.clone();
-        let header = Header {
-            generation,
-            journal,
-            next_handle: st.next_handle,
-            home_buckets: &st.home_buckets,
-            doomed: &doomed,
-            subscriptions: &st.subscriptions,
-        };
-        let checkpoint = checkpoint::encode(&header, st.streams.values().map(|e| &e.state));
+        let frees = retry || !doomed.is_empty() || !punches.is_empty() || !snapshots.is_empty();
+        let frees = self.force_checkpoint.take() || frees;
+        let checkpoint = self.checkpoint_due(frees).then(|| {
+            let header = Header {
+                generation,
+                journal,
+                next_handle: st.next_handle,
+                home_buckets: &st.home_buckets,
+                doomed: &doomed,
+                subscriptions: &st.subscriptions,
+            };
+            checkpoint::encode(&header, st.streams.values().map(|e| &e.state))
+        });
         Capture {
             generation,
             journal,
@@ -321,7 +347,24 @@ impl Shard {
         }
         let storage = self.files.storage();
         storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))?;
-        storage.install(&self.shard_dir(), CHECKPOINT, c.checkpoint.clone()).await.map_err(io(CHECKPOINT))
+        let Some(checkpoint) = &c.checkpoint else { return Ok(()) };
+        storage.install(&self.shard_dir(), CHECKPOINT, checkpoint.clone()).await.map_err(io(CHECKPOINT))
+    }
+
+    /// Whether this flush writes a checkpoint: when it gives space back
+    /// (`frees`: files to delete, ranges to punch, snapshots to record, a
+    /// clean-up to retry), when a fork needs its source's stored bytes
+    /// recorded ([`Shard::flush_through`]), or once the journal since the last checkpoint
+    /// is as long as that checkpoint. Otherwise the flush only moves tails
+    /// into stream files, a state recovery knows as a flush cut off before
+    /// its checkpoint (files cut back, the journal since the checkpoint
+    /// replayed, and kept until then): a trickle of appends to a shard of
+    /// many streams costs stream-file writes, not a rewrite of every
+    /// stream's state each interval, and a restart replays at most about a
+    /// checkpoint's worth of journal.
+    fn checkpoint_due(&self, frees: bool) -> bool {
+        let (at, len) = self.checkpointed.get();
+        frees || self.log.appended_bytes() - at >= len as u64
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every
@@ -434,7 +477,11 @@ impl Shard {
         }
         let buried = st.graveyard.drain(..c.doomed.len()).collect::<Vec<_>>();
         assert_eq!(buried, c.doomed, "the graveyard only grows between a capture and its checkpoint");
-        st.journal_start = c.journal.0;
+        if c.checkpoint.is_some() {
+            st.journal_start = c.journal.0;
+        } else {
+            assert!(c.doomed.is_empty() && c.snapshots.is_empty(), "only a checkpoint gives files back");
+        }
     }
 }
 

@@ -66,6 +66,13 @@ pub struct Shard {
     /// Why the last flush failed (cleared by the next that succeeds).
     pub(crate) flush_error: RefCell<Option<LogError>>,
     pub flush_stats: crate::stats::FlushStats,
+    /// `log.appended_bytes()` when the last checkpoint written was
+    /// captured, and its length (see `Shard::checkpoint_due`).
+    pub(crate) checkpointed: Cell<(u64, usize)>,
+    /// A flush since the last checkpoint stored bytes it does not record.
+    pub(crate) unrecorded: Cell<bool>,
+    /// The next flush writes a checkpoint whatever its size.
+    pub(crate) force_checkpoint: Cell<bool>,
     /// Tail buffers one flush leaves for the next capture.
     pub spares: RefCell<super::spares::Spares>,
     /// Free disk bytes when last read, when, and the journal's appended bytes then.
@@ -165,6 +172,9 @@ impl Shard {
             flushing: Cell::new(false),
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
+            checkpointed: Cell::new((flushed, 0)),
+            unrecorded: Cell::new(false),
+            force_checkpoint: Cell::new(false),
             spares: RefCell::new(super::spares::Spares::new((FLUSH_BACKLOG * flush.bytes) as usize)),
             disk_free: Cell::new(None),
             shards: shards as u64,

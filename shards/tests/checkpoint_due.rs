@@ -1,0 +1,93 @@
+//! A flush writes a checkpoint only when it is due (`Shard::checkpoint_due`):
+//! a trickle of appends to a shard holding many streams moves their tails
+//! into stream files without rewriting every stream's state, a crash then
+//! loses nothing (the journal since the last checkpoint is replayed and the
+//! longer stream files cut back), and one is written at the first flush
+//! after a start, once the journal since the last is as long as it, and
+//! when something is given back.
+
+mod sim;
+
+use sim::key;
+use sluice_shards::core::append::AppendInput;
+use sluice_shards::core::create::CreateInput;
+use sluice_shards::log::{FsyncMode, LogConfig};
+use sluice_shards::storage::Storage;
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
+use std::path::Path;
+use std::time::Duration;
+
+const OCTET: &str = "application/octet-stream";
+const STREAMS: usize = 2000;
+
+fn config(root: &Path) -> ShardConfig {
+    ShardConfig {
+        log: LogConfig { dir: root.join("shard-0"), segment_size: 1 << 20, fsync: FsyncMode::Always },
+        open_files: sluice_shards::store::files::MIN_OPEN_FILES,
+        max_producers: 16,
+        flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
+        storage: Storage::Real,
+        shards: 1,
+    }
+}
+
+fn append_input(body: &[u8]) -> AppendInput<'_> {
+    AppendInput { content_type: Some(OCTET), body, close: false, stream_seq: None, producer: None, record_match: None }
+}
+
+/// Ends `shard` as a crash would (nothing more written for it).
+async fn crash(shard: Shard) {
+    glommio::timer::sleep(Duration::from_millis(50)).await;
+    std::mem::forget(shard);
+}
+
+#[test]
+fn small_flushes_skip_the_checkpoint_and_lose_nothing_in_a_crash() {
+    let root = sim::scratch_root("sluice-checkpoint-due");
+    std::fs::create_dir_all(root.join("shard-0")).unwrap();
+    let dir = root.clone();
+    let checkpoint = root.join("shard-0").join("checkpoint");
+    sluice_shards::tick::block_on(move || async move {
+        let s = Shard::open(0, config(&dir)).await.unwrap();
+        for i in 0..STREAMS {
+            s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), b"first", None, 0).await.unwrap();
+        }
+        s.flush().await.unwrap();
+        let written = std::fs::read(&checkpoint).unwrap();
+        // A trickle: each flush stores one small tail, and the checkpoint
+        // (every stream's state) is not rewritten for it.
+        for i in 0..5 {
+            s.append(&key(&format!("s{i}")), &append_input(b" more"), 0).await.unwrap();
+            s.flush().await.unwrap();
+            assert_eq!(std::fs::read(&checkpoint).unwrap(), written, "flush {i} rewrote the checkpoint");
+            assert_eq!(s.store.borrow().streams.get(&key(&format!("s{i}"))).unwrap().state.body.stored, 10);
+        }
+        crash(s).await;
+
+        let s = Shard::open(0, config(&dir)).await.unwrap();
+        for i in 0..STREAMS {
+            let want: &[u8] = if i < 5 { b"first more" } else { b"first" };
+            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
+        }
+        // The first flush after a start writes one (bounding the next
+        // start's replay); then one is due once the journal since it is as
+        // long as it.
+        s.append(&key("s0"), &append_input(b"!"), 0).await.unwrap();
+        s.flush().await.unwrap();
+        let written = std::fs::read(&checkpoint).unwrap();
+        let mut i = 0;
+        while std::fs::read(&checkpoint).unwrap() == written {
+            s.append(&key("s0"), &append_input(&[b'x'; 4096]), 0).await.unwrap();
+            s.flush().await.unwrap();
+            i += 1;
+            assert!(i * 4096 <= 2 * written.len(), "no checkpoint after {i} appends of 4 KiB");
+        }
+        assert!(i * 4096 >= written.len() / 2, "a checkpoint after only {i} appends of 4 KiB");
+        // Giving space back (a delete) writes one at once.
+        let before = std::fs::read(&checkpoint).unwrap();
+        s.delete(&key("s1"), 0).await.unwrap();
+        s.flush().await.unwrap();
+        assert_ne!(std::fs::read(&checkpoint).unwrap(), before, "a delete's flush writes a checkpoint");
+    });
+    std::fs::remove_dir_all(&root).unwrap();
+}
