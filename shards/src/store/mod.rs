@@ -19,6 +19,7 @@
 //! bucket's home shard (see the binary's `mesh` module).
 
 pub mod checkpoint;
+pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;

@@ -301,7 +301,7 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(crate::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
+                results.push(super::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
                     lsn = l;
                     out
                 }));
