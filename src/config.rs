@@ -2,9 +2,9 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
-use crate::auth::cors::CorsPolicy;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
+use sluice::http::cors::CorsPolicy;
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
 use sluice_shards::core::limits;
 use sluice_shards::log::FsyncMode;
@@ -237,7 +237,7 @@ impl Config {
     /// nor `--open`), where every client but a local one would get 403
     /// while health checks pass: a bad command line too (issue 29 item 7).
     pub fn unserved(&self) -> Option<String> {
-        let exposed = !crate::auth::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
+        let exposed = !sluice::http::peer::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
         exposed.then(|| {
             format!(
                 "--listen {} is not loopback, but without --tokens only loopback clients are served: \

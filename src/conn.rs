@@ -5,7 +5,6 @@
 //! pipelining).
 
 use crate::affinity::Affinity;
-use crate::auth::{self, cors::Cors};
 use crate::catchup::send_streamed;
 use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply, Route};
@@ -17,6 +16,8 @@ use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::budget::Reserved;
 use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
+use sluice::http::cors::{finish, Cors};
+use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
 use sluice::http::url::{parse_target, Target};
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
@@ -56,7 +57,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     let _ = sock.set_nodelay(true);
     // Every write goes through `send`: a peer that takes too few bytes of a
     // response for the idle timeout is reset rather than held forever.
-    let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
+    let loopback = sock.peer_addr().is_ok_and(|a| is_loopback(a.ip()));
     let mut affinity = Affinity::default();
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -195,7 +196,7 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
 /// `None`: serve it. (The request-level fuzz target calls it as `serve` does.)
 pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors) -> Option<Response> {
     let answer = ctx.gate.admit(loopback, head, route, cors)?;
-    Some(handlers::finish(fit_to_method(head, answer), cors))
+    Some(finish(fit_to_method(head, answer), cors))
 }
 
 /// Serves a request on this (its owner) shard; the response is finished
@@ -211,10 +212,10 @@ pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, 
         Reply::Full(resp) => {
             // CORS follows the request's Origin wherever it is answered.
             let cors = ctx.gate.cors(head.header(h::ORIGIN));
-            Reply::Full(handlers::finish(fit_to_method(head, resp), &cors))
+            Reply::Full(finish(fit_to_method(head, resp), &cors))
         }
         Reply::Catchup(mut c) => {
-            c.head = handlers::finish(c.head, &ctx.gate.cors(head.header(h::ORIGIN)));
+            c.head = finish(c.head, &ctx.gate.cors(head.header(h::ORIGIN)));
             Reply::Catchup(c)
         }
         sse => sse,
@@ -281,7 +282,7 @@ async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
 
 /// Writes an error response that ends the connection.
 async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
-    let _ = write(ctx, sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
+    let _ = write(ctx, sock, &Rendered::new(finish(resp, cors), true)).await;
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.

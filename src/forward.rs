@@ -180,7 +180,7 @@ impl Waiting {
 
 /// A 503 that ends the connection, for a request its owner cannot answer.
 fn unavailable(ctx: &Ctx, why: &'static str) -> Delivered {
-    let resp = crate::handlers::finish(Error::Unavailable(why).into(), &ctx.gate.cors(None));
+    let resp = sluice::http::cors::finish(Error::Unavailable(why).into(), &ctx.gate.cors(None));
     Delivered::Response(Rendered::new(resp, true))
 }
 

@@ -24,7 +24,7 @@ pub struct SseRequest {
     pub view: View,
     pub limit: Limit,
     /// CORS headers for the request's Origin.
-    pub cors: crate::auth::cors::Cors,
+    pub cors: sluice::http::cors::Cors,
 }
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
@@ -151,7 +151,7 @@ pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
         head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
-    render_stream_head(crate::handlers::finish(head, &req.cors), &mut out);
+    render_stream_head(sluice::http::cors::finish(head, &req.cors), &mut out);
     Some((out, binary, json))
 }
 

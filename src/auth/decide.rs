@@ -7,7 +7,6 @@ use super::scope::{Action, Grants};
 use super::tokens::TokenTable;
 use sluice_shards::core::Error;
 use sluice_shards::ids::BUILTIN_BUCKET;
-use std::net::IpAddr;
 
 /// How clients are admitted.
 pub enum Mode<'a> {
@@ -51,14 +50,6 @@ pub enum Refusal {
     ConcealedForkSource,
     /// 403: a signed read token (`?token=`) used to write, or outside its scope.
     ReadToken(&'static str),
-}
-
-/// Whether a peer address is loopback (IPv4-mapped IPv6 included).
-pub fn is_loopback(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4.is_loopback(),
-        IpAddr::V6(v6) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
-    }
 }
 
 /// Decides whether a request may proceed.
@@ -217,16 +208,6 @@ mod tests {
         // The target is checked first.
         let into_orders = Need::Bucket { bucket: "orders", action: Action::Write, fork_source: Some("billing") };
         assert_eq!(d("forker", &into_orders), Err(Refusal::Forbidden(Action::Write)));
-    }
-
-    #[test]
-    fn loopback_addresses() {
-        for ip in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"] {
-            assert!(is_loopback(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["198.18.0.2", "10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "fe80::1"] {
-            assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
-        }
     }
 
     #[test]

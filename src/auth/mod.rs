@@ -3,7 +3,6 @@
 //! the shard that parses a request, before any cross-shard work.
 
 pub mod bearer;
-pub mod cors;
 mod ct;
 pub mod decide;
 pub mod need;
@@ -14,8 +13,8 @@ pub mod tokens;
 
 use crate::config::Config;
 use crate::handlers::Route;
-use cors::{Cors, CorsPolicy};
 use decide::{decide, Mode};
+use sluice::http::cors::{Cors, CorsPolicy};
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice_shards::core::Error;
 use std::cell::{Cell, RefCell};
@@ -23,8 +22,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use tokens::TokenTable;
-
-pub use decide::is_loopback;
 
 /// The refusal of a write from a web origin not allowed to write.
 const CROSS_ORIGIN_WRITE: &str =

@@ -13,12 +13,11 @@ pub mod stream;
 pub mod tokens;
 pub mod ui;
 
-use crate::auth::cors::Cors;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use crate::subscriptions::routes::SubRoute;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
-use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::Error;
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
@@ -156,15 +155,6 @@ pub fn route(head: &Head, t: &Target) -> Route {
             }
         }
     }
-}
-
-/// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
-pub fn finish(mut r: Response, cors: &Cors) -> Response {
-    r.set(h::DATE, date::now());
-    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
-    cors.apply(&mut r);
-    r
 }
 
 /// Gathers every shard's snapshot and renders them.

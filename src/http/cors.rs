@@ -1,7 +1,8 @@
 //! CORS: which web origins may call sluice from a browser (`--cors-origins`),
-//! the headers each response carries for the request's `Origin`, and preflights.
+//! the headers each response carries for the request's `Origin`, and preflights;
+//! and [`finish`], the headers every response carries.
 
-use sluice::http::{headers as h, Response};
+use super::{date, headers as h, Response};
 use sluice_shards::core::Error;
 
 /// Longest origin accepted in `--cors-origins`.
@@ -93,6 +94,15 @@ impl Cors {
             .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
             .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
     }
+}
+
+/// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
+pub fn finish(mut r: Response, cors: &Cors) -> Response {
+    r.set(h::DATE, date::now());
+    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
+    cors.apply(&mut r);
+    r
 }
 
 #[cfg(test)]
