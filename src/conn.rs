@@ -7,9 +7,10 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::forward::{self, Answered, Delivered, Rendered};
-use crate::handlers::{self, Reply, Route};
+use crate::handlers::{self, Reply};
 use crate::mesh::Message;
 use crate::metrics::answered;
+use crate::route::{self, Route};
 use crate::send::send;
 use crate::shard::Ctx;
 use futures_lite::AsyncReadExt;
@@ -81,7 +82,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 return;
             }
         };
-        let route = handlers::route(&head, &target);
+        let route = route::route(&head, &target);
         let label = route.label(head.method, &target);
         if ctx.stopping() {
             // Draining: only requests received before the stop are served.

@@ -29,6 +29,7 @@ mod metrics;
 mod notify;
 mod relay;
 mod reload;
+pub mod route;
 mod send;
 pub mod server;
 pub mod shard;

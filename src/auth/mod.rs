@@ -12,7 +12,7 @@ pub mod signed;
 pub mod tokens;
 
 use crate::config::Config;
-use crate::handlers::Route;
+use crate::route::Route;
 use decide::{decide, Mode};
 use sluice::http::cors::{Cors, CorsPolicy};
 use sluice::http::{headers as h, Head, Method, Response};
@@ -193,7 +193,7 @@ impl Gate {
 
     /// A read token for `scope` living `ttl`, and its expiry (Unix ms);
     /// `None` unless tokens are in force.
-    pub fn mint(&self, scope: &signed::ReadScope, ttl: std::time::Duration) -> Option<(String, u64)> {
+    pub fn mint(&self, scope: &crate::route::ReadScope, ttl: std::time::Duration) -> Option<(String, u64)> {
         let expires = sluice::http::date::unix_ms() + ttl.as_millis() as u64;
         self.access.read_key.as_ref().map(|key| (key.mint(scope, expires), expires))
     }
@@ -225,7 +225,7 @@ mod tests {
     fn status(gate: &Gate, token: &str) -> Option<u16> {
         let raw = format!("GET /v1/stream/x HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
         let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
-        let route = crate::handlers::route(&head, &parse_target(&head.target).unwrap());
+        let route = crate::route::route(&head, &parse_target(&head.target).unwrap());
         gate.admit(false, &head, &route, &Cors::Denied).map(|r| r.status)
     }
 

@@ -6,8 +6,9 @@
 
 use super::refuse::{read_failed, refuse};
 use super::stream::{bucket_exists, json_stream};
-use super::{Reply, Surface};
+use super::Reply;
 use crate::catchup::{char_width, unfinished_char, Catchup};
+use crate::route::Surface;
 use crate::shard::Ctx;
 use crate::sse::SseRequest;
 use sluice::http::headers as h;

@@ -3,68 +3,15 @@
 //! subscription, and the JWK Set of the webhook signing keys. Changes are in
 //! `manage` (subscriptions, membership) and `settle` (callbacks, pull-wake).
 
-use super::limits::{MAX_BODY_BYTES, MAX_SUBSCRIPTION_ID_BYTES};
+use super::limits::MAX_BODY_BYTES;
 use super::manage::{add_streams, create, delete, remove_stream};
 use super::model::{Delivery, SubError, Subscription};
-use super::owner_shard;
 use super::settle::{claim, release, settle};
+use crate::route::subs::{Action, SubRoute};
 use crate::shard::Ctx;
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice_shards::core::ttl::format_rfc3339;
 use std::rc::Rc;
-
-/// What a `__ds` request addresses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SubRoute {
-    /// `__ds/jwks.json`
-    Jwks,
-    /// `__ds/subscriptions/{id}[/...]`
-    Sub { id: String, action: Action },
-    /// Anything else under `__ds`: reserved, not a stream.
-    Reserved,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    Base,
-    Streams,
-    Stream(String),
-    Callback,
-    Claim,
-    Ack,
-    Release,
-}
-
-impl SubRoute {
-    /// Routes the segments after `/v1/stream/__ds`.
-    pub fn parse(rest: &[String]) -> SubRoute {
-        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-        let (id, tail) = match rest.as_slice() {
-            ["jwks.json"] => return SubRoute::Jwks,
-            ["subscriptions", id, tail @ ..] if !id.is_empty() && id.len() <= MAX_SUBSCRIPTION_ID_BYTES => (id, tail),
-            _ => return SubRoute::Reserved,
-        };
-        let action = match tail {
-            [] => Action::Base,
-            ["streams"] => Action::Streams,
-            ["streams", path @ ..] => Action::Stream(path.join("/")),
-            ["callback"] => Action::Callback,
-            ["claim"] => Action::Claim,
-            ["ack"] => Action::Ack,
-            ["release"] => Action::Release,
-            _ => return SubRoute::Reserved,
-        };
-        SubRoute::Sub { id: id.to_string(), action }
-    }
-
-    /// The shard that serves it (subscriptions live on their owner).
-    pub fn owner(&self, shards: usize) -> Option<usize> {
-        match self {
-            SubRoute::Sub { id, .. } => Some(owner_shard(id, shards)),
-            _ => None,
-        }
-    }
-}
 
 pub(super) fn json(status: u16, v: serde_json::Value) -> Response {
     Response::new(status).header(h::CONTENT_TYPE, "application/json").with_body(v.to_string().into_bytes())
@@ -179,24 +126,8 @@ fn read(ctx: &Ctx, head: &Head, id: &str) -> Result<Response, SubError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn parse(path: &str) -> SubRoute {
-        let segs: Vec<String> = path.split('/').map(str::to_string).collect();
-        SubRoute::parse(&segs)
-    }
-
     #[test]
-    fn routes() {
-        assert_eq!(parse("jwks.json"), SubRoute::Jwks);
-        assert_eq!(parse("subscriptions/s1"), SubRoute::Sub { id: "s1".into(), action: Action::Base });
-        assert_eq!(
-            parse("subscriptions/s1/streams/a/b"),
-            SubRoute::Sub { id: "s1".into(), action: Action::Stream("a/b".into()) }
-        );
-        assert_eq!(parse("subscriptions/s1/claim"), SubRoute::Sub { id: "s1".into(), action: Action::Claim });
-        assert_eq!(parse("subscriptions/s1/nope"), SubRoute::Reserved);
-        assert_eq!(parse("anything"), SubRoute::Reserved);
+    fn percent_encoding() {
         assert_eq!(super::super::model::percent_encode("a/b c"), "a%2Fb%20c");
     }
 }
