@@ -6,13 +6,13 @@
 
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
+use crate::ctx::Ctx;
 use crate::forward::{self, Answered, Delivered, Rendered};
 use crate::handlers::{self, Reply};
 use crate::mesh::Message;
 use crate::metrics::answered;
 use crate::route::{self, Route};
 use crate::send::send;
-use crate::shard::Ctx;
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::budget::Reserved;

@@ -6,10 +6,10 @@
 //! message, so a busy shard pays one channel message and one wake-up per batch.
 //! The same batches carry relayed SSE events (see `relay`).
 
+use crate::ctx::Ctx;
 use crate::mesh::Message;
 use crate::relay;
 use crate::route::Route;
-use crate::shard::Ctx;
 use glommio::channels::local_channel::{self, LocalSender};
 use sluice::http::url::Target;
 use sluice::http::{Head, Response};

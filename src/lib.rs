@@ -19,6 +19,7 @@ pub mod check;
 pub mod config;
 pub mod config_file;
 pub mod conn;
+pub mod ctx;
 mod dirlock;
 pub mod fatal;
 mod forward;

@@ -2,7 +2,7 @@
 //! its own `Cell`s (no locks, no atomics); a scrape asks every shard for a
 //! snapshot over the cross-shard mesh, then merges and renders here.
 
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice::http::Head;
 use sluice_shards::stats::{DiskUsage, Histogram, HistogramSnapshot, SECONDS};
 use std::cell::{Cell, RefCell};

@@ -5,10 +5,10 @@
 //! the same bytes. Only readers of the plain view starting at the tail join a
 //! relay; any other SSE read moves its connection to the owner.
 
+use crate::ctx::Ctx;
 use crate::forward::{self, Envelope};
 use crate::handlers::read::{read_batch, Limit, View};
 use crate::send::send;
-use crate::shard::Ctx;
 use crate::sse::{self, SseRequest};
 use glommio::net::TcpStream;
 use sluice::sse_wire::{encode_control, Control};

@@ -4,7 +4,7 @@
 //! waits with `ctx.reload.changed(seen).await` and re-reads what it reloads.
 //! SIGHUP never stops the server.
 
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -5,10 +5,11 @@
 use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
-use crate::mesh::{BucketRep, BucketReq, Message, Pending};
-use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
+use crate::ctx::Ctx;
+use crate::handlers::bucket::{ask, ask_all};
+use crate::mesh::{BucketReq, Message};
+use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
-use glommio::{Latency, Shares};
 use sluice_shards::every::Every;
 use sluice_shards::log::LogConfig;
 use sluice_shards::storage::Storage;
@@ -16,143 +17,12 @@ use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use sluice_shards::tasks::{spawn, spawn_into};
 use sluice_shards::tick::period;
 use sluice_shards::woken::Woken;
-use std::cell::Cell;
 use std::os::fd::{FromRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What every task on this shard shares.
-pub struct Ctx {
-    pub id: usize,
-    pub shards: usize,
-    pub cfg: Config,
-    pub shard: Shard,
-    pub senders: Senders<Message>,
-    pub pending: Rc<Pending>,
-    pub connections: Cell<usize>,
-    pub in_flight: Cell<usize>,
-    /// Task queue for SSE delivery (fewer shares than request handling).
-    pub sse_queue: glommio::TaskQueueHandle,
-    /// Task queue for cross-shard messages (more shares: peers wait on them).
-    pub mesh_queue: glommio::TaskQueueHandle,
-    /// Forwarded requests and answers queued per destination shard.
-    pub outbox: crate::forward::Outbox,
-    /// This shard's forwarded requests awaiting answers.
-    pub waiting: crate::forward::Waiting,
-    /// Live SSE relays: pumps for own streams, feeds of remote ones.
-    pub relays: crate::relay::Relays,
-    /// Set (and notified) when shutdown begins: parked readers stop waiting.
-    pub stopping: sluice_shards::signal::Signal,
-    pub waiters: Cell<usize>,
-    /// This shard's part of `--max-body-memory`.
-    pub bodies: Rc<crate::budget::BodyBudget>,
-    /// Access control: who may do what, decided before routing to an owner.
-    pub gate: crate::auth::Gate,
-    /// Counters and histograms for /v1/metrics.
-    pub metrics: crate::metrics::ShardMetrics,
-    /// Notified once per SIGHUP (see `reload`): wait with
-    /// `ctx.reload.changed(seen)` to re-read reloadable settings.
-    pub reload: sluice_shards::signal::Signal,
-    /// Subscriptions owned here, the server-wide pattern trie, webhook delivery.
-    pub subs: crate::subscriptions::Local,
-    rng: Cell<u64>,
-}
-
-/// The answer when a peer shard cannot take a request (it is stopping).
-pub const PEER_GONE: sluice_shards::core::Error =
-    sluice_shards::core::Error::Unavailable("peer shard unavailable; retry");
-
-impl Ctx {
-    /// A recovered shard's context, before any task runs on it.
-    pub fn new(
-        id: usize,
-        cfg: Config,
-        shard: Shard,
-        senders: Senders<Message>,
-        access: Arc<Access>,
-        subs: crate::subscriptions::Boot,
-    ) -> Rc<Ctx> {
-        let shards = cfg.shards;
-        let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
-        Rc::new(Ctx {
-            id,
-            shards,
-            cfg,
-            shard,
-            senders,
-            pending: Rc::new(Pending::default()),
-            connections: Cell::new(0),
-            in_flight: Cell::new(0),
-            stopping: sluice_shards::signal::Signal::default(),
-            sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
-            // Handoffs, forwarded batches and bucket messages get their own
-            // queue so a busy shard still picks them up promptly.
-            mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
-            outbox: crate::forward::Outbox::new(shards),
-            waiting: crate::forward::Waiting::default(),
-            relays: crate::relay::Relays::default(),
-            waiters: Cell::new(0),
-            bodies,
-            gate: crate::auth::Gate::new(access),
-            metrics: crate::metrics::ShardMetrics::default(),
-            reload: sluice_shards::signal::Signal::default(),
-            subs: crate::subscriptions::Local::new(subs),
-            rng: Cell::new(seed(id)),
-        })
-    }
-
-    /// Whether shutdown has begun.
-    pub fn stopping(&self) -> bool {
-        self.stopping.generation() > 0
-    }
-
-    /// Wall-clock milliseconds (the protocol core never reads the clock itself).
-    pub fn now_ms(&self) -> u64 {
-        sluice::http::date::unix_ms()
-    }
-
-    /// Cheap xorshift randomness for cursor jitter.
-    pub fn random(&self) -> u64 {
-        let mut x = self.rng.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng.set(x);
-        x
-    }
-
-    /// Sends `req` to shard `to` (or handles it here) and waits for the reply
-    /// (`PEER_GONE` when that shard is shutting down).
-    pub async fn ask(self: &Rc<Self>, to: usize, req: BucketReq) -> BucketRep {
-        if to == self.id {
-            return crate::handlers::bucket::serve_request(self, req).await;
-        }
-        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
-        let id = self.pending.open();
-        if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
-            return BucketRep::Done(Err(PEER_GONE));
-        }
-        self.pending.wait(id).await
-    }
-
-    /// Asks every shard and collects the replies in shard order.
-    pub async fn ask_all(self: &Rc<Self>, make: impl Fn() -> BucketReq) -> Vec<BucketRep> {
-        let mut out = Vec::with_capacity(self.shards);
-        for to in 0..self.shards {
-            out.push(self.ask(to, make()).await);
-        }
-        out
-    }
-}
-
-/// A per-shard, per-start random seed (never zero, as xorshift needs).
-fn seed(id: usize) -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
-}
 
 /// What a shard's recovery did, for the start event.
 pub struct Recovered {
@@ -232,7 +102,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let home: Vec<(String, u64)> =
         ctx.shard.store.borrow().home_buckets.iter().map(|(b, at)| (b.clone(), *at)).collect();
     for (bucket, created_ms) in home {
-        ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms }).await;
+        ask_all(&ctx, || BucketReq::Added { bucket: bucket.clone(), created_ms }).await;
     }
     // Count every recovered fork against its source, wherever that lives.
     let parents: Vec<(usize, u64)> = ctx
@@ -244,7 +114,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         .filter_map(|e| e.state.fork.as_ref().map(|f| (f.parent_shard as usize, f.parent_handle)))
         .collect();
     for (shard, handle) in parents {
-        ctx.ask(shard, BucketReq::ForkRef { handle }).await;
+        ask(&ctx, shard, BucketReq::ForkRef { handle }).await;
     }
     // Subscriptions owned here: patterns registered on every shard before any client.
     crate::subscriptions::persist::recover(&ctx).await;
@@ -339,7 +209,7 @@ async fn release_pump(ctx: Rc<Ctx>) {
         let seen = signal.generation();
         let batch = std::mem::take(&mut ctx.shard.store.borrow_mut().releases);
         for (shard, handle) in batch {
-            ctx.ask(shard as usize, BucketReq::ForkRelease { handle }).await;
+            ask(&ctx, shard as usize, BucketReq::ForkRelease { handle }).await;
         }
         if ctx.shard.store.borrow().releases.is_empty() {
             signal.changed(seen).await;

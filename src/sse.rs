@@ -2,9 +2,9 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
+use crate::ctx::Ctx;
 use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
 use crate::send::send;
-use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;

@@ -19,12 +19,14 @@
 use glommio::{LocalExecutor, LocalExecutorBuilder, Placement};
 use libfuzzer_sys::fuzz_target;
 use sluice::config::{Cli, Command};
-use sluice::handlers::{self, Reply, Route};
+use sluice::ctx::Ctx;
+use sluice::handlers::{self, Reply};
+use sluice::route::{self, Route};
 use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
-use sluice::shard::{self, Ctx};
+use sluice::shard;
 use sluice::{config::Config, conn};
 use sluice_shards::core::ttl::Lifetime;
 use sluice_shards::core::Error;

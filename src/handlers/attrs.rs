@@ -2,7 +2,7 @@
 
 use super::refuse::refuse;
 use super::stream::bucket_exists;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::Error;

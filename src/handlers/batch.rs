@@ -3,7 +3,7 @@
 
 use super::refuse::refuse;
 use super::stream::json_stream;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use serde_json::{json, Value};
 use sluice::http::error::status;
 use sluice::http::headers as h;

@@ -4,7 +4,7 @@
 
 use super::refuse::{read_failed, refuse};
 use super::stream::set_record_bounds;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};

@@ -13,9 +13,10 @@ pub mod stream;
 pub mod tokens;
 pub mod ui;
 
+use crate::ctx::Ctx;
 use crate::route::Route;
-use crate::shard::Ctx;
 use crate::sse::SseRequest;
+use bucket::ask_all;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -34,7 +35,7 @@ pub enum Reply {
 /// Gathers every shard's snapshot and renders them.
 async fn metrics(ctx: &Rc<Ctx>) -> Response {
     let mut shards = Vec::with_capacity(ctx.shards);
-    for rep in ctx.ask_all(|| crate::mesh::BucketReq::Metrics).await {
+    for rep in ask_all(&ctx, || crate::mesh::BucketReq::Metrics).await {
         match rep {
             crate::mesh::BucketRep::Metrics(s) => shards.push(*s),
             _ => return Error::Unavailable("a shard did not answer").into(),

@@ -2,7 +2,7 @@
 //! headers from `sluice::http::error`) plus what the protocol asks a refusal
 //! to report about the stream's current state.
 
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice::http::headers as h;
 use sluice::http::Response;
 use sluice_shards::core::Error;

@@ -2,11 +2,12 @@
 //! and delete.
 
 use super::attrs::canonical_attrs;
+use super::bucket::ask;
 use super::fork::fork_plan;
 use super::refuse::refuse;
 use super::{read, Reply};
+use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
-use crate::shard::Ctx;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -83,7 +84,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     let result = ctx.shard.create(key, &input, body, fork, ctx.now_ms()).await;
     if let (Some((shard, handle)), false) = (release, matches!(result, Ok(CreateOutcome { created: true, .. }))) {
         // The fork was not created: give the reference back.
-        ctx.ask(shard, BucketReq::ForkRelease { handle }).await;
+        ask(&ctx, shard, BucketReq::ForkRelease { handle }).await;
     }
     let CreateOutcome { created, tail, closed, records } = result?;
     if created {

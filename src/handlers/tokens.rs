@@ -5,8 +5,8 @@
 
 use super::bucket::json;
 use crate::auth::signed::{DEFAULT_TTL, MAX_TTL, MIN_TTL};
+use crate::ctx::Ctx;
 use crate::route::ReadScope;
-use crate::shard::Ctx;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice::units::parse_duration;

@@ -8,8 +8,8 @@
 //! its bucket.
 
 use super::bucket::{json, listing};
+use crate::ctx::Ctx;
 use crate::route::Page;
-use crate::shard::Ctx;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Method, Response};
 use sluice_shards::core::Error;

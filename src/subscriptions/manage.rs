@@ -9,8 +9,9 @@ use super::mesh::SubsReq;
 use super::model::{normalize_path, parse_streams, Config, SubError, Subscription};
 use super::routes::{base_url, body_json, json, render};
 use super::{persist, wake};
+use crate::ctx::Ctx;
+use crate::handlers::bucket::{ask, ask_all};
 use crate::mesh::{BucketRep, BucketReq};
-use crate::shard::Ctx;
 use sluice::http::{Head, Response};
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use std::rc::Rc;
@@ -23,21 +24,20 @@ pub fn registrations(sub: &Subscription) -> Vec<String> {
 
 pub async fn index(ctx: &Rc<Ctx>, id: &str, patterns: Vec<String>, add: bool) {
     let owner = ctx.id;
-    ctx.ask_all(|| BucketReq::Subs(SubsReq::Index { id: id.to_string(), owner, patterns: patterns.clone(), add }))
+    ask_all(&ctx, || BucketReq::Subs(SubsReq::Index { id: id.to_string(), owner, patterns: patterns.clone(), add }))
         .await;
 }
 
 /// The current tail of every stream on the base surface under `prefix`.
 async fn tails_under(ctx: &Rc<Ctx>, prefix: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    for rep in ctx
-        .ask_all(|| BucketReq::List {
-            bucket: BUILTIN_BUCKET.into(),
-            prefix: prefix.to_string(),
-            after: String::new(),
-            limit: usize::MAX,
-        })
-        .await
+    for rep in ask_all(&ctx, || BucketReq::List {
+        bucket: BUILTIN_BUCKET.into(),
+        prefix: prefix.to_string(),
+        after: String::new(),
+        limit: usize::MAX,
+    })
+    .await
     {
         if let BucketRep::Listing(l) = rep {
             out.extend(l.into_iter().map(|s| (s.stream_id, s.tail)));
@@ -50,7 +50,7 @@ async fn tails_under(ctx: &Rc<Ctx>, prefix: &str) -> Vec<(String, u64)> {
 async fn tail_of(ctx: &Rc<Ctx>, path: &str) -> Option<u64> {
     let owner = stream_shard(BUILTIN_BUCKET, path, ctx.shards);
     let req = BucketReq::List { bucket: BUILTIN_BUCKET.into(), prefix: path.into(), after: String::new(), limit: 1 };
-    match ctx.ask(owner, req).await {
+    match ask(&ctx, owner, req).await {
         BucketRep::Listing(l) => l.into_iter().find(|s| s.stream_id == path).map(|s| s.tail),
         _ => None,
     }

@@ -3,8 +3,8 @@
 //! written into a pull-wake stream (to the stream's owner).
 
 use super::wake;
+use crate::ctx::Ctx;
 use crate::mesh::BucketRep;
-use crate::shard::Ctx;
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::Error;
 use sluice_shards::ids::BUILTIN_BUCKET;

@@ -7,7 +7,7 @@
 
 use super::model::SubError;
 use super::{record, wake};
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice_shards::log::Record;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;

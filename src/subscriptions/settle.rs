@@ -6,7 +6,7 @@ use super::limits::{MAX_ACKS, MAX_WORKER_BYTES};
 use super::model::{Ack, Delivery, SubError, Subscription};
 use super::routes::{body_json, json};
 use super::{persist, wake};
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use sluice::http::{headers as h, Head, Response};
 use std::rc::Rc;
 

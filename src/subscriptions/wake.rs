@@ -10,8 +10,9 @@ use super::delivery::{Job, Outcome};
 use super::limits::OUTCOME_POLL;
 use super::mesh::SubsReq;
 use super::model::{Delivery, Subscription};
+use crate::ctx::Ctx;
+use crate::handlers::bucket::ask;
 use crate::mesh::BucketReq;
-use crate::shard::Ctx;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::store::StreamKey;
 use sluice_shards::tasks::spawn;
@@ -53,7 +54,7 @@ fn tell_owners(ctx: &Rc<Ctx>, key: &StreamKey, message: impl Fn(Vec<String>, Str
     let (ctx, path) = (ctx.clone(), key.1.clone());
     spawn(async move {
         for (owner, ids) in by_owner {
-            ctx.ask(owner, BucketReq::Subs(message(ids, path.clone()))).await;
+            ask(&ctx, owner, BucketReq::Subs(message(ids, path.clone()))).await;
         }
     })
     .detach();
@@ -93,7 +94,7 @@ fn write_wake_event(ctx: &Rc<Ctx>, stream: String, event: Vec<u8>) {
     let ctx = ctx.clone();
     spawn(async move {
         let owner = stream_shard(BUILTIN_BUCKET, &stream, ctx.shards);
-        let rep = ctx.ask(owner, BucketReq::Subs(SubsReq::WakeEvent { stream: stream.clone(), event })).await;
+        let rep = ask(&ctx, owner, BucketReq::Subs(SubsReq::WakeEvent { stream: stream.clone(), event })).await;
         if let crate::mesh::BucketRep::Done(Err(e)) = rep {
             tracing::warn!(stream = %stream, error = ?e, "cannot write a pull-wake event (create the wake stream)");
         }
