@@ -7,12 +7,13 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
-use crate::forward::{self, Answered, Delivered, Rendered};
-use crate::handlers::{self, Reply};
+use crate::forward;
+use crate::handlers::Reply;
+use crate::mesh::envelope::Delivered;
 use crate::mesh::Message;
-use crate::metrics::answered;
-use crate::route::{self, Route};
+use crate::route;
 use crate::send::send;
+use crate::serve::{admit, answered, last, refusal, respond};
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::budget::Reserved;
@@ -20,7 +21,8 @@ use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::cors::{finish, Cors};
 use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
-use sluice::http::url::{parse_target, Target};
+use sluice::http::response::Rendered;
+use sluice::http::url::parse_target;
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
@@ -190,89 +192,6 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
         open.set(open.get() - 1);
     };
     sluice_shards::tasks::spawn_into(task, queue).detach();
-}
-
-/// Access control's answer to a parsed, routed request, finished for the
-/// wire: a refusal or a CORS preflight, given before any body is read.
-/// `None`: serve it. (The request-level fuzz target calls it as `serve` does.)
-pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors) -> Option<Response> {
-    let answer = ctx.gate.admit(loopback, head, route, cors)?;
-    Some(finish(fit_to_method(head, answer), cors))
-}
-
-/// Serves a request on this (its owner) shard; the response is finished
-/// (common headers, HEAD length) and ready to render. (The request-level
-/// fuzz target calls it as `serve` does.)
-pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
-    // Shutdown waits for in-flight requests; parked long-polls are woken
-    // by it and answer 204 at once.
-    ctx.in_flight.set(ctx.in_flight.get() + 1);
-    let reply = handlers::handle(ctx, head, target, route, body).await;
-    ctx.in_flight.set(ctx.in_flight.get() - 1);
-    match reply {
-        Reply::Full(resp) => {
-            // CORS follows the request's Origin wherever it is answered.
-            let cors = ctx.gate.cors(head.header(h::ORIGIN));
-            Reply::Full(finish(fit_to_method(head, resp), &cors))
-        }
-        Reply::Catchup(mut c) => {
-            c.head = finish(c.head, &ctx.gate.cors(head.header(h::ORIGIN)));
-            Reply::Catchup(c)
-        }
-        sse => sse,
-    }
-}
-
-/// The refusal of a parsed request that ends its connection (a bad target,
-/// a bad or oversized body): without a body if it was a HEAD. (The fuzz
-/// target checks it as `serve` sends it.)
-pub fn refusal(head: &Head, e: Error) -> Response {
-    fit_to_method(head, e.into())
-}
-
-/// HEAD: announce the length, send no body.
-fn fit_to_method(head: &Head, mut resp: Response) -> Response {
-    if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
-        resp.head_length = Some(resp.body.len());
-    }
-    resp
-}
-
-/// Serves a request forwarded by shard `from`, which holds its connection
-/// and received it at `started` (it is counted and logged here).
-pub async fn answer(
-    ctx: &Rc<Ctx>,
-    from: usize,
-    head: Head,
-    target: Target,
-    route: Route,
-    body: Vec<u8>,
-    started: Instant,
-) -> Answered {
-    let label = route.label(head.method, &target);
-    match respond(ctx, &head, &target, route, body).await {
-        Reply::Full(resp) => {
-            answered(ctx, Some(&head), label, resp.status, started);
-            Answered::Response(Rendered::new(resp, last(ctx, &head)))
-        }
-        Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
-            crate::relay::Start::Live { key, handle, bytes, from } => {
-                answered(ctx, Some(&head), label, 200, started);
-                Answered::Live { owner: ctx.id, key, handle, bytes, from }
-            }
-            // The replayed request is counted where it is served.
-            crate::relay::Start::Move => Answered::Move,
-        },
-        // Streamed where the stream lives: the connection moves there.
-        Reply::Catchup(_) => Answered::Move,
-    }
-}
-
-/// Whether a response is the last on its connection: the client asked,
-/// or the server is stopping (a client then reconnects, to another server
-/// or to this one restarted; a parked long-poll's 204 says where to resume).
-fn last(ctx: &Ctx, head: &Head) -> bool {
-    head.close || ctx.stopping()
 }
 
 /// Writes rendered response bytes; false if the peer is gone or stalled.

@@ -5,7 +5,12 @@
 
 use crate::auth::{Access, Gate};
 use crate::config::Config;
-use crate::mesh::{Message, Pending};
+use crate::mesh::batches::Outbox;
+use crate::mesh::envelope::Delivered;
+use crate::mesh::relays::Relays;
+use crate::mesh::replies::Replies;
+use crate::mesh::{BucketRep, Message};
+use crate::metrics::ShardMetrics;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares};
 use sluice_shards::store::Shard;
@@ -20,7 +25,7 @@ pub struct Ctx {
     pub cfg: Config,
     pub shard: Shard,
     pub senders: Senders<Message>,
-    pub pending: Rc<Pending>,
+    pub pending: Replies<BucketRep>,
     pub connections: Cell<usize>,
     pub in_flight: Cell<usize>,
     /// Task queue for SSE delivery (fewer shares than request handling).
@@ -28,11 +33,11 @@ pub struct Ctx {
     /// Task queue for cross-shard messages (more shares: peers wait on them).
     pub mesh_queue: glommio::TaskQueueHandle,
     /// Forwarded requests and answers queued per destination shard.
-    pub outbox: crate::forward::Outbox,
+    pub outbox: Outbox,
     /// This shard's forwarded requests awaiting answers.
-    pub waiting: crate::forward::Waiting,
+    pub waiting: Replies<Delivered>,
     /// Live SSE relays: pumps for own streams, feeds of remote ones.
-    pub relays: crate::relay::Relays,
+    pub relays: Relays,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
     pub stopping: sluice_shards::signal::Signal,
     pub waiters: Cell<usize>,
@@ -41,7 +46,7 @@ pub struct Ctx {
     /// Access control: who may do what, decided before routing to an owner.
     pub gate: crate::auth::Gate,
     /// Counters and histograms for /v1/metrics.
-    pub metrics: crate::metrics::ShardMetrics,
+    pub metrics: ShardMetrics,
     /// Notified once per SIGHUP (see `reload`): wait with
     /// `ctx.reload.changed(seen)` to re-read reloadable settings.
     pub reload: sluice_shards::signal::Signal,
@@ -72,7 +77,7 @@ impl Ctx {
             cfg,
             shard,
             senders,
-            pending: Rc::new(Pending::default()),
+            pending: Replies::default(),
             connections: Cell::new(0),
             in_flight: Cell::new(0),
             stopping: sluice_shards::signal::Signal::default(),
@@ -80,13 +85,13 @@ impl Ctx {
             // Handoffs, forwarded batches and bucket messages get their own
             // queue so a busy shard still picks them up promptly.
             mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
-            outbox: crate::forward::Outbox::new(shards),
-            waiting: crate::forward::Waiting::default(),
-            relays: crate::relay::Relays::default(),
+            outbox: Outbox::new(shards),
+            waiting: Replies::default(),
+            relays: Relays::default(),
             waiters: Cell::new(0),
             bodies,
             gate: Gate::new(access),
-            metrics: crate::metrics::ShardMetrics::default(),
+            metrics: ShardMetrics::default(),
             reload: sluice_shards::signal::Signal::default(),
             subs: crate::subscriptions::Local::new(subs),
             rng: Cell::new(seed(id)),

@@ -6,17 +6,19 @@
 //! relay; any other SSE read moves its connection to the owner.
 
 use crate::ctx::Ctx;
-use crate::forward::{self, Envelope};
+use crate::handlers::read::SseRequest;
 use crate::handlers::read::{read_batch, Limit, View};
+use crate::mesh::envelope::{Envelope, Event};
+use crate::mesh::relays::{Feed, Pump, Subscription};
+use crate::outbox::push;
 use crate::send::send;
-use crate::sse::{self, SseRequest};
+use crate::sse;
 use glommio::net::TcpStream;
 use sluice::sse_wire::{encode_control, Control};
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -24,47 +26,6 @@ use std::time::Instant;
 /// newest event always stays): a subscriber further behind ends its response
 /// at an event boundary, and its client resumes from the last offset it got.
 const RECENT_BYTES: usize = 1 << 20;
-
-/// One encoded SSE event covering `[from, end)` of a stream.
-pub struct Event {
-    pub from: u64,
-    pub end: u64,
-    pub closed: bool,
-    pub bytes: Vec<u8>,
-}
-
-/// Relay state of one shard: pumps for its own streams, and the recent events
-/// of remote streams its subscribers follow.
-#[derive(Default)]
-pub struct Relays {
-    pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
-    feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
-}
-
-/// Owner side: where the next event starts and who receives it.
-struct Pump {
-    /// The stream incarnation pumped (a deleted and re-created stream is another).
-    handle: u64,
-    pos: Cell<u64>,
-    /// Subscribers per shard.
-    subscribers: RefCell<Vec<usize>>,
-    /// Offsets where a subscriber joined after `pos`: events are cut there,
-    /// so every subscriber finds an event starting at its offset.
-    cuts: RefCell<BTreeSet<u64>>,
-}
-
-/// Subscriber side: a remote stream's recent events.
-pub struct Feed {
-    /// The stream incarnation followed.
-    handle: u64,
-    events: RefCell<VecDeque<Rc<Event>>>,
-    /// Encoded bytes held in `events`.
-    held: Cell<usize>,
-    signal: Rc<Signal>,
-    subscribers: Cell<usize>,
-    /// The stream was deleted (or its owner stopped): subscribers end.
-    gone: Cell<bool>,
-}
 
 /// What the owner answers a forwarded SSE read.
 pub enum Start {
@@ -147,7 +108,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
                 ctx.relays.pumps.borrow_mut().remove(&key);
             }
             for s in shards {
-                forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
             }
             return;
         };
@@ -167,7 +128,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
                     ctx.relays.pumps.borrow_mut().remove(&key);
                 }
                 for s in shards {
-                    forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                    push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
                 }
                 return;
             };
@@ -197,7 +158,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
         pump.cuts.borrow_mut().retain(|c| *c > event.end);
         for &s in &shards {
             let ev = Event { from: event.from, end: event.end, closed: event.closed, bytes: event.bytes.clone() };
-            forward::push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
+            push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
         }
         if event.closed {
             if current(&ctx) {
@@ -237,7 +198,7 @@ pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>
         feeds.remove(key);
     }
     drop(feeds);
-    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
+    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
 }
 
 /// Subscriber shard: an event (None: the end) of a remote stream arrived.
@@ -264,16 +225,6 @@ pub fn deliver(ctx: &Ctx, key: &StreamKey, handle: u64, event: Option<Event>) {
 pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, sub: Subscription) {
     stream_events(ctx, sock, &sub.feed, sub.start, sub.from).await;
     unsubscribe(ctx, sub.owner, &sub.key, &sub.feed);
-}
-
-/// A relayed SSE read handed to its connection: the feed it counts on, the
-/// bytes to send first and the offset its events start at.
-pub struct Subscription {
-    pub owner: usize,
-    pub key: StreamKey,
-    pub feed: Rc<Feed>,
-    pub start: Vec<u8>,
-    pub from: u64,
 }
 
 async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {

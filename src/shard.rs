@@ -236,7 +236,10 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             })
             .detach();
         }
-        Message::Reply { id, rep } => ctx.pending.complete(id, rep),
+        Message::Reply { id, rep } => {
+            // A reply nobody waits for any more (its asker was dropped) is let go.
+            let _ = ctx.pending.complete(id, rep);
+        }
         Message::Batch(batch) => crate::forward::receive(ctx, batch),
     }
 }

@@ -3,7 +3,7 @@
 //! streams, and a clean close after the stream's final control event.
 
 use crate::ctx::Ctx;
-use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
+use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, SseRequest, View};
 use crate::send::send;
 use base64::Engine;
 use futures_lite::AsyncReadExt;
@@ -16,16 +16,6 @@ use sluice_shards::signal::Signal;
 use sluice_shards::store::{SharedEvent, StreamKey};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-pub struct SseRequest {
-    pub key: StreamKey,
-    pub from: u64,
-    pub cursor: Option<String>,
-    pub view: View,
-    pub limit: Limit,
-    /// CORS headers for the request's Origin.
-    pub cors: sluice::http::cors::Cors,
-}
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let Some((mut out, binary, json)) = start(ctx, &req) else {

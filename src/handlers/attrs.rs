@@ -1,7 +1,7 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
+use super::lookup::bucket_exists;
 use super::refuse::refuse;
-use super::stream::bucket_exists;
 use crate::ctx::Ctx;
 use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};

@@ -1,8 +1,8 @@
 //! Append-batch (extension section 4): many small appends in one request,
 //! each acknowledged on its own, all made durable by one group commit.
 
+use super::lookup::json_stream;
 use super::refuse::refuse;
-use super::stream::json_stream;
 use crate::ctx::Ctx;
 use serde_json::{json, Value};
 use sluice::http::error::status;

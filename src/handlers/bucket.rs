@@ -135,11 +135,11 @@ pub async fn ask(ctx: &Rc<Ctx>, to: usize, req: BucketReq) -> BucketRep {
         return serve_request(ctx, req).await;
     }
     ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
-    let id = ctx.pending.open();
+    let (id, reply) = ctx.pending.open();
     if ctx.senders.send_to(to, Message::Request { from: ctx.id, id, req }).await.is_err() {
         return BucketRep::Done(Err(PEER_GONE));
     }
-    ctx.pending.wait(id).await
+    reply.recv().await.unwrap_or(BucketRep::Done(Err(PEER_GONE)))
 }
 
 /// Asks every shard and collects the replies in shard order.
@@ -227,7 +227,11 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             ctx.shard.add_fork_ref(handle);
             BucketRep::Done(Ok(()))
         }
-        BucketReq::Metrics => BucketRep::Metrics(Box::new(crate::metrics::snapshot(ctx))),
+        BucketReq::Metrics => {
+            let connections = ctx.connections.get();
+            let snap = crate::metrics::snapshot(ctx.id, &ctx.metrics, &ctx.shard, connections, ctx.reload.generation());
+            BucketRep::Metrics(Box::new(snap))
+        }
         BucketReq::List { bucket, prefix, after, limit } => {
             // A listing shows only durable creates and deletes.
             let Ok(durable) = ctx.shard.listing_mark().await else {

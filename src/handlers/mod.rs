@@ -6,6 +6,7 @@ pub mod batch;
 pub mod bootstrap;
 pub mod bucket;
 pub mod fork;
+pub mod lookup;
 pub mod read;
 pub mod refuse;
 pub mod snapshot;
@@ -15,8 +16,8 @@ pub mod ui;
 
 use crate::ctx::Ctx;
 use crate::route::Route;
-use crate::sse::SseRequest;
 use bucket::ask_all;
+use read::SseRequest;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -77,9 +78,9 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             _ => Error::MethodNotAllowed.into(),
         },
         Route::Stream(key, sub) => {
-            let json_before = stream::json_stream(ctx, &key);
+            let json_before = lookup::json_stream(ctx, &key);
             let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
-            return advertise_records(reply, json_before || stream::json_stream(ctx, &key));
+            return advertise_records(reply, json_before || lookup::json_stream(ctx, &key));
         }
     };
     Reply::Full(resp)

@@ -4,13 +4,13 @@
 //! Record-aware reads (JSON record coordinates) return whole records as NDJSON
 //! or envelopes.
 
+use super::lookup::{bucket_exists, json_stream};
 use super::refuse::{read_failed, refuse};
-use super::stream::{bucket_exists, json_stream};
 use super::Reply;
 use crate::catchup::{char_width, unfinished_char, Catchup};
 use crate::ctx::Ctx;
 use crate::route::Surface;
-use crate::sse::SseRequest;
+use sluice::http::cors::Cors;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -341,6 +341,17 @@ impl View {
     pub fn record_aware(self) -> bool {
         matches!(self, View::Records | View::Envelope)
     }
+}
+
+/// A live SSE read, planned by `get` and run by `sse` (or joined to a relay).
+pub struct SseRequest {
+    pub key: StreamKey,
+    pub from: u64,
+    pub cursor: Option<String>,
+    pub view: View,
+    pub limit: Limit,
+    /// CORS headers for the request's Origin.
+    pub cors: Cors,
 }
 
 /// Parses `offset`, `live`, `max_bytes` and the record parameters. One

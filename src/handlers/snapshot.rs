@@ -107,7 +107,7 @@ async fn publish(
     seg: Option<&str>,
     body: &[u8],
 ) -> Result<Response, Error> {
-    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+    let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let ct = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
     let expected = head.header(h::STREAM_SNAPSHOT_MATCH);
     let (offset, digest) = ctx.shard.publish_snapshot(key, at, ct, body, expected, ctx.now_ms()).await?;
@@ -154,7 +154,7 @@ async fn retain(ctx: &Ctx, head: &Head, t: &Target, key: &StreamKey, seg: Option
     if head.method != Method::Put {
         return Err(Error::MethodNotAllowed);
     }
-    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+    let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let offset = ctx.shard.set_retention(key, at, ctx.now_ms()).await?;
     let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string());
     Ok(with_records(r, ctx, key))

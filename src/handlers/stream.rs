@@ -4,6 +4,7 @@
 use super::attrs::canonical_attrs;
 use super::bucket::ask;
 use super::fork::fork_plan;
+use super::lookup::{bucket_exists, json_stream};
 use super::refuse::refuse;
 use super::{read, Reply};
 use crate::ctx::Ctx;
@@ -44,15 +45,6 @@ fn header_true(head: &Head, name: &str) -> Result<bool, Error> {
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
         Some(_) => Err(Error::Invalid("Stream-Closed must be 'true' or 'false'")),
-    }
-}
-
-/// Refuses a request to a bucket that does not exist.
-pub fn bucket_exists(ctx: &Ctx, key: &StreamKey) -> Result<(), Error> {
-    if ctx.shard.store.borrow().bucket_exists(&key.0) {
-        Ok(())
-    } else {
-        Err(Error::NoBucket)
     }
 }
 
@@ -182,10 +174,6 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         set_record_range(&mut r, out.records);
     }
     Ok(r)
-}
-
-pub fn json_stream(ctx: &Ctx, key: &StreamKey) -> bool {
-    ctx.shard.store.borrow().streams.get(key).is_some_and(|e| e.state.json)
 }
 
 fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {

@@ -111,6 +111,30 @@ impl Response {
     }
 }
 
+/// Response bytes: the head (with small bodies rendered inline) and a large
+/// body kept in its own buffer so it is never copied.
+pub struct Rendered {
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// Bodies at least this large are written without copying them behind the head.
+const LARGE_BODY: usize = 64 * 1024;
+
+impl Rendered {
+    /// Renders a finished response for a connection (`close`: last response on it).
+    pub fn new(resp: Response, close: bool) -> Rendered {
+        let inline = resp.body.len() < LARGE_BODY || !resp.sends_body();
+        let mut head = Vec::with_capacity(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
+        if inline {
+            resp.render(&mut head, close);
+            return Rendered { head, body: Vec::new() };
+        }
+        resp.render_head(&mut head, close);
+        Rendered { head, body: resp.body }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
