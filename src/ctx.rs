@@ -9,12 +9,14 @@ use crate::mesh::batches::Outbox;
 use crate::mesh::envelope::Delivered;
 use crate::mesh::relays::Relays;
 use crate::mesh::replies::Replies;
-use crate::mesh::{BucketRep, Message};
+use crate::mesh::{BucketRep, BucketReq, Message};
 use crate::metrics::ShardMetrics;
 use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares};
 use sluice_shards::store::Shard;
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -53,7 +55,14 @@ pub struct Ctx {
     /// Subscriptions owned here, the server-wide pattern trie, webhook delivery.
     pub subs: crate::subscriptions::Local,
     rng: Cell<u64>,
+    /// How this shard serves a bucket request addressed to itself.
+    serve_here: ServeHere,
 }
+
+/// How a shard serves a bucket request addressed to itself (the handlers'
+/// `serve_request`, handed in by the runtime that builds the [`Ctx`]:
+/// serving one may ask other shards in turn).
+pub type ServeHere = for<'a> fn(&'a Rc<Ctx>, BucketReq) -> Pin<Box<dyn Future<Output = BucketRep> + 'a>>;
 
 /// The answer when a peer shard cannot take a request (it is stopping).
 pub const PEER_GONE: sluice_shards::core::Error =
@@ -68,6 +77,7 @@ impl Ctx {
         senders: Senders<Message>,
         access: Arc<Access>,
         subs: crate::subscriptions::Boot,
+        serve_here: ServeHere,
     ) -> Rc<Ctx> {
         let shards = cfg.shards;
         let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
@@ -95,6 +105,7 @@ impl Ctx {
             reload: sluice_shards::signal::Signal::default(),
             subs: crate::subscriptions::Local::new(subs),
             rng: Cell::new(seed(id)),
+            serve_here,
         })
     }
 
@@ -116,6 +127,29 @@ impl Ctx {
         x ^= x << 17;
         self.rng.set(x);
         x
+    }
+
+    /// Sends `req` to shard `to` (or handles it here) and waits for the reply
+    /// (`PEER_GONE` when that shard is shutting down).
+    pub async fn ask(self: &Rc<Self>, to: usize, req: BucketReq) -> BucketRep {
+        if to == self.id {
+            return (self.serve_here)(self, req).await;
+        }
+        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
+        let (id, reply) = self.pending.open();
+        if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
+            return BucketRep::Done(Err(PEER_GONE));
+        }
+        reply.recv().await.unwrap_or(BucketRep::Done(Err(PEER_GONE)))
+    }
+
+    /// Asks every shard and collects the replies in shard order.
+    pub async fn ask_all(self: &Rc<Self>, make: impl Fn() -> BucketReq) -> Vec<BucketRep> {
+        let mut out = Vec::with_capacity(self.shards);
+        for to in 0..self.shards {
+            out.push(self.ask(to, make()).await);
+        }
+        out
     }
 }
 

@@ -8,8 +8,8 @@
 use crate::ctx::Ctx;
 use crate::handlers::read::SseRequest;
 use crate::handlers::read::{read_batch, Limit, View};
-use crate::mesh::envelope::{Envelope, Event};
-use crate::mesh::relays::{Feed, Pump, Subscription};
+use crate::mesh::envelope::Envelope;
+use crate::mesh::relays::{Event, Feed, Pump, Subscription};
 use crate::outbox::push;
 use crate::send::send;
 use crate::sse;

@@ -6,7 +6,7 @@ use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
 use crate::ctx::Ctx;
-use crate::handlers::bucket::{ask, ask_all};
+use crate::handlers::bucket::{serve_here, serve_request};
 use crate::mesh::{BucketReq, Message};
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
@@ -76,7 +76,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs);
+    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs, serve_here);
     let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
@@ -102,7 +102,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let home: Vec<(String, u64)> =
         ctx.shard.store.borrow().home_buckets.iter().map(|(b, at)| (b.clone(), *at)).collect();
     for (bucket, created_ms) in home {
-        ask_all(&ctx, || BucketReq::Added { bucket: bucket.clone(), created_ms }).await;
+        ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms }).await;
     }
     // Count every recovered fork against its source, wherever that lives.
     let parents: Vec<(usize, u64)> = ctx
@@ -114,10 +114,10 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         .filter_map(|e| e.state.fork.as_ref().map(|f| (f.parent_shard as usize, f.parent_handle)))
         .collect();
     for (shard, handle) in parents {
-        ask(&ctx, shard, BucketReq::ForkRef { handle }).await;
+        ctx.ask(shard, BucketReq::ForkRef { handle }).await;
     }
     // Subscriptions owned here: patterns registered on every shard before any client.
-    crate::subscriptions::persist::recover(&ctx).await;
+    crate::handlers::subs::manage::recover(&ctx).await;
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
         glommio::timer::sleep(Duration::from_millis(1)).await;
@@ -159,8 +159,8 @@ fn background(ctx: &Rc<Ctx>) {
     sluice_shards::tick::spawn_reactor_tick();
     spawn(release_pump(ctx.clone())).detach();
     spawn(sweeper(ctx.clone())).detach();
-    spawn(crate::subscriptions::wake::ticker(ctx.clone())).detach();
-    spawn(crate::subscriptions::persist::run(ctx.clone())).detach();
+    spawn(crate::handlers::subs::wake::ticker(ctx.clone())).detach();
+    spawn(crate::handlers::subs::persist::run(ctx.clone())).detach();
     let flusher = ctx.clone();
     spawn(async move { flusher.shard.flush_loop().await }).detach();
 }
@@ -182,7 +182,7 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let shard = Shard::open(0, shard_cfg).await?;
     let mut boots = crate::subscriptions::boot(&cfg.data_dir, 1, cfg.allow_local_webhooks)?;
-    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0));
+    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0), serve_here);
     background(&ctx);
     Ok(ctx)
 }
@@ -209,7 +209,7 @@ async fn release_pump(ctx: Rc<Ctx>) {
         let seen = signal.generation();
         let batch = std::mem::take(&mut ctx.shard.store.borrow_mut().releases);
         for (shard, handle) in batch {
-            ask(&ctx, shard as usize, BucketReq::ForkRelease { handle }).await;
+            ctx.ask(shard as usize, BucketReq::ForkRelease { handle }).await;
         }
         if ctx.shard.store.borrow().releases.is_empty() {
             signal.changed(seen).await;
@@ -231,7 +231,7 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
         Message::Request { from, id, req } => {
             let ctx = ctx.clone();
             spawn(async move {
-                let rep = crate::handlers::bucket::serve_request(&ctx, req).await;
+                let rep = serve_request(&ctx, req).await;
                 let _ = ctx.senders.send_to(from, Message::Reply { id, rep }).await;
             })
             .detach();

@@ -2,8 +2,7 @@
 //! through the bucket's home shard and replicated to every shard.
 
 use crate::ctx::Ctx;
-use crate::ctx::PEER_GONE;
-use crate::mesh::{BucketRep, BucketReq, Listed, Message};
+use crate::mesh::{BucketRep, BucketReq, Listed};
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Method, Response};
@@ -12,6 +11,8 @@ use sluice_shards::core::Error;
 use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
 use sluice_shards::log::Record;
 use sluice_shards::store::BucketInfo;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 const MAX_LIST: usize = 1000;
@@ -24,17 +25,17 @@ async fn answer(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Result<Response,
     let home = bucket_shard(bucket, ctx.shards);
     match method {
         Method::Put => {
-            done(ask(ctx, home, BucketReq::Create { bucket: bucket.into() }).await)?;
+            done(ctx.ask(home, BucketReq::Create { bucket: bucket.into() }).await)?;
             Ok(Response::new(201).header(h::LOCATION, format!("/{bucket}")))
         }
         Method::Delete => {
-            done(ask(ctx, home, BucketReq::Delete { bucket: bucket.into() }).await)?;
+            done(ctx.ask(home, BucketReq::Delete { bucket: bucket.into() }).await)?;
             Ok(Response::new(204))
         }
         Method::Get => {
             let info = known(ctx, bucket).ok_or(Error::NoBucket)?;
             let mut streams = 0;
-            for rep in ask_all(ctx, || BucketReq::Count { bucket: bucket.into() }).await {
+            for rep in ctx.ask_all(|| BucketReq::Count { bucket: bucket.into() }).await {
                 if let BucketRep::Count(n) = rep {
                     streams += n;
                 }
@@ -86,13 +87,14 @@ pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_js
     let prefix = t.param("prefix").unwrap_or("").to_string();
     let after = t.param("after").unwrap_or("").to_string();
     let mut all: Vec<Listed> = Vec::new();
-    let reps = ask_all(ctx, || BucketReq::List {
-        bucket: bucket.into(),
-        prefix: prefix.clone(),
-        after: after.clone(),
-        limit: limit + 1,
-    })
-    .await;
+    let reps = ctx
+        .ask_all(|| BucketReq::List {
+            bucket: bucket.into(),
+            prefix: prefix.clone(),
+            after: after.clone(),
+            limit: limit + 1,
+        })
+        .await;
     for rep in reps {
         match rep {
             BucketRep::Listing(mut l) => all.append(&mut l),
@@ -128,34 +130,16 @@ pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_js
     Ok(body)
 }
 
-/// Sends `req` to shard `to` (or handles it here) and waits for the reply
-/// (`PEER_GONE` when that shard is shutting down).
-pub async fn ask(ctx: &Rc<Ctx>, to: usize, req: BucketReq) -> BucketRep {
-    if to == ctx.id {
-        return serve_request(ctx, req).await;
-    }
-    ctx.metrics.cross_shard.set(ctx.metrics.cross_shard.get() + 1);
-    let (id, reply) = ctx.pending.open();
-    if ctx.senders.send_to(to, Message::Request { from: ctx.id, id, req }).await.is_err() {
-        return BucketRep::Done(Err(PEER_GONE));
-    }
-    reply.recv().await.unwrap_or(BucketRep::Done(Err(PEER_GONE)))
-}
-
-/// Asks every shard and collects the replies in shard order.
-pub async fn ask_all(ctx: &Rc<Ctx>, make: impl Fn() -> BucketReq) -> Vec<BucketRep> {
-    let mut out = Vec::with_capacity(ctx.shards);
-    for to in 0..ctx.shards {
-        out.push(ask(ctx, to, make()).await);
-    }
-    out
+/// [`serve_request`] as the shard's [`Ctx`] calls it for a request to itself.
+pub fn serve_here(ctx: &Rc<Ctx>, req: BucketReq) -> Pin<Box<dyn Future<Output = BucketRep> + '_>> {
+    Box::pin(serve_request(ctx, req))
 }
 
 /// Serves a bucket request on this shard (from a peer or from itself).
 pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     let now = ctx.now_ms();
     match req {
-        BucketReq::Subs(req) => crate::subscriptions::mesh::serve(ctx, req).await,
+        BucketReq::Subs(req) => crate::handlers::subs::messages::serve(ctx, req).await,
         BucketReq::Create { bucket } => {
             if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
                 return BucketRep::Done(Err(Error::Conflict("bucket already exists")));
@@ -166,7 +150,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
                 return BucketRep::Done(Err(e));
             }
-            Box::pin(ask_all(ctx, || BucketReq::Added { bucket: bucket.clone(), created_ms: now })).await;
+            Box::pin(ctx.ask_all(|| BucketReq::Added { bucket: bucket.clone(), created_ms: now })).await;
             BucketRep::Done(Ok(()))
         }
         BucketReq::Delete { bucket } => {
@@ -177,7 +161,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                 return BucketRep::Done(Err(Error::NoBucket));
             }
             let mut streams = 0;
-            for rep in Box::pin(ask_all(ctx, || BucketReq::PrepareDelete { bucket: bucket.clone() })).await {
+            for rep in Box::pin(ctx.ask_all(|| BucketReq::PrepareDelete { bucket: bucket.clone() })).await {
                 streams += match rep {
                     BucketRep::Count(n) => n,
                     _ => 1,
@@ -192,7 +176,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             if commit {
                 ctx.shard.store.borrow_mut().home_buckets.remove(&bucket);
             }
-            Box::pin(ask_all(ctx, || BucketReq::FinishDelete { bucket: bucket.clone(), commit })).await;
+            Box::pin(ctx.ask_all(|| BucketReq::FinishDelete { bucket: bucket.clone(), commit })).await;
             BucketRep::Done(outcome)
         }
         BucketReq::Added { bucket, created_ms } => {

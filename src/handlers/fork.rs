@@ -2,7 +2,6 @@
 //! the ancestors' stream files the fork reads, and the copied part of a
 //! message the fork point falls inside.
 
-use super::bucket::ask;
 use crate::ctx::{Ctx, PEER_GONE};
 use crate::mesh::{BucketRep, BucketReq};
 use crate::route::{route, Route};
@@ -56,12 +55,12 @@ pub async fn fork_plan(
         return bad("Stream-Forked-From must be a stream path");
     }
     let owner = stream_shard(&source.0, &source.1, ctx.shards);
-    let grant = match ask(&ctx, owner, BucketReq::ForkGrant { key: source.clone(), offset, sub }).await {
+    let grant = match ctx.ask(owner, BucketReq::ForkGrant { key: source.clone(), offset, sub }).await {
         BucketRep::Fork(grant) => grant?,
         // The source's shard is stopping.
         _ => return Err(PEER_GONE),
     };
-    let release = || ask(&ctx, owner, BucketReq::ForkRelease { handle: grant.parent_handle });
+    let release = || ctx.ask(owner, BucketReq::ForkRelease { handle: grant.parent_handle });
     if explicit_type && media_type(&input.content_type) != media_type(&grant.content_type) {
         release().await;
         return Err(Error::Conflict("fork Content-Type differs from the source"));

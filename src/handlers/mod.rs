@@ -11,12 +11,12 @@ pub mod read;
 pub mod refuse;
 pub mod snapshot;
 pub mod stream;
+pub mod subs;
 pub mod tokens;
 pub mod ui;
 
 use crate::ctx::Ctx;
 use crate::route::Route;
-use bucket::ask_all;
 use read::SseRequest;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
@@ -36,7 +36,7 @@ pub enum Reply {
 /// Gathers every shard's snapshot and renders them.
 async fn metrics(ctx: &Rc<Ctx>) -> Response {
     let mut shards = Vec::with_capacity(ctx.shards);
-    for rep in ask_all(&ctx, || crate::mesh::BucketReq::Metrics).await {
+    for rep in ctx.ask_all(|| crate::mesh::BucketReq::Metrics).await {
         match rep {
             crate::mesh::BucketRep::Metrics(s) => shards.push(*s),
             _ => return Error::Unavailable("a shard did not answer").into(),
@@ -72,7 +72,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => Box::pin(bucket::bucket(ctx, head.method, &b)).await,
-        Route::Subs(r) => Box::pin(crate::subscriptions::routes::serve(ctx, head, r, body)).await,
+        Route::Subs(r) => Box::pin(crate::handlers::subs::routes::serve(ctx, head, r, body)).await,
         Route::BucketList(b) => match head.method {
             Method::Get => Box::pin(bucket::list(ctx, &b, t)).await,
             _ => Error::MethodNotAllowed.into(),

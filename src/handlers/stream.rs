@@ -2,7 +2,6 @@
 //! and delete.
 
 use super::attrs::canonical_attrs;
-use super::bucket::ask;
 use super::fork::fork_plan;
 use super::lookup::{bucket_exists, json_stream};
 use super::refuse::refuse;
@@ -76,11 +75,11 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     let result = ctx.shard.create(key, &input, body, fork, ctx.now_ms()).await;
     if let (Some((shard, handle)), false) = (release, matches!(result, Ok(CreateOutcome { created: true, .. }))) {
         // The fork was not created: give the reference back.
-        ask(&ctx, shard, BucketReq::ForkRelease { handle }).await;
+        ctx.ask(shard, BucketReq::ForkRelease { handle }).await;
     }
     let CreateOutcome { created, tail, closed, records } = result?;
     if created {
-        crate::subscriptions::wake::notify_append(ctx, key, tail);
+        crate::handlers::subs::wake::notify_append(ctx, key, tail);
     }
     let content_type =
         ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.clone());
@@ -159,7 +158,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     };
     let out = ctx.shard.append(key, &input, now).await?;
     if out.wrote {
-        crate::subscriptions::wake::notify_append(ctx, key, out.next_offset);
+        crate::handlers::subs::wake::notify_append(ctx, key, out.next_offset);
     }
     let status = if out.wrote && out.producer.is_some() { 200 } else { 204 };
     let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset).to_string());
@@ -209,6 +208,6 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
 async fn delete(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     bucket_exists(ctx, key)?;
     ctx.shard.delete(key, ctx.now_ms()).await?;
-    crate::subscriptions::wake::notify_delete(ctx, key);
+    crate::handlers::subs::wake::notify_delete(ctx, key);
     Ok(Response::new(204))
 }

@@ -1,7 +1,7 @@
 //! What travels between shards in a batch: forwarded requests, their
 //! answers, and relayed SSE events (see `forward` and `relay`).
 
-use super::relays::Subscription;
+use super::relays::{Event, Subscription};
 use crate::route::Route;
 use sluice::http::response::Rendered;
 use sluice::http::url::Target;
@@ -44,14 +44,6 @@ pub enum Delivered {
     Response(Rendered),
     Live(Subscription),
     Move,
-}
-
-/// One encoded SSE event covering `[from, end)` of a stream.
-pub struct Event {
-    pub from: u64,
-    pub end: u64,
-    pub closed: bool,
-    pub bytes: Vec<u8>,
 }
 
 /// One item of a batch between two shards.

@@ -50,7 +50,7 @@ pub enum BucketReq {
     /// To every shard: a snapshot of its metrics for /v1/metrics.
     Metrics,
     /// Subscription index, append and wake-event messages.
-    Subs(crate::subscriptions::mesh::SubsReq),
+    Subs(crate::subscriptions::SubsReq),
 }
 
 #[derive(Debug)]

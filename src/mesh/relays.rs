@@ -2,12 +2,19 @@
 //! owner's pumps, the subscriber shards' feeds of remote streams, and a
 //! relayed subscription as its connection holds it.
 
-use super::envelope::Event;
 use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
+
+/// One encoded SSE event covering `[from, end)` of a stream.
+pub struct Event {
+    pub from: u64,
+    pub end: u64,
+    pub closed: bool,
+    pub bytes: Vec<u8>,
+}
 
 /// Relay state of one shard: pumps for its own streams, and the recent events
 /// of remote streams its subscribers follow.

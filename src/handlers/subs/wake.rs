@@ -5,14 +5,13 @@
 //! the backoff schedule and expires leases; and the append hook that tells
 //! owner shards about appends their subscriptions match.
 
-use super::backoff::retry_delay_ms;
-use super::delivery::{Job, Outcome};
-use super::limits::OUTCOME_POLL;
-use super::mesh::SubsReq;
-use super::model::{Delivery, Subscription};
 use crate::ctx::Ctx;
-use crate::handlers::bucket::ask;
 use crate::mesh::BucketReq;
+use crate::subscriptions::backoff::retry_delay_ms;
+use crate::subscriptions::delivery::{Job, Outcome};
+use crate::subscriptions::limits::OUTCOME_POLL;
+use crate::subscriptions::model::{Delivery, Subscription};
+use crate::subscriptions::SubsReq;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::store::StreamKey;
 use sluice_shards::tasks::spawn;
@@ -22,7 +21,7 @@ use std::rc::Rc;
 
 /// A fresh wake id.
 fn wake_id() -> String {
-    let r = super::signing::random32();
+    let r = crate::subscriptions::signing::random32();
     let hex: String = r[..12].iter().map(|b| format!("{b:02x}")).collect();
     format!("w_{hex}")
 }
@@ -54,7 +53,7 @@ fn tell_owners(ctx: &Rc<Ctx>, key: &StreamKey, message: impl Fn(Vec<String>, Str
     let (ctx, path) = (ctx.clone(), key.1.clone());
     spawn(async move {
         for (owner, ids) in by_owner {
-            ask(&ctx, owner, BucketReq::Subs(message(ids, path.clone()))).await;
+            ctx.ask(owner, BucketReq::Subs(message(ids, path.clone()))).await;
         }
     })
     .detach();
@@ -94,7 +93,7 @@ fn write_wake_event(ctx: &Rc<Ctx>, stream: String, event: Vec<u8>) {
     let ctx = ctx.clone();
     spawn(async move {
         let owner = stream_shard(BUILTIN_BUCKET, &stream, ctx.shards);
-        let rep = ask(&ctx, owner, BucketReq::Subs(SubsReq::WakeEvent { stream: stream.clone(), event })).await;
+        let rep = ctx.ask(owner, BucketReq::Subs(SubsReq::WakeEvent { stream: stream.clone(), event })).await;
         if let crate::mesh::BucketRep::Done(Err(e)) = rep {
             tracing::warn!(stream = %stream, error = ?e, "cannot write a pull-wake event (create the wake stream)");
         }
