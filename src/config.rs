@@ -2,11 +2,12 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
+use crate::limits::MIN_LOCKED_MEMORY;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use sluice::http::cors::CorsPolicy;
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
-use sluice_shards::core::limits;
+use sluice_shards::limits;
 use sluice_shards::log::FsyncMode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -394,10 +395,6 @@ pub fn unknown_variables(vars: impl Iterator<Item = String>) -> Vec<String> {
         serve.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
     vars.filter(|v| v.starts_with("SLUICE_") && v != crate::fatal::FAULT_VAR && !known.contains(v)).collect()
 }
-
-/// Locked memory glommio needs per executor for its rings; below it the
-/// executor fails to start.
-const MIN_LOCKED_MEMORY: u64 = 512 << 10;
 
 /// What the host allows this process, read once at start.
 #[derive(Clone, Debug)]

@@ -9,6 +9,7 @@ use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
 use crate::forward;
 use crate::handlers::Reply;
+use crate::limits::{BODY_READ, HEAD_READ};
 use crate::mesh::envelope::Delivered;
 use crate::mesh::Message;
 use crate::route;
@@ -29,11 +30,6 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Read sizes: small for request heads (most requests are a few hundred
-/// bytes), larger while a body is arriving. The buffer space is zeroed before
-/// each read, so a read never asks for much more than it expects.
-const HEAD_READ: usize = 8 * 1024;
-const BODY_READ: usize = 256 * 1024;
 /// The answer to a request that arrives on an open connection after SIGTERM.
 const STOPPING: Error = Error::Unavailable("server is stopping; retry on a new connection");
 /// The interim answer to `Expect: 100-continue`.
@@ -44,7 +40,9 @@ struct ConnGuard(Rc<Ctx>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.connections.set(self.0.connections.get() - 1);
+        let open = self.0.connections.get();
+        debug_assert!(open > 0, "a connection is counted once and uncounted once");
+        self.0.connections.set(open - 1);
     }
 }
 

@@ -24,6 +24,7 @@ mod dirlock;
 pub mod fatal;
 mod forward;
 pub mod handlers;
+pub mod limits;
 pub mod logging;
 mod mesh;
 mod metrics;

@@ -8,6 +8,7 @@
 use crate::ctx::Ctx;
 use crate::handlers::read::SseRequest;
 use crate::handlers::read::{read_batch, Limit, View};
+use crate::limits::RECENT_BYTES;
 use crate::mesh::envelope::Envelope;
 use crate::mesh::relays::{Event, Feed, Pump, Subscription};
 use crate::outbox::push;
@@ -21,11 +22,6 @@ use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
-
-/// Encoded bytes of recent events a subscriber shard keeps per stream (the
-/// newest event always stays): a subscriber further behind ends its response
-/// at an event boundary, and its client resumes from the last offset it got.
-const RECENT_BYTES: usize = 1 << 20;
 
 /// What the owner answers a forwarded SSE read.
 pub enum Start {

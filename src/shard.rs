@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::conn;
 use crate::ctx::Ctx;
 use crate::handlers::bucket::{serve_here, serve_request};
+use crate::limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
 use crate::mesh::{BucketReq, Message};
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
@@ -51,12 +52,11 @@ pub struct Startup {
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
-    start.pulse.register_current_thread();
     let pulse = start.pulse.clone();
     spawn(async move {
         loop {
             pulse.beat();
-            glommio::timer::sleep(period(crate::watchdog::BEAT)).await;
+            glommio::timer::sleep(period(crate::limits::BEAT)).await;
         }
     })
     .detach();
@@ -120,14 +120,14 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     crate::handlers::subs::manage::recover(&ctx).await;
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
-        glommio::timer::sleep(Duration::from_millis(1)).await;
+        glommio::timer::sleep(SYNC_POLL).await;
     }
     ctx.shard.purge_tombstones().await;
     background(&ctx);
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         spawn(async move {
-            glommio::timer::sleep(Duration::from_millis(200)).await;
+            glommio::timer::sleep(INJECTED_PANIC_AFTER).await;
             panic!("injected fault: shard {id} panics while serving");
         })
         .detach();
@@ -195,12 +195,6 @@ async fn sweeper(ctx: Rc<Ctx>) {
         ctx.shard.sweep_expired(ctx.now_ms()).await;
     }
 }
-
-/// How often a shard deletes expired streams that nobody accessed.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-
-/// How often the accept loop looks whether the server is stopping.
-const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
 /// Sends the fork releases that deletes and expiries queue up.
 async fn release_pump(ctx: Rc<Ctx>) {
@@ -275,7 +269,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 if let Some(held) = warn.allow(std::time::Instant::now()) {
                     tracing::warn!(shard = ctx.id, error = %e, repeats = held, "accept failed");
                 }
-                glommio::timer::sleep(Duration::from_millis(10)).await;
+                glommio::timer::sleep(ACCEPT_RETRY).await;
             }
         }
     }
@@ -300,6 +294,3 @@ async fn until(deadline: std::time::Instant, done: impl Fn() -> bool) {
         glommio::timer::sleep(DRAIN_POLL).await;
     }
 }
-
-/// How often a draining shard looks at its in-flight requests and its peers.
-const DRAIN_POLL: Duration = Duration::from_millis(5);

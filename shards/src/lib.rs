@@ -17,6 +17,7 @@ pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod every;
 pub mod ids;
+pub mod limits;
 pub mod log;
 pub mod offset;
 pub mod signal;

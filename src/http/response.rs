@@ -1,6 +1,7 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
 use super::headers as h;
+use crate::limits::LARGE_BODY;
 use std::borrow::Cow;
 use std::io::Write as _;
 
@@ -117,9 +118,6 @@ pub struct Rendered {
     pub head: Vec<u8>,
     pub body: Vec<u8>,
 }
-
-/// Bodies at least this large are written without copying them behind the head.
-const LARGE_BODY: usize = 64 * 1024;
 
 impl Rendered {
     /// Renders a finished response for a connection (`close`: last response on it).

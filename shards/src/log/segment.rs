@@ -18,7 +18,7 @@
 //! an io_uring worker thread. Their sizes are whole [`JOURNAL_BLOCK`]s, the
 //! unit every commit is padded to ([`super::blocks`]).
 
-use crate::core::limits::{FILL_CHUNK, JOURNAL_BLOCK};
+use crate::limits::{FILL_CHUNK, JOURNAL_BLOCK};
 use crate::storage::Storage;
 use glommio::io::{DmaFile, OpenOptions};
 use std::path::{Path, PathBuf};

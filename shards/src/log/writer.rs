@@ -13,7 +13,7 @@ use super::blocks::{Blocks, Chunk};
 use super::marks::{self, Head, LOG_START};
 use super::record::{Encoded, Record, Seal, SEAL_FRAME};
 use super::segment::{create_segment, whole_blocks, Segment};
-use crate::core::limits::{JOURNAL_BLOCK, SPARE_COMMIT_BUFFER};
+use crate::limits::{JOURNAL_BLOCK, SPARE_COMMIT_BUFFER};
 use crate::signal::Signal;
 use crate::stats::{DiskUsage, LogStats};
 use glommio::io::DmaFile;

@@ -36,9 +36,17 @@ impl Journal for crate::log::Log {
 /// A decision: the commit number to wait for, and what to answer.
 pub type Decided<T> = Result<(u64, T), StoreError>;
 
-/// What a create decided: record ordinal the initial body started at (None
-/// when the stream existed), handle, tail, closed, record tail.
-pub type Created = (Option<u64>, u64, u64, bool, u64);
+/// What a create decided, for the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// The record ordinal the initial body started at (`None`: the stream existed).
+    pub start: Option<u64>,
+    pub handle: u64,
+    pub tail: u64,
+    pub closed: bool,
+    /// The record tail (the ordinal the next record gets).
+    pub records: u64,
+}
 
 impl Store {
     /// Drops `key` if expired: logs the delete (soft while forks read the
@@ -138,7 +146,7 @@ impl Store {
             }
         };
         let s = &self.by_handle(handle).expect("decided on a live entry").state;
-        Ok((lsn, (created, s.handle, s.tail(), s.closed, s.records())))
+        Ok((lsn, Created { start: created, handle: s.handle, tail: s.tail(), closed: s.closed, records: s.records() }))
     }
 
     /// POST: one append (and/or close); returns the handle and the outcome.

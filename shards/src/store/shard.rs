@@ -8,7 +8,7 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
+use crate::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
@@ -39,7 +39,7 @@ pub(crate) enum Room {
 pub struct ShardConfig {
     pub log: LogConfig,
     /// Stream-file descriptors the shard may keep open
-    /// ([`crate::core::limits::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
+    /// ([`crate::limits::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
     pub open_files: usize,
     /// Producers each stream remembers.
     pub max_producers: usize,
@@ -256,9 +256,14 @@ impl Shard {
         )
         .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
-        let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
-        self.publish(handle, tail, next, closed);
-        Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
+        let c = self.settle_outcome(key, decided).await?;
+        self.publish(c.handle, c.tail, c.records, c.closed);
+        Ok(CreateOutcome {
+            created: c.start.is_some(),
+            tail: c.tail,
+            closed: c.closed,
+            records: (c.start.unwrap_or(c.records), c.records),
+        })
     }
 
     /// POST: append (and/or close).
