@@ -20,6 +20,7 @@ use glommio::net::TcpStream;
 use sluice::budget::Reserved;
 use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::cors::{finish, Cors};
+use sluice::http::error::HttpError;
 use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
 use sluice::http::response::Rendered;
@@ -204,7 +205,7 @@ async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cor
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Error> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, HttpError> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut started = std::time::Instant::now();
@@ -229,7 +230,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             ReadOutcome::Data => {}
             ReadOutcome::Closed => return Ok(None),
             ReadOutcome::TimedOut if buf.is_empty() => return Ok(None),
-            ReadOutcome::TimedOut => return Err(Error::Timeout("request head not received in time")),
+            ReadOutcome::TimedOut => return Err(HttpError::Timeout("request head not received in time")),
         }
     }
 }
@@ -276,12 +277,12 @@ async fn read_body(
     sock: &mut TcpStream,
     buf: &mut Vec<u8>,
     head: &Head,
-) -> Result<(Vec<u8>, Option<Reserved>), Error> {
+) -> Result<(Vec<u8>, Option<Reserved>), HttpError> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
-    const TOO_SLOW: Error = Error::Timeout("request body not received in time");
-    const CUT_SHORT: Error = Error::Invalid("connection closed mid-body");
+    const TOO_SLOW: HttpError = HttpError::Timeout("request body not received in time");
+    const CUT_SHORT: HttpError = HttpError::Stream(Error::Invalid("connection closed mid-body"));
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
@@ -289,7 +290,7 @@ async fn read_body(
         }
         BodyKind::Length(n) => {
             if n > limit {
-                return Err(BODY_TOO_LARGE);
+                return Err(BODY_TOO_LARGE.into());
             }
             let reserved = ctx.bodies.reserve(n).ok_or(BODY_MEMORY)?;
             // The body is read into its own buffer, allocated once.
@@ -326,7 +327,7 @@ async fn read_body(
                 if need > body.capacity() {
                     let room = (body.capacity() * 2).clamp(need, limit as usize);
                     if !reserved.cover(room as u64) {
-                        return Err(BODY_MEMORY);
+                        return Err(BODY_MEMORY.into());
                     }
                     body.reserve_exact(room - body.len());
                 }

@@ -10,10 +10,10 @@ use crate::mesh::envelope::Answered;
 use crate::relay::{self, Start};
 use crate::route::Route;
 use sluice::http::cors::{finish, Cors};
+use sluice::http::error::HttpError;
 use sluice::http::response::Rendered;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Head, Response};
-use sluice_shards::core::Error;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -51,7 +51,8 @@ pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, 
 /// The refusal of a parsed request that ends its connection (a bad target,
 /// a bad or oversized body): without a body if it was a HEAD. (The fuzz
 /// target checks it as `serve` sends it.)
-pub fn refusal(head: &Head, e: Error) -> Response {
+pub fn refusal(head: &Head, e: impl Into<HttpError>) -> Response {
+    let e: HttpError = e.into();
     fit_to_method(head, e.into())
 }
 

@@ -15,8 +15,8 @@ use crate::config::Config;
 use crate::route::Route;
 use decide::{decide, Mode};
 use sluice::http::cors::{Cors, CorsPolicy};
+use sluice::http::error::HttpError;
 use sluice::http::{headers as h, Head, Method, Response};
-use sluice_shards::core::Error;
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -181,7 +181,7 @@ impl Gate {
             let authenticated = matches!(mode, Mode::Tokens(_)) && decided.is_ok();
             if !origin::allowed(&self.access.cors, self.access.cors_explicit, cors, authenticated) {
                 tracing::debug!(origin = from.as_deref().unwrap_or("-"), "cross-origin write refused");
-                return Some(Error::Forbidden(CROSS_ORIGIN_WRITE).into());
+                return Some(HttpError::Forbidden(CROSS_ORIGIN_WRITE).into());
             }
         }
         match decided {

@@ -3,6 +3,7 @@
 
 use crate::ctx::Ctx;
 use crate::mesh::{BucketRep, BucketReq, Listed};
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Method, Response};
@@ -18,6 +19,9 @@ use std::rc::Rc;
 const MAX_LIST: usize = 1000;
 
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
+    if !matches!(method, Method::Put | Method::Delete | Method::Get | Method::Head) {
+        return HttpError::MethodNotAllowed.into();
+    }
     answer(ctx, method, bucket).await.unwrap_or_else(Response::from)
 }
 
@@ -44,7 +48,7 @@ async fn answer(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Result<Response,
             Ok(json(200, &body))
         }
         Method::Head => known(ctx, bucket).map(|_| Response::new(200)).ok_or(Error::NoBucket),
-        _ => Err(Error::MethodNotAllowed),
+        _ => unreachable!("bucket() answers other methods"),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod ui;
 use crate::ctx::Ctx;
 use crate::route::Route;
 use read::SseRequest;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -61,11 +62,11 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get | Method::Head => {
                 Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
             }
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Metrics => match head.method {
             Method::Get | Method::Head => Box::pin(metrics(ctx)).await,
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Tokens(scope) => tokens::mint(ctx, head, t, &scope),
         Route::Ui(page) => Box::pin(ui::serve(ctx, head.method, page)).await,
@@ -75,7 +76,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         Route::Subs(r) => Box::pin(crate::handlers::subs::routes::serve(ctx, head, r, body)).await,
         Route::BucketList(b) => match head.method {
             Method::Get => Box::pin(bucket::list(ctx, &b, t)).await,
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Stream(key, sub) => {
             let json_before = lookup::json_stream(ctx, &key);

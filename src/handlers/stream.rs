@@ -8,6 +8,7 @@ use super::refuse::refuse;
 use super::{read, Reply};
 use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -33,7 +34,7 @@ pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, bod
         Method::Head => metadata(ctx, key),
         Method::Delete => delete(ctx, key).await,
         Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,
-        _ => Err(Error::MethodNotAllowed),
+        _ => return Reply::Full(HttpError::MethodNotAllowed.into()),
     };
     Reply::Full(done.unwrap_or_else(|e| refuse(ctx, key, e)))
 }

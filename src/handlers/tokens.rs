@@ -7,6 +7,7 @@ use super::bucket::json;
 use crate::auth::signed::{DEFAULT_TTL, MAX_TTL, MIN_TTL};
 use crate::ctx::Ctx;
 use crate::route::ReadScope;
+use sluice::http::error::HttpError;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice::units::parse_duration;
@@ -18,7 +19,7 @@ const NO_TOKENS: Error = Error::NotFound("read tokens exist only with --tokens (
 /// Mints the token (POST only).
 pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
     if head.method != Method::Post {
-        return Error::MethodNotAllowed.into();
+        return HttpError::MethodNotAllowed.into();
     }
     let ttl = match t.param("ttl").map(parse_duration) {
         None => DEFAULT_TTL,

@@ -10,6 +10,7 @@
 use super::bucket::{json, listing};
 use crate::ctx::Ctx;
 use crate::route::Page;
+use sluice::http::error::HttpError;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Method, Response};
 use sluice_shards::core::Error;
@@ -27,7 +28,7 @@ const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 
 
 pub async fn serve(ctx: &Rc<Ctx>, method: Method, page: Page) -> Response {
     if !matches!(method, Method::Get | Method::Head) {
-        return Error::MethodNotAllowed.into();
+        return HttpError::MethodNotAllowed.into();
     }
     match page {
         Page::Console => Response::new(200)

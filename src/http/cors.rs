@@ -2,8 +2,8 @@
 //! the headers each response carries for the request's `Origin`, and preflights;
 //! and [`finish`], the headers every response carries.
 
+use super::error::HttpError;
 use super::{date, headers as h, Response};
-use sluice_shards::core::Error;
 
 /// Longest origin accepted in `--cors-origins`.
 const MAX_ORIGIN: usize = 256;
@@ -87,7 +87,7 @@ impl Cors {
     /// headers for a granted origin, 403 otherwise.
     pub fn preflight(&self) -> Response {
         if *self == Cors::Denied {
-            return Error::Forbidden("origin not allowed (see --cors-origins)").into();
+            return HttpError::Forbidden("origin not allowed (see --cors-origins)").into();
         }
         Response::new(204)
             .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
