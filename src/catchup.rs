@@ -14,7 +14,7 @@ use crate::ctx::Ctx;
 use crate::send::{reset, send};
 use glommio::net::TcpStream;
 use sluice::http::Response;
-use sluice_shards::store::index::Limit;
+use sluice_shards::store::reads::Limit;
 use sluice_shards::store::StreamKey;
 
 /// A planned streamed response: `head` announces `end - from` bytes.

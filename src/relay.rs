@@ -6,9 +6,9 @@
 //! relay; any other SSE read moves its connection to the owner.
 
 use crate::ctx::Ctx;
+use crate::edge_limits::RECENT_BYTES;
 use crate::handlers::read::SseRequest;
 use crate::handlers::read::{read_batch, Limit, View};
-use crate::limits::RECENT_BYTES;
 use crate::mesh::envelope::Envelope;
 use crate::mesh::relays::{Event, Feed, Pump, Subscription};
 use crate::outbox::push;

@@ -5,7 +5,7 @@
 //! SIGHUP never stops the server.
 
 use crate::ctx::Ctx;
-use crate::limits::RELOAD_POLL;
+use crate::edge_limits::RELOAD_POLL;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

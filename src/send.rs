@@ -7,7 +7,7 @@
 //! established for the client, and the kernel keeps its send queue (up to
 //! the socket's send buffer) in an orphaned socket for minutes.
 
-use crate::limits::SEND_PIECE;
+use crate::edge_limits::SEND_PIECE;
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
 use std::os::fd::AsRawFd;

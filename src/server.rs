@@ -5,7 +5,7 @@
 use crate::auth::Access;
 use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
 use crate::dirlock::DirLock;
-use crate::limits::{START_POLL, STOP_MARGIN};
+use crate::edge_limits::{START_POLL, STOP_MARGIN};
 use crate::mesh::Message;
 use crate::notify::Notifier;
 use crate::reload::Reloads;

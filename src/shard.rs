@@ -6,8 +6,8 @@ use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
 use crate::ctx::Ctx;
+use crate::edge_limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
 use crate::handlers::bucket::{serve_here, serve_request};
-use crate::limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
 use crate::mesh::{BucketReq, Message};
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
@@ -56,7 +56,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     spawn(async move {
         loop {
             pulse.beat();
-            glommio::timer::sleep(period(crate::limits::BEAT)).await;
+            glommio::timer::sleep(period(crate::edge_limits::BEAT)).await;
         }
     })
     .detach();

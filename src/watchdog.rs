@@ -5,7 +5,7 @@
 //! interrupts that executor thread with a no-op signal so the syscall returns
 //! (EINTR) and the reactor looks at its completions again.
 
-use crate::limits::WATCHDOG_CHECK;
+use crate::edge_limits::WATCHDOG_CHECK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

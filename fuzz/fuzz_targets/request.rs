@@ -22,7 +22,7 @@ use sluice::config::{Cli, Command};
 use sluice::ctx::Ctx;
 use sluice::handlers::Reply;
 use sluice::route::{self, Route};
-use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
+use sluice::http::chunked::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};

@@ -17,7 +17,6 @@ pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod every;
 pub mod ids;
-pub mod limits;
 pub mod log;
 pub mod offset;
 pub mod signal;
@@ -28,4 +27,5 @@ pub mod tasks;
 #[cfg(test)]
 mod test_dir;
 pub mod tick;
+pub mod tuning;
 pub mod woken;

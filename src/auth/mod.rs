@@ -4,16 +4,15 @@
 
 pub mod bearer;
 mod ct;
-pub mod decide;
 pub mod need;
 pub mod origin;
 pub mod scope;
 pub mod signed;
 pub mod tokens;
+pub mod verdict;
 
 use crate::config::Config;
 use crate::route::Route;
-use decide::{decide, Mode};
 use sluice::http::cors::{Cors, CorsPolicy};
 use sluice::http::error::HttpError;
 use sluice::http::{headers as h, Head, Method, Response};
@@ -22,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use tokens::TokenTable;
+use verdict::{decide, Mode};
 
 /// The refusal of a write from a web origin not allowed to write.
 const CROSS_ORIGIN_WRITE: &str =

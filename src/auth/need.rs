@@ -2,8 +2,8 @@
 //! reads are GET and HEAD, deletes of buckets and streams and bucket creation
 //! are admin, every other change is write.
 
-use super::decide::Need;
 use super::scope::Action;
+use super::verdict::Need;
 use crate::route::subs::{Action as SubAction, SubRoute};
 use crate::route::{route, Page, Route};
 use sluice::http::url::parse_target;

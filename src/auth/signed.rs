@@ -10,8 +10,8 @@
 //! stored per token: one lives until its expiry, or until the key file is
 //! deleted (which revokes every token at the next start).
 
-use super::decide::{Need, Refusal};
 use super::scope::Action;
+use super::verdict::{Need, Refusal};
 use crate::route::{ReadScope, Route};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;

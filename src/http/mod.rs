@@ -1,6 +1,6 @@
 //! The hand-written HTTP/1.1 edge: request heads (httparse), bodies, responses.
 
-pub mod body;
+pub mod chunked;
 pub mod cors;
 pub mod date;
 pub mod error;

@@ -1,7 +1,7 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
 use super::headers as h;
-use crate::limits::LARGE_BODY;
+use crate::edge_limits::LARGE_BODY;
 use std::borrow::Cow;
 use std::io::Write as _;
 

@@ -1,7 +1,7 @@
 //! The reserved `/v1/stream/__ds/...` surface, routed: the JWK Set, a
 //! subscription and its sub-resources (served by `handlers::subs::routes`).
 
-use crate::subscriptions::limits::MAX_SUBSCRIPTION_ID_BYTES;
+use crate::subscriptions::bounds::MAX_SUBSCRIPTION_ID_BYTES;
 use crate::subscriptions::owner_shard;
 
 /// What a `__ds` request addresses.

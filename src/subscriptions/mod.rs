@@ -11,12 +11,12 @@
 //! `handlers::subs`.
 
 pub mod backoff;
+pub mod bounds;
 pub mod delivery;
 pub mod glob;
-pub mod limits;
 pub mod model;
-pub mod record;
 pub mod signing;
+pub mod stored;
 pub mod target;
 
 use model::Subscription;

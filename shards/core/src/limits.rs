@@ -1,8 +1,8 @@
 //! The protocol core's fixed limits, in one place, with the relations
 //! between them checked at compile time: what an offset, a TTL and a
 //! producer number can carry, and the shape of a stream's record index.
-//! The shard runtime's tuning is `sluice_shards::limits`; the HTTP edge's
-//! is `sluice::limits`.
+//! The shard runtime's tuning is `sluice_shards::tuning`; the HTTP edge's
+//! is `sluice::edge_limits`.
 
 /// Largest byte position an offset token can carry (16 decimal digits).
 pub const MAX_OFFSET: u64 = 9_999_999_999_999_999;

@@ -23,7 +23,7 @@ pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;
-pub mod index;
+pub mod reads;
 pub mod restore;
 mod shard;
 mod verify;

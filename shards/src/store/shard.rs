@@ -8,11 +8,11 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
 use crate::storage::Storage;
+use crate::tuning::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use std::cell::{Cell, RefCell};
 
 /// How a shard keeps its unflushed tail bounded.
@@ -39,7 +39,7 @@ pub(crate) enum Room {
 pub struct ShardConfig {
     pub log: LogConfig,
     /// Stream-file descriptors the shard may keep open
-    /// ([`crate::limits::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
+    /// ([`crate::tuning::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
     pub open_files: usize,
     /// Producers each stream remembers.
     pub max_producers: usize,
@@ -394,7 +394,7 @@ impl Shard {
             (s.visible.tail, s.first_message, s.visible.messages)
         };
         let found = match at {
-            SnapshotAt::Record(r) if r < first => return Err(crate::core::records::TRIMMED),
+            SnapshotAt::Record(r) if r < first => return Err(crate::core::coordinates::TRIMMED),
             SnapshotAt::Record(r) if r > records => return Err(crate::core::snapshot::BEYOND_TAIL),
             SnapshotAt::Record(r) => self.record_offset(key, r).await.map(|offset| Point { offset, record: Some(r) }),
             // The core refuses it as beyond the tail.

@@ -3,7 +3,7 @@
 //! subscription as the protocol shows it.
 
 use crate::ctx::Ctx;
-use crate::subscriptions::limits::MAX_BODY_BYTES;
+use crate::subscriptions::bounds::MAX_BODY_BYTES;
 use crate::subscriptions::model::{Delivery, SubError, Subscription};
 use sluice::http::{headers as h, Head, Response};
 use sluice_shards::core::ttl::format_rfc3339;

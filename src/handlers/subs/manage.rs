@@ -7,8 +7,8 @@ use super::answers::{base_url, body_json, json, render};
 use super::{persist, wake};
 use crate::ctx::Ctx;
 use crate::mesh::{BucketRep, BucketReq};
+use crate::subscriptions::bounds::{MAX_BODY_BYTES, MAX_EXPLICIT_STREAMS, MAX_SUBSCRIPTIONS_PER_SHARD};
 use crate::subscriptions::glob;
-use crate::subscriptions::limits::{MAX_BODY_BYTES, MAX_EXPLICIT_STREAMS, MAX_SUBSCRIPTIONS_PER_SHARD};
 use crate::subscriptions::model::{normalize_path, parse_streams, Config, SubError, Subscription};
 use crate::subscriptions::SubsReq;
 use sluice::http::{Head, Response};
@@ -211,7 +211,7 @@ pub async fn recover(ctx: &Rc<Ctx>) {
         ctx.shard.store.borrow().subscriptions.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let now = ctx.now_ms();
     for (id, bytes) in states {
-        let Some(mut sub) = crate::subscriptions::record::decode(&bytes) else {
+        let Some(mut sub) = crate::subscriptions::stored::decode(&bytes) else {
             tracing::warn!(shard = ctx.id, subscription = %id, "a subscription record does not decode; skipped");
             continue;
         };

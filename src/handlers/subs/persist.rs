@@ -6,7 +6,7 @@
 
 use crate::ctx::Ctx;
 use crate::subscriptions::model::SubError;
-use crate::subscriptions::record;
+use crate::subscriptions::stored;
 use sluice_shards::log::Record;
 use std::rc::Rc;
 
@@ -54,7 +54,7 @@ pub async fn run(ctx: Rc<Ctx>) {
         let ids = std::mem::take(&mut *p.dirty.borrow_mut());
         let mut ok = true;
         for id in ids {
-            let state = ctx.subs.owned.borrow().get(&id).map(record::encode);
+            let state = ctx.subs.owned.borrow().get(&id).map(stored::encode);
             let rec = match state {
                 Some(state) => Record::SubscriptionPut { id, state },
                 None if ctx.shard.store.borrow().subscriptions.contains_key(&id) => Record::SubscriptionDelete { id },

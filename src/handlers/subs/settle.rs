@@ -5,7 +5,7 @@
 use super::answers::{body_json, json};
 use super::{persist, wake};
 use crate::ctx::Ctx;
-use crate::subscriptions::limits::{MAX_ACKS, MAX_WORKER_BYTES};
+use crate::subscriptions::bounds::{MAX_ACKS, MAX_WORKER_BYTES};
 use crate::subscriptions::model::{Ack, Delivery, SubError, Subscription};
 use sluice::http::{headers as h, Head, Response};
 use std::rc::Rc;

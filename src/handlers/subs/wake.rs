@@ -8,8 +8,8 @@
 use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
 use crate::subscriptions::backoff::retry_delay_ms;
+use crate::subscriptions::bounds::OUTCOME_POLL;
 use crate::subscriptions::delivery::{Job, Outcome};
-use crate::subscriptions::limits::OUTCOME_POLL;
 use crate::subscriptions::model::{Delivery, Subscription};
 use crate::subscriptions::SubsReq;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};

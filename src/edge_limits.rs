@@ -1,6 +1,6 @@
 //! The HTTP edge's fixed limits and periods, in one place, with the
 //! relations between them checked at compile time (the shard runtime's are
-//! `sluice_shards::limits`, the protocol core's `sluice_shards::core::limits`;
+//! `sluice_shards::tuning`, the protocol core's `sluice_shards::core::limits`;
 //! the limits an operator sets are flags, `config`).
 
 use std::time::Duration;
