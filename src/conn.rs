@@ -138,9 +138,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let rendered = match owner {
             Some(owner) => {
                 // Shutdown waits for this connection's forwarded request too.
-                ctx.in_flight.set(ctx.in_flight.get() + 1);
+                ctx.request_started();
                 let delivered = forward::submit(&ctx, owner, head, target, route, body, started).await;
-                ctx.in_flight.set(ctx.in_flight.get() - 1);
+                ctx.request_done();
                 match delivered {
                     Delivered::Response(r) => r,
                     Delivered::Live(sub) => {

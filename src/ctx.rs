@@ -109,6 +109,18 @@ impl Ctx {
         })
     }
 
+    /// Counts a request in flight: shutdown waits for it.
+    pub fn request_started(&self) {
+        self.in_flight.set(self.in_flight.get() + 1);
+    }
+
+    /// A request counted by [`Ctx::request_started`] was answered.
+    pub fn request_done(&self) {
+        let n = self.in_flight.get();
+        debug_assert!(n > 0, "a request in flight is answered once");
+        self.in_flight.set(n - 1);
+    }
+
     /// Whether shutdown has begun.
     pub fn stopping(&self) -> bool {
         self.stopping.generation() > 0

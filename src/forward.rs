@@ -39,9 +39,9 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
                 let delivered = match answered {
                     Answered::Response(r) => Delivered::Response(r),
                     Answered::Move => Delivered::Move,
-                    Answered::Live { owner, key, handle, bytes, from } => {
+                    Answered::Live { owner, key, handle, pump, bytes, from } => {
                         // Counted before any event that follows in this batch.
-                        let feed = relay::subscribe(ctx, &key, handle);
+                        let feed = relay::subscribe(ctx, &key, handle, pump);
                         Delivered::Live(Subscription { owner, key, feed, start: bytes, from })
                     }
                 };
@@ -60,7 +60,7 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
             }
             Envelope::Event { key, handle, event } => relay::deliver(ctx, &key, handle, Some(event)),
             Envelope::Gone { key, handle } => relay::deliver(ctx, &key, handle, None),
-            Envelope::Leave { from, key, handle } => relay::leave(ctx, from, &key, handle),
+            Envelope::Leave { from, key, handle, pump } => relay::leave(ctx, from, &key, handle, pump),
         }
     }
 }

@@ -27,7 +27,7 @@ use std::time::Instant;
 pub enum Start {
     /// Joined the relay: the response head and first control event, and the
     /// offset and stream incarnation the events follow.
-    Live { key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
+    Live { key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
     /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
     Move,
 }
@@ -52,7 +52,10 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     let existing = ctx.relays.pumps.borrow().get(&req.key).filter(|p| p.handle == handle).cloned();
     let pump = existing.unwrap_or_else(|| {
         // A pump of an earlier incarnation of the key sees it was replaced and stops.
+        let id = ctx.relays.next_pump.get();
+        ctx.relays.next_pump.set(id + 1);
         let pump = Rc::new(Pump {
+            id,
             handle,
             pos: Cell::new(req.from),
             subscribers: RefCell::new(vec![0; ctx.shards]),
@@ -69,13 +72,15 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     if req.from > pump.pos.get() {
         pump.cuts.borrow_mut().insert(req.from);
     }
-    Start::Live { key: req.key, handle, bytes, from: req.from }
+    Start::Live { key: req.key, handle, pump: pump.id, bytes, from: req.from }
 }
 
-/// Owner: a subscriber on shard `from` has ended.
-pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64) {
-    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle) {
+/// Owner: a subscriber on shard `from` of pump `pump` has ended (a pump
+/// that has ended since counts nobody: its subscribers were told `Gone`).
+pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64, pump: u64) {
+    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle && p.id == pump) {
         let mut subs = p.subscribers.borrow_mut();
+        debug_assert!(subs[from] > 0, "shard {from} leaves pump {pump} more often than it joined");
         subs[from] = subs[from].saturating_sub(1);
     }
 }
@@ -167,12 +172,14 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
 
 /// Subscriber shard: a subscriber joins the feed of a remote stream
 /// incarnation (counted before any event that follows its answer).
-pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
+pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64, pump: u64) -> Rc<Feed> {
     let mut feeds = ctx.relays.feeds.borrow_mut();
-    let feed = feeds.get(key).filter(|f| f.handle == handle && !f.gone.get()).cloned().unwrap_or_else(|| {
-        // A feed of an earlier incarnation keeps serving its own subscribers.
+    let current = |f: &&Rc<Feed>| f.handle == handle && f.pump == pump && !f.gone.get();
+    let feed = feeds.get(key).filter(current).cloned().unwrap_or_else(|| {
+        // A feed of an earlier incarnation (or pump) keeps serving its own subscribers.
         let feed = Rc::new(Feed {
             handle,
+            pump,
             events: RefCell::default(),
             held: Cell::new(0),
             signal: Rc::new(Signal::default()),
@@ -188,13 +195,15 @@ pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
 
 /// Subscriber shard: a subscriber of `feed` (stream `key` on `owner`) has ended.
 pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>) {
-    feed.subscribers.set(feed.subscribers.get() - 1);
+    let left = feed.subscribers.get();
+    debug_assert!(left > 0, "a relayed subscriber unsubscribes once");
+    feed.subscribers.set(left - 1);
     let mut feeds = ctx.relays.feeds.borrow_mut();
     if feed.subscribers.get() == 0 && feeds.get(key).is_some_and(|f| Rc::ptr_eq(f, feed)) {
         feeds.remove(key);
     }
     drop(feeds);
-    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
+    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle, pump: feed.pump });
 }
 
 /// Subscriber shard: an event (None: the end) of a remote stream arrived.

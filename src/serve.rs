@@ -31,9 +31,9 @@ pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors)
 pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
     // Shutdown waits for in-flight requests; parked long-polls are woken
     // by it and answer 204 at once.
-    ctx.in_flight.set(ctx.in_flight.get() + 1);
+    ctx.request_started();
     let reply = handlers::handle(ctx, head, target, route, body).await;
-    ctx.in_flight.set(ctx.in_flight.get() - 1);
+    ctx.request_done();
     match reply {
         Reply::Full(resp) => {
             // CORS follows the request's Origin wherever it is answered.
@@ -82,9 +82,9 @@ pub async fn answer(
             Answered::Response(Rendered::new(resp, last(ctx, &head)))
         }
         Reply::Sse(sse) => match relay::join(ctx, from, sse) {
-            Start::Live { key, handle, bytes, from } => {
+            Start::Live { key, handle, pump, bytes, from } => {
                 answered(ctx, Some(&head), label, 200, started);
-                Answered::Live { owner: ctx.id, key, handle, bytes, from }
+                Answered::Live { owner: ctx.id, key, handle, pump, bytes, from }
             }
             // The replayed request is counted where it is served.
             Start::Move => Answered::Move,

@@ -34,7 +34,7 @@ pub enum Answered {
     Response(Rendered),
     /// A live SSE read joined the owner's relay: write `bytes` (head and
     /// first control event), then follow the stream's relayed events from `from`.
-    Live { owner: usize, key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
+    Live { owner: usize, key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
     /// Move the connection to the owner and replay the request there.
     Move,
 }
@@ -62,10 +62,11 @@ pub enum Envelope {
         key: StreamKey,
         handle: u64,
     },
-    /// A relayed subscriber on shard `from` ended.
+    /// A relayed subscriber on shard `from`, fed by pump `pump`, ended.
     Leave {
         from: usize,
         key: StreamKey,
         handle: u64,
+        pump: u64,
     },
 }

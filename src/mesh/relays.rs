@@ -22,10 +22,15 @@ pub struct Event {
 pub struct Relays {
     pub pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
     pub feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
+    /// The id the next pump gets.
+    pub next_pump: Cell<u64>,
 }
 
 /// Owner side: where the next event starts and who receives it.
 pub struct Pump {
+    /// This pump among the pumps the owner ran (a pump that ended and the
+    /// one started after it for the same stream are two).
+    pub id: u64,
     /// The stream incarnation pumped (a deleted and re-created stream is another).
     pub handle: u64,
     pub pos: Cell<u64>,
@@ -40,6 +45,8 @@ pub struct Pump {
 pub struct Feed {
     /// The stream incarnation followed.
     pub handle: u64,
+    /// The owner's pump that feeds it.
+    pub pump: u64,
     pub events: RefCell<VecDeque<Rc<Event>>>,
     /// Encoded bytes held in `events`.
     pub held: Cell<usize>,

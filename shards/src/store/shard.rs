@@ -327,6 +327,7 @@ impl Shard {
         match decided {
             Ok((lsn, out)) => {
                 self.log.durable(lsn).await?;
+                debug_assert!(self.log.durable_mark() >= lsn, "an outcome is answered, and published, once durable");
                 Ok(out)
             }
             Err(refusal) => {
