@@ -166,6 +166,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
         };
         let fd = listener.into_raw_fd();
         let builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()])).io_memory(cfg.io_memory);
+        let (made_tx, made_rx) = mpsc::channel::<()>();
         let h = std::thread::Builder::new()
             .name(format!("shard-{i}-exec"))
             .spawn(move || {
@@ -174,7 +175,9 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
                 // its preemption timer in the latency ring, under CPU
                 // contention), and only the watchdog's kick wakes it then.
                 start.pulse.register_current_thread();
-                match builder.make() {
+                let made = builder.make();
+                let _ = made_tx.send(());
+                match made {
                     Ok(ex) => ex.run(shard::run(i, cfg, fd, mesh, start)),
                     Err(e) => {
                         let why = format!("cannot start shard {i} executor (io_uring or locked memory): {e}");
@@ -183,6 +186,10 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
                 }
             })
             .map_err(|e| format!("cannot start shard {i} thread: {e}"))?;
+        // One executor made at a time: glommio numbers executors in the
+        // order they are made and the cross-shard mesh orders its peers by
+        // that number, so shard i must be the i-th made.
+        let _ = made_rx.recv();
         handles.push(h);
     }
     drop(ready_tx);

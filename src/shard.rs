@@ -68,6 +68,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
+    // Messages are addressed by shard id: the mesh must number its peers so.
+    assert_eq!(senders.peer_id(), id, "shard {id} is peer {} of the mesh", senders.peer_id());
     let recovering = std::time::Instant::now();
     let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
