@@ -3,7 +3,7 @@
 # created with one 10-byte message each (`sluice-bench --scenario idle
 # --initial-bytes 10`), then: RSS per stream, files and disk in the data dir,
 # the bucket metadata request, what the server writes per second while 2
-# appends/s trickle in (flush every 1 s), and restart to /v1/healthz warm and
+# appends/s trickle in (flush every 1 s, measured after SETTLE=20 s), and restart to /v1/healthz warm and
 # cold (page cache dropped; root only, otherwise "-").
 #
 #   bench/many.sh [N ...]          # default: 100000
@@ -39,8 +39,11 @@ for n in "${@:-100000}"; do
         --prefix m --json "$WORK/idle.json" >"$WORK/idle-$n.txt" 2>&1
     read -r per rate < <(python3 -c "import json; j=json.load(open('$WORK/idle.json')); print(j['bytes_per_stream'], round(j['created']/j['create_secs']))")
     meta=$(curl -s -o /dev/null -w '%{time_total}' "$URL/v1-stream")
-    # Two appends per second for 20 s to two of the streams; what the
-    # server process wrote meanwhile (/proc/PID/io, every file it wrote).
+    # The flushes that write the new streams' first files take a while
+    # after the creates; then two appends per second for 20 s to two of
+    # the streams, and what the server process wrote meanwhile
+    # (/proc/PID/io, every file it wrote).
+    sleep "${SETTLE:-20}"
     w0=$(awk '/^write_bytes/ {print $2}' "/proc/$SERVER_PID/io")
     for i in $(seq 40); do
         curl -s -o /dev/null -X POST -H 'content-type: text/plain' --data "tick$i" "$URL/v1/stream/m$((i % 2))"

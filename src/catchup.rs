@@ -10,11 +10,11 @@
 //! damaged file) resets the connection: the length is already promised, so
 //! the client sees a cut response and reads again from its last offset.
 
+use crate::ctx::Ctx;
 use crate::send::{reset, send};
-use crate::shard::Ctx;
 use glommio::net::TcpStream;
 use sluice::http::Response;
-use sluice_shards::store::index::Limit;
+use sluice_shards::store::reads::Limit;
 use sluice_shards::store::StreamKey;
 
 /// A planned streamed response: `head` announces `end - from` bytes.

@@ -2,12 +2,13 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
-use crate::auth::cors::CorsPolicy;
+use crate::edge_limits::MIN_LOCKED_MEMORY;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
+use sluice::http::cors::CorsPolicy;
 use sluice::units::{format_duration, format_size, parse_duration, parse_size};
-use sluice_shards::core::limits;
 use sluice_shards::log::FsyncMode;
+use sluice_shards::tuning;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -145,20 +146,20 @@ pub struct Config {
 
     /// Log segment size, preallocated and zero-filled ahead of use (4KiB..64GiB).
     #[arg(long, env = "SLUICE_SEGMENT_BYTES", value_name = "SIZE", default_value = "64MiB",
-          value_parser = size::<u64>(limits::MIN_SEGMENT_BYTES, limits::MAX_SEGMENT_BYTES))]
+          value_parser = size::<u64>(tuning::MIN_SEGMENT_BYTES, tuning::MAX_SEGMENT_BYTES))]
     pub segment_bytes: u64,
 
     /// Journal bytes after which a shard flushes its streams' new bytes into their stream
     /// files and checkpoints; writers wait beyond 4x this (1MiB..4GiB). Bounds the memory
     /// unflushed bytes hold and the journal a restart replays.
     #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "32MiB",
-          value_parser = size::<u64>(limits::MIN_FLUSH_BYTES, limits::MAX_FLUSH_BYTES))]
+          value_parser = size::<u64>(tuning::MIN_FLUSH_BYTES, tuning::MAX_FLUSH_BYTES))]
     pub flush_bytes: u64,
 
     /// Longest time between flushes while anything changed; deleted and retained-away
     /// bytes are given back to the file system within two of these (100ms..30s).
     #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "5s",
-          value_parser = duration(ms(limits::MIN_FLUSH_INTERVAL_MS), ms(limits::MAX_FLUSH_INTERVAL_MS)))]
+          value_parser = duration(ms(tuning::MIN_FLUSH_INTERVAL_MS), ms(tuning::MAX_FLUSH_INTERVAL_MS)))]
     pub flush_interval: Duration,
 
     /// io_uring registered buffer memory per shard, locked in RAM (64KiB..4GiB).
@@ -216,12 +217,12 @@ pub struct Config {
     /// sweeps) run this many times faster, so a test covers days of timer
     /// periods in seconds. Not for service.
     #[arg(long, env = "SLUICE_TEST_TIME_SCALE", value_name = "N", default_value = "1", hide = true,
-          value_parser = count::<u32>(1, limits::MAX_TIME_SCALE as u64))]
+          value_parser = count::<u32>(1, tuning::MAX_TIME_SCALE as u64))]
     pub test_time_scale: u32,
 
     /// Stream-file descriptors each shard may keep open: not a flag, set by
     /// [`Config::check`] from the open-files limit.
-    #[arg(skip = limits::MAX_OPEN_FILES)]
+    #[arg(skip = tuning::MAX_OPEN_FILES)]
     pub open_files: usize,
 }
 
@@ -237,7 +238,7 @@ impl Config {
     /// nor `--open`), where every client but a local one would get 403
     /// while health checks pass: a bad command line too (issue 29 item 7).
     pub fn unserved(&self) -> Option<String> {
-        let exposed = !crate::auth::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
+        let exposed = !sluice::http::peer::is_loopback(self.listen.ip()) && self.tokens.is_none() && !self.open;
         exposed.then(|| {
             format!(
                 "--listen {} is not loopback, but without --tokens only loopback clients are served: \
@@ -311,27 +312,27 @@ impl Config {
 
 impl Config {
     /// Splits `open_files` (the process's limit) evenly among the shards:
-    /// each keeps [`limits::FIXED_FDS_PER_SHARD`], then its stream-file
+    /// each keeps [`tuning::FIXED_FDS_PER_SHARD`], then its stream-file
     /// cache and its connections share the rest. When the limit cannot hold
     /// `--max-connections` and a full cache, the cache keeps a quarter of
     /// the rest (or what the connections leave, if more; between
-    /// [`limits::MIN_OPEN_FILES`] and `MAX_OPEN_FILES`) and the connections
+    /// [`tuning::MIN_OPEN_FILES`] and `MAX_OPEN_FILES`) and the connections
     /// get the remainder (refused with 503 beyond, instead of accepts
-    /// failing). A limit that leaves fewer than [`limits::MIN_CONNECTIONS`]
+    /// failing). A limit that leaves fewer than [`tuning::MIN_CONNECTIONS`]
     /// (or `--max-connections`, if lower) is refused. A cut to less than
     /// half the connections or a quarter of the cache is returned as a
     /// warning; a smaller one is only noted (a default start on a host
     /// whose limit is a little low should not warn every time).
     fn share_descriptors(&mut self, open_files: u64) -> Result<Option<String>, String> {
         let per_shard = usize::try_from(open_files / self.shards as u64).unwrap_or(usize::MAX);
-        let spare = per_shard.saturating_sub(limits::FIXED_FDS_PER_SHARD);
+        let spare = per_shard.saturating_sub(tuning::FIXED_FDS_PER_SHARD);
         let files = (spare / 4)
             .max(spare.saturating_sub(self.max_connections))
-            .clamp(limits::MIN_OPEN_FILES, limits::MAX_OPEN_FILES);
+            .clamp(tuning::MIN_OPEN_FILES, tuning::MAX_OPEN_FILES);
         let connections = self.max_connections.min(spare.saturating_sub(files));
-        let least = self.max_connections.min(limits::MIN_CONNECTIONS);
+        let least = self.max_connections.min(tuning::MIN_CONNECTIONS);
         if connections < least {
-            let need = self.shards * (limits::FIXED_FDS_PER_SHARD + limits::MIN_OPEN_FILES + least);
+            let need = self.shards * (tuning::FIXED_FDS_PER_SHARD + tuning::MIN_OPEN_FILES + least);
             return Err(format!(
                 "the open-files limit {open_files} is too low for --shards {}: at least {need} descriptors are needed \
                  (raise LimitNOFILE / ulimit -n)",
@@ -344,10 +345,10 @@ impl Config {
              (raise LimitNOFILE / ulimit -n)",
             self.shards, self.max_connections
         );
-        let warning = if connections < self.max_connections / 2 || files < limits::MAX_OPEN_FILES / 4 {
+        let warning = if connections < self.max_connections / 2 || files < tuning::MAX_OPEN_FILES / 4 {
             Some(shared)
         } else {
-            if connections < self.max_connections || files < limits::MAX_OPEN_FILES {
+            if connections < self.max_connections || files < tuning::MAX_OPEN_FILES {
                 tracing::info!("{shared}");
             }
             None
@@ -394,10 +395,6 @@ pub fn unknown_variables(vars: impl Iterator<Item = String>) -> Vec<String> {
         serve.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
     vars.filter(|v| v.starts_with("SLUICE_") && v != crate::fatal::FAULT_VAR && !known.contains(v)).collect()
 }
-
-/// Locked memory glommio needs per executor for its rings; below it the
-/// executor fails to start.
-const MIN_LOCKED_MEMORY: u64 = 512 << 10;
 
 /// What the host allows this process, read once at start.
 #[derive(Clone, Debug)]
@@ -624,12 +621,12 @@ mod tests {
     fn the_open_files_limit_is_shared_out() {
         let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
         assert_eq!(c.share_descriptors(2 * (32 + 100 + 512)).expect("fits"), None);
-        assert_eq!((c.max_connections, c.open_files), (100, limits::MAX_OPEN_FILES));
+        assert_eq!((c.max_connections, c.open_files), (100, tuning::MAX_OPEN_FILES));
         assert_eq!(c.share_descriptors(2 * (32 + 100 + 200)).expect("fits"), None, "a small cut is only noted");
         assert_eq!((c.max_connections, c.open_files), (100, 200));
         let mut many = serve("serve --shards 2 --max-connections 10000").expect("parses");
         assert_eq!(many.share_descriptors(20_000).expect("fits"), None, "a default start here: noted, no warning");
-        assert_eq!((many.max_connections, many.open_files), (10_000 - 32 - 512, limits::MAX_OPEN_FILES));
+        assert_eq!((many.max_connections, many.open_files), (10_000 - 32 - 512, tuning::MAX_OPEN_FILES));
         let mut c = serve("serve --shards 2 --max-connections 100").expect("parses");
         let w = c.share_descriptors(2 * (32 + 16 + 40)).expect("fits").expect("a warning");
         assert!(w.contains("40 connections (of --max-connections 100) and 16 cached stream files"), "{w}");
@@ -637,7 +634,7 @@ mod tests {
         assert!(e.contains("the open-files limit 126 is too low for --shards 2: at least 128"), "{e}");
         let mut few = serve("serve --shards 2 --max-connections 2").expect("parses");
         assert!(few.share_descriptors(2 * (32 + 16 + 2)).expect("fits").is_some());
-        assert_eq!((few.max_connections, few.open_files), (2, limits::MIN_OPEN_FILES));
+        assert_eq!((few.max_connections, few.open_files), (2, tuning::MIN_OPEN_FILES));
         let e = few.share_descriptors(2 * (32 + 16 + 1)).expect_err("too low");
         assert!(e.contains("the open-files limit 98 is too low for --shards 2: at least 100"), "{e}");
     }

@@ -5,31 +5,32 @@
 //! pipelining).
 
 use crate::affinity::Affinity;
-use crate::auth::{self, cors::Cors};
 use crate::catchup::send_streamed;
-use crate::forward::{self, Answered, Delivered, Rendered};
-use crate::handlers::{self, Reply, Route};
+use crate::ctx::Ctx;
+use crate::edge_limits::{BODY_READ, HEAD_READ};
+use crate::forward;
+use crate::handlers::Reply;
+use crate::mesh::envelope::Delivered;
 use crate::mesh::Message;
-use crate::metrics::answered;
+use crate::route;
 use crate::send::send;
-use crate::shard::Ctx;
+use crate::serve::{admit, answered, last, refusal, respond};
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
 use sluice::budget::Reserved;
-use sluice::http::body::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
+use sluice::http::chunked::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
+use sluice::http::cors::{finish, Cors};
+use sluice::http::error::HttpError;
+use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
-use sluice::http::url::{parse_target, Target};
+use sluice::http::response::Rendered;
+use sluice::http::url::parse_target;
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-/// Read sizes: small for request heads (most requests are a few hundred
-/// bytes), larger while a body is arriving. The buffer space is zeroed before
-/// each read, so a read never asks for much more than it expects.
-const HEAD_READ: usize = 8 * 1024;
-const BODY_READ: usize = 256 * 1024;
 /// The answer to a request that arrives on an open connection after SIGTERM.
 const STOPPING: Error = Error::Unavailable("server is stopping; retry on a new connection");
 /// The interim answer to `Expect: 100-continue`.
@@ -40,7 +41,9 @@ struct ConnGuard(Rc<Ctx>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.connections.set(self.0.connections.get() - 1);
+        let open = self.0.connections.get();
+        debug_assert!(open > 0, "a connection is counted once and uncounted once");
+        self.0.connections.set(open - 1);
     }
 }
 
@@ -56,7 +59,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
     let _ = sock.set_nodelay(true);
     // Every write goes through `send`: a peer that takes too few bytes of a
     // response for the idle timeout is reset rather than held forever.
-    let loopback = sock.peer_addr().is_ok_and(|a| auth::is_loopback(a.ip()));
+    let loopback = sock.peer_addr().is_ok_and(|a| is_loopback(a.ip()));
     let mut affinity = Affinity::default();
     loop {
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
@@ -80,7 +83,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                 return;
             }
         };
-        let route = handlers::route(&head, &target);
+        let route = route::route(&head, &target);
         let label = route.label(head.method, &target);
         if ctx.stopping() {
             // Draining: only requests received before the stop are served.
@@ -135,9 +138,9 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let rendered = match owner {
             Some(owner) => {
                 // Shutdown waits for this connection's forwarded request too.
-                ctx.in_flight.set(ctx.in_flight.get() + 1);
+                ctx.request_started();
                 let delivered = forward::submit(&ctx, owner, head, target, route, body, started).await;
-                ctx.in_flight.set(ctx.in_flight.get() - 1);
+                ctx.request_done();
                 match delivered {
                     Delivered::Response(r) => r,
                     Delivered::Live(sub) => {
@@ -190,89 +193,6 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
     sluice_shards::tasks::spawn_into(task, queue).detach();
 }
 
-/// Access control's answer to a parsed, routed request, finished for the
-/// wire: a refusal or a CORS preflight, given before any body is read.
-/// `None`: serve it. (The request-level fuzz target calls it as `serve` does.)
-pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors) -> Option<Response> {
-    let answer = ctx.gate.admit(loopback, head, route, cors)?;
-    Some(handlers::finish(fit_to_method(head, answer), cors))
-}
-
-/// Serves a request on this (its owner) shard; the response is finished
-/// (common headers, HEAD length) and ready to render. (The request-level
-/// fuzz target calls it as `serve` does.)
-pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
-    // Shutdown waits for in-flight requests; parked long-polls are woken
-    // by it and answer 204 at once.
-    ctx.in_flight.set(ctx.in_flight.get() + 1);
-    let reply = handlers::handle(ctx, head, target, route, body).await;
-    ctx.in_flight.set(ctx.in_flight.get() - 1);
-    match reply {
-        Reply::Full(resp) => {
-            // CORS follows the request's Origin wherever it is answered.
-            let cors = ctx.gate.cors(head.header(h::ORIGIN));
-            Reply::Full(handlers::finish(fit_to_method(head, resp), &cors))
-        }
-        Reply::Catchup(mut c) => {
-            c.head = handlers::finish(c.head, &ctx.gate.cors(head.header(h::ORIGIN)));
-            Reply::Catchup(c)
-        }
-        sse => sse,
-    }
-}
-
-/// The refusal of a parsed request that ends its connection (a bad target,
-/// a bad or oversized body): without a body if it was a HEAD. (The fuzz
-/// target checks it as `serve` sends it.)
-pub fn refusal(head: &Head, e: Error) -> Response {
-    fit_to_method(head, e.into())
-}
-
-/// HEAD: announce the length, send no body.
-fn fit_to_method(head: &Head, mut resp: Response) -> Response {
-    if head.method == sluice::http::Method::Head && resp.head_length.is_none() {
-        resp.head_length = Some(resp.body.len());
-    }
-    resp
-}
-
-/// Serves a request forwarded by shard `from`, which holds its connection
-/// and received it at `started` (it is counted and logged here).
-pub async fn answer(
-    ctx: &Rc<Ctx>,
-    from: usize,
-    head: Head,
-    target: Target,
-    route: Route,
-    body: Vec<u8>,
-    started: Instant,
-) -> Answered {
-    let label = route.label(head.method, &target);
-    match respond(ctx, &head, &target, route, body).await {
-        Reply::Full(resp) => {
-            answered(ctx, Some(&head), label, resp.status, started);
-            Answered::Response(Rendered::new(resp, last(ctx, &head)))
-        }
-        Reply::Sse(sse) => match crate::relay::join(ctx, from, sse) {
-            crate::relay::Start::Live { key, handle, bytes, from } => {
-                answered(ctx, Some(&head), label, 200, started);
-                Answered::Live { owner: ctx.id, key, handle, bytes, from }
-            }
-            // The replayed request is counted where it is served.
-            crate::relay::Start::Move => Answered::Move,
-        },
-        // Streamed where the stream lives: the connection moves there.
-        Reply::Catchup(_) => Answered::Move,
-    }
-}
-
-/// Whether a response is the last on its connection: the client asked,
-/// or the server is stopping (a client then reconnects, to another server
-/// or to this one restarted; a parked long-poll's 204 says where to resume).
-fn last(ctx: &Ctx, head: &Head) -> bool {
-    head.close || ctx.stopping()
-}
-
 /// Writes rendered response bytes; false if the peer is gone or stalled.
 async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
     let idle = ctx.cfg.idle_timeout;
@@ -281,11 +201,11 @@ async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
 
 /// Writes an error response that ends the connection.
 async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
-    let _ = write(ctx, sock, &Rendered::new(handlers::finish(resp, cors), true)).await;
+    let _ = write(ctx, sock, &Rendered::new(finish(resp, cors), true)).await;
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, Error> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, HttpError> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut started = std::time::Instant::now();
@@ -310,7 +230,7 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result
             Ok(()) => {}
             Err(Ended::Closed) => return Ok(None),
             Err(Ended::TimedOut) if buf.is_empty() => return Ok(None),
-            Err(Ended::TimedOut) => return Err(Error::Timeout("request head not received in time")),
+            Err(Ended::TimedOut) => return Err(HttpError::Timeout("request head not received in time")),
         }
     }
 }
@@ -354,12 +274,12 @@ async fn read_body(
     sock: &mut TcpStream,
     buf: &mut Vec<u8>,
     head: &Head,
-) -> Result<(Vec<u8>, Option<Reserved>), Error> {
+) -> Result<(Vec<u8>, Option<Reserved>), HttpError> {
     let limit = ctx.cfg.max_body_bytes;
     let started = std::time::Instant::now();
     let deadline = ctx.cfg.request_timeout;
-    const TOO_SLOW: Error = Error::Timeout("request body not received in time");
-    const CUT_SHORT: Error = Error::Invalid("connection closed mid-body");
+    const TOO_SLOW: HttpError = HttpError::Timeout("request body not received in time");
+    const CUT_SHORT: HttpError = HttpError::Stream(Error::Invalid("connection closed mid-body"));
     match head.body {
         BodyKind::None => {
             buf.drain(..head.len);
@@ -367,7 +287,7 @@ async fn read_body(
         }
         BodyKind::Length(n) => {
             if n > limit {
-                return Err(BODY_TOO_LARGE);
+                return Err(BODY_TOO_LARGE.into());
             }
             let reserved = ctx.bodies.reserve(n).ok_or(BODY_MEMORY)?;
             // The body is read into its own buffer, allocated once.
@@ -407,7 +327,7 @@ async fn read_body(
                 if need > body.capacity() {
                     let room = (body.capacity() * 2).clamp(need, limit as usize);
                     if !reserved.cover(room as u64) {
-                        return Err(BODY_MEMORY);
+                        return Err(BODY_MEMORY.into());
                     }
                     body.reserve_exact(room - body.len());
                 }

@@ -2,13 +2,12 @@
 //! its own `Cell`s (no locks, no atomics); a scrape asks every shard for a
 //! snapshot over the cross-shard mesh, then merges and renders here.
 
-use crate::shard::Ctx;
-use sluice::http::Head;
 use sluice_shards::stats::{DiskUsage, Histogram, HistogramSnapshot, SECONDS};
+use sluice_shards::store::Shard;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -41,26 +40,6 @@ impl ShardMetrics {
     }
 }
 
-/// Counts an answered request and, with `--access-log`, logs one line for it.
-/// `head` is `None` when the request head itself was refused.
-pub fn answered(ctx: &Ctx, head: Option<&Head>, route: &'static str, status: u16, started: Instant) {
-    let took = started.elapsed();
-    ctx.metrics.request(route, status, took);
-    if ctx.cfg.access_log {
-        let (method, target) = head.map_or(("-".to_string(), "-"), |h| (format!("{:?}", h.method), h.target.as_str()));
-        // Read tokens travel in the query string (`?token=`): never logged.
-        let target = sluice::http::url::redact(target);
-        tracing::info!(
-            target: "sluice::access",
-            shard = ctx.id,
-            method = %method.to_ascii_uppercase(),
-            target = %target,
-            status,
-            micros = took.as_micros() as u64
-        );
-    }
-}
-
 /// One shard's values at scrape time; sent between shards.
 #[derive(Debug)]
 pub struct ShardSnapshot {
@@ -89,35 +68,35 @@ pub struct ShardSnapshot {
     log_failed: bool,
 }
 
-/// Takes this shard's snapshot.
-pub fn snapshot(ctx: &Ctx) -> ShardSnapshot {
-    let m = &ctx.metrics;
-    let log = &ctx.shard.log.stats;
-    let store = ctx.shard.store.borrow();
+/// Takes shard `id`'s snapshot: its edge counters `m`, its store, its open
+/// connections and the SIGHUPs it has seen.
+pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, reloads: u64) -> ShardSnapshot {
+    let log = &shard.log.stats;
+    let store = shard.store.borrow();
     ShardSnapshot {
-        shard: ctx.id,
+        shard: id,
         requests: m.requests.borrow().iter().map(|(k, v)| (*k, *v)).collect(),
         request_seconds: m.request_seconds.borrow().iter().map(|(k, h)| (*k, h.snapshot())).collect(),
         appends: log.appends.get(),
         append_bytes: log.append_bytes.get(),
         fsync_seconds: log.fsync_seconds.snapshot(),
         group_commit_records: log.group_commit_records.snapshot(),
-        connections: ctx.connections.get() as u64,
+        connections: connections as u64,
         tasks: sluice_shards::tasks::live(),
         long_polls: m.long_polls.get(),
         sse: m.sse.get(),
         streams: store.streams.len() as u64,
         buckets: store.buckets.len() as u64,
-        disk: ctx.shard.disk_usage(),
+        disk: shard.disk_usage(),
         cross_shard: m.cross_shard.get(),
         recovery_seconds: m.recovery.get().as_secs_f64(),
         torn_bytes: log.torn_bytes.get(),
-        reloads: ctx.reload.generation(),
-        flushes_ok: ctx.shard.flush_stats.ok.get(),
-        flushes_failed: ctx.shard.flush_stats.failed.get(),
-        flush_seconds: ctx.shard.flush_stats.seconds.snapshot(),
-        unflushed_bytes: ctx.shard.log.appended_bytes() - ctx.shard.flush_stats.stored_through.get(),
-        log_failed: ctx.shard.log.is_failed(),
+        reloads,
+        flushes_ok: shard.flush_stats.ok.get(),
+        flushes_failed: shard.flush_stats.failed.get(),
+        flush_seconds: shard.flush_stats.seconds.snapshot(),
+        unflushed_bytes: shard.log.appended_bytes() - shard.flush_stats.stored_through.get(),
+        log_failed: shard.log.is_failed(),
     }
 }
 

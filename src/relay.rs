@@ -5,72 +5,29 @@
 //! the same bytes. Only readers of the plain view starting at the tail join a
 //! relay; any other SSE read moves its connection to the owner.
 
-use crate::forward::{self, Envelope};
+use crate::ctx::Ctx;
+use crate::edge_limits::RECENT_BYTES;
+use crate::handlers::read::SseRequest;
 use crate::handlers::read::{read_batch, Limit, View};
+use crate::mesh::envelope::Envelope;
+use crate::mesh::relays::{Event, Feed, Pump, Subscription};
+use crate::outbox::push;
 use crate::send::send;
-use crate::shard::Ctx;
-use crate::sse::{self, SseRequest};
+use crate::sse;
 use glommio::net::TcpStream;
 use sluice::sse_wire::{encode_control, Control};
 use sluice_shards::core::cursor::next_cursor;
 use sluice_shards::signal::Signal;
 use sluice_shards::store::StreamKey;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Instant;
-
-/// Encoded bytes of recent events a subscriber shard keeps per stream (the
-/// newest event always stays): a subscriber further behind ends its response
-/// at an event boundary, and its client resumes from the last offset it got.
-const RECENT_BYTES: usize = 1 << 20;
-
-/// One encoded SSE event covering `[from, end)` of a stream.
-pub struct Event {
-    pub from: u64,
-    pub end: u64,
-    pub closed: bool,
-    pub bytes: Vec<u8>,
-}
-
-/// Relay state of one shard: pumps for its own streams, and the recent events
-/// of remote streams its subscribers follow.
-#[derive(Default)]
-pub struct Relays {
-    pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
-    feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
-}
-
-/// Owner side: where the next event starts and who receives it.
-struct Pump {
-    /// The stream incarnation pumped (a deleted and re-created stream is another).
-    handle: u64,
-    pos: Cell<u64>,
-    /// Subscribers per shard.
-    subscribers: RefCell<Vec<usize>>,
-    /// Offsets where a subscriber joined after `pos`: events are cut there,
-    /// so every subscriber finds an event starting at its offset.
-    cuts: RefCell<BTreeSet<u64>>,
-}
-
-/// Subscriber side: a remote stream's recent events.
-pub struct Feed {
-    /// The stream incarnation followed.
-    handle: u64,
-    events: RefCell<VecDeque<Rc<Event>>>,
-    /// Encoded bytes held in `events`.
-    held: Cell<usize>,
-    signal: Rc<Signal>,
-    subscribers: Cell<usize>,
-    /// The stream was deleted (or its owner stopped): subscribers end.
-    gone: Cell<bool>,
-}
 
 /// What the owner answers a forwarded SSE read.
 pub enum Start {
     /// Joined the relay: the response head and first control event, and the
     /// offset and stream incarnation the events follow.
-    Live { key: StreamKey, handle: u64, bytes: Vec<u8>, from: u64 },
+    Live { key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
     /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
     Move,
 }
@@ -95,7 +52,10 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     let existing = ctx.relays.pumps.borrow().get(&req.key).filter(|p| p.handle == handle).cloned();
     let pump = existing.unwrap_or_else(|| {
         // A pump of an earlier incarnation of the key sees it was replaced and stops.
+        let id = ctx.relays.next_pump.get();
+        ctx.relays.next_pump.set(id + 1);
         let pump = Rc::new(Pump {
+            id,
             handle,
             pos: Cell::new(req.from),
             subscribers: RefCell::new(vec![0; ctx.shards]),
@@ -112,13 +72,15 @@ pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     if req.from > pump.pos.get() {
         pump.cuts.borrow_mut().insert(req.from);
     }
-    Start::Live { key: req.key, handle, bytes, from: req.from }
+    Start::Live { key: req.key, handle, pump: pump.id, bytes, from: req.from }
 }
 
-/// Owner: a subscriber on shard `from` has ended.
-pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64) {
-    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle) {
+/// Owner: a subscriber on shard `from` of pump `pump` has ended (a pump
+/// that has ended since counts nobody: its subscribers were told `Gone`).
+pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64, pump: u64) {
+    if let Some(p) = ctx.relays.pumps.borrow().get(key).filter(|p| p.handle == handle && p.id == pump) {
         let mut subs = p.subscribers.borrow_mut();
+        debug_assert!(subs[from] > 0, "shard {from} leaves pump {pump} more often than it joined");
         subs[from] = subs[from].saturating_sub(1);
     }
 }
@@ -147,7 +109,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
                 ctx.relays.pumps.borrow_mut().remove(&key);
             }
             for s in shards {
-                forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
             }
             return;
         };
@@ -167,7 +129,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
                     ctx.relays.pumps.borrow_mut().remove(&key);
                 }
                 for s in shards {
-                    forward::push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
+                    push(&ctx, s, Envelope::Gone { key: key.clone(), handle: pump.handle });
                 }
                 return;
             };
@@ -197,7 +159,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
         pump.cuts.borrow_mut().retain(|c| *c > event.end);
         for &s in &shards {
             let ev = Event { from: event.from, end: event.end, closed: event.closed, bytes: event.bytes.clone() };
-            forward::push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
+            push(&ctx, s, Envelope::Event { key: key.clone(), handle: pump.handle, event: ev });
         }
         if event.closed {
             if current(&ctx) {
@@ -210,12 +172,14 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
 
 /// Subscriber shard: a subscriber joins the feed of a remote stream
 /// incarnation (counted before any event that follows its answer).
-pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
+pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64, pump: u64) -> Rc<Feed> {
     let mut feeds = ctx.relays.feeds.borrow_mut();
-    let feed = feeds.get(key).filter(|f| f.handle == handle && !f.gone.get()).cloned().unwrap_or_else(|| {
-        // A feed of an earlier incarnation keeps serving its own subscribers.
+    let current = |f: &&Rc<Feed>| f.handle == handle && f.pump == pump && !f.gone.get();
+    let feed = feeds.get(key).filter(current).cloned().unwrap_or_else(|| {
+        // A feed of an earlier incarnation (or pump) keeps serving its own subscribers.
         let feed = Rc::new(Feed {
             handle,
+            pump,
             events: RefCell::default(),
             held: Cell::new(0),
             signal: Rc::new(Signal::default()),
@@ -231,13 +195,15 @@ pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64) -> Rc<Feed> {
 
 /// Subscriber shard: a subscriber of `feed` (stream `key` on `owner`) has ended.
 pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>) {
-    feed.subscribers.set(feed.subscribers.get() - 1);
+    let left = feed.subscribers.get();
+    debug_assert!(left > 0, "a relayed subscriber unsubscribes once");
+    feed.subscribers.set(left - 1);
     let mut feeds = ctx.relays.feeds.borrow_mut();
     if feed.subscribers.get() == 0 && feeds.get(key).is_some_and(|f| Rc::ptr_eq(f, feed)) {
         feeds.remove(key);
     }
     drop(feeds);
-    forward::push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle });
+    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle, pump: feed.pump });
 }
 
 /// Subscriber shard: an event (None: the end) of a remote stream arrived.
@@ -264,16 +230,6 @@ pub fn deliver(ctx: &Ctx, key: &StreamKey, handle: u64, event: Option<Event>) {
 pub async fn follow(ctx: &Rc<Ctx>, sock: &mut TcpStream, sub: Subscription) {
     stream_events(ctx, sock, &sub.feed, sub.start, sub.from).await;
     unsubscribe(ctx, sub.owner, &sub.key, &sub.feed);
-}
-
-/// A relayed SSE read handed to its connection: the feed it counts on, the
-/// bytes to send first and the offset its events start at.
-pub struct Subscription {
-    pub owner: usize,
-    pub key: StreamKey,
-    pub feed: Rc<Feed>,
-    pub start: Vec<u8>,
-    pub from: u64,
 }
 
 async fn stream_events(ctx: &Ctx, sock: &mut TcpStream, feed: &Feed, start: Vec<u8>, mut offset: u64) {

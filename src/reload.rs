@@ -4,14 +4,11 @@
 //! waits with `ctx.reload.changed(seen).await` and re-reads what it reloads.
 //! SIGHUP never stops the server.
 
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use crate::edge_limits::RELOAD_POLL;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How often a shard looks for a new SIGHUP.
-const POLL: Duration = Duration::from_millis(100);
 
 /// SIGHUPs received by the process so far.
 #[derive(Default)]
@@ -35,6 +32,6 @@ pub async fn watch(ctx: Rc<Ctx>, reloads: Arc<Reloads>) {
         while ctx.reload.generation() < reloads.count() {
             ctx.reload.notify();
         }
-        glommio::timer::sleep(sluice_shards::tick::period(POLL)).await;
+        glommio::timer::sleep(sluice_shards::tick::period(RELOAD_POLL)).await;
     }
 }

@@ -7,9 +7,9 @@
 //! established for the client, and the kernel keeps its send queue (up to
 //! the socket's send buffer) in an orphaned socket for minutes.
 
+use crate::edge_limits::SEND_PIECE;
 use futures_lite::AsyncWriteExt;
 use glommio::net::TcpStream;
-use sluice_shards::core::limits::SEND_PIECE;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 

@@ -5,6 +5,7 @@
 use crate::auth::Access;
 use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
 use crate::dirlock::DirLock;
+use crate::edge_limits::{START_POLL, STOP_MARGIN};
 use crate::mesh::Message;
 use crate::notify::Notifier;
 use crate::reload::Reloads;
@@ -98,12 +99,6 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     Ok(())
 }
 
-/// How long the shards may take beyond `--drain-timeout` to sync the log
-/// and stop after SIGTERM.
-const STOP_MARGIN: Duration = Duration::from_secs(20);
-/// How often a start that waits for its shards looks for SIGTERM/SIGINT.
-const START_POLL: Duration = Duration::from_millis(50);
-
 fn refused(reason: String) -> i32 {
     tracing::error!(%reason, "refused to start");
     1
@@ -111,7 +106,7 @@ fn refused(reason: String) -> i32 {
 
 /// A started server: its executors and what stops them.
 struct Running {
-    handles: Vec<glommio::ExecutorJoinHandle<()>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
     shutdown: Arc<AtomicBool>,
     signals: libc::sigset_t,
     access: Arc<Access>,
@@ -170,11 +165,31 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
             subs: subs.next().expect("one subscription boot per shard"),
         };
         let fd = listener.into_raw_fd();
-        let h = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()]))
-            .name(&format!("shard-{i}"))
-            .io_memory(cfg.io_memory)
-            .spawn(move || shard::run(i, cfg, fd, mesh, start))
-            .map_err(|e| format!("cannot start shard {i} executor (io_uring or locked memory): {e}"))?;
+        let builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[i % cpus.len()])).io_memory(cfg.io_memory);
+        let (made_tx, made_rx) = mpsc::channel::<()>();
+        let h = std::thread::Builder::new()
+            .name(format!("shard-{i}-exec"))
+            .spawn(move || {
+                // Registered before the executor exists: glommio's run loop
+                // can park before it first polls the shard (a completion of
+                // its preemption timer in the latency ring, under CPU
+                // contention), and only the watchdog's kick wakes it then.
+                start.pulse.register_current_thread();
+                let made = builder.make();
+                let _ = made_tx.send(());
+                match made {
+                    Ok(ex) => ex.run(shard::run(i, cfg, fd, mesh, start)),
+                    Err(e) => {
+                        let why = format!("cannot start shard {i} executor (io_uring or locked memory): {e}");
+                        let _ = start.ready.send(Err(why));
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start shard {i} thread: {e}"))?;
+        // One executor made at a time: glommio numbers executors in the
+        // order they are made and the cross-shard mesh orders its peers by
+        // that number, so shard i must be the i-th made.
+        let _ = made_rx.recv();
         handles.push(h);
     }
     drop(ready_tx);

@@ -5,10 +5,12 @@
 use crate::auth::Access;
 use crate::config::Config;
 use crate::conn;
-use crate::mesh::{BucketRep, BucketReq, Message, Pending};
-use glommio::channels::channel_mesh::{Full, MeshBuilder, Senders};
+use crate::ctx::Ctx;
+use crate::edge_limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
+use crate::handlers::bucket::{serve_here, serve_request};
+use crate::mesh::{BucketReq, Message};
+use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
-use glommio::{Latency, Shares};
 use sluice_shards::every::Every;
 use sluice_shards::log::LogConfig;
 use sluice_shards::storage::Storage;
@@ -16,143 +18,12 @@ use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use sluice_shards::tasks::{spawn, spawn_into};
 use sluice_shards::tick::period;
 use sluice_shards::woken::Woken;
-use std::cell::Cell;
 use std::os::fd::{FromRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What every task on this shard shares.
-pub struct Ctx {
-    pub id: usize,
-    pub shards: usize,
-    pub cfg: Config,
-    pub shard: Shard,
-    pub senders: Senders<Message>,
-    pub pending: Rc<Pending>,
-    pub connections: Cell<usize>,
-    pub in_flight: Cell<usize>,
-    /// Task queue for SSE delivery (fewer shares than request handling).
-    pub sse_queue: glommio::TaskQueueHandle,
-    /// Task queue for cross-shard messages (more shares: peers wait on them).
-    pub mesh_queue: glommio::TaskQueueHandle,
-    /// Forwarded requests and answers queued per destination shard.
-    pub outbox: crate::forward::Outbox,
-    /// This shard's forwarded requests awaiting answers.
-    pub waiting: crate::forward::Waiting,
-    /// Live SSE relays: pumps for own streams, feeds of remote ones.
-    pub relays: crate::relay::Relays,
-    /// Set (and notified) when shutdown begins: parked readers stop waiting.
-    pub stopping: sluice_shards::signal::Signal,
-    pub waiters: Cell<usize>,
-    /// This shard's part of `--max-body-memory`.
-    pub bodies: Rc<crate::budget::BodyBudget>,
-    /// Access control: who may do what, decided before routing to an owner.
-    pub gate: crate::auth::Gate,
-    /// Counters and histograms for /v1/metrics.
-    pub metrics: crate::metrics::ShardMetrics,
-    /// Notified once per SIGHUP (see `reload`): wait with
-    /// `ctx.reload.changed(seen)` to re-read reloadable settings.
-    pub reload: sluice_shards::signal::Signal,
-    /// Subscriptions owned here, the server-wide pattern trie, webhook delivery.
-    pub subs: crate::subscriptions::Local,
-    rng: Cell<u64>,
-}
-
-/// The answer when a peer shard cannot take a request (it is stopping).
-pub const PEER_GONE: sluice_shards::core::Error =
-    sluice_shards::core::Error::Unavailable("peer shard unavailable; retry");
-
-impl Ctx {
-    /// A recovered shard's context, before any task runs on it.
-    pub fn new(
-        id: usize,
-        cfg: Config,
-        shard: Shard,
-        senders: Senders<Message>,
-        access: Arc<Access>,
-        subs: crate::subscriptions::Boot,
-    ) -> Rc<Ctx> {
-        let shards = cfg.shards;
-        let bodies = crate::budget::BodyBudget::new(cfg.body_memory_per_shard());
-        Rc::new(Ctx {
-            id,
-            shards,
-            cfg,
-            shard,
-            senders,
-            pending: Rc::new(Pending::default()),
-            connections: Cell::new(0),
-            in_flight: Cell::new(0),
-            stopping: sluice_shards::signal::Signal::default(),
-            sse_queue: glommio::executor().create_task_queue(Shares::Static(250), Latency::NotImportant, "sse"),
-            // Handoffs, forwarded batches and bucket messages get their own
-            // queue so a busy shard still picks them up promptly.
-            mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
-            outbox: crate::forward::Outbox::new(shards),
-            waiting: crate::forward::Waiting::default(),
-            relays: crate::relay::Relays::default(),
-            waiters: Cell::new(0),
-            bodies,
-            gate: crate::auth::Gate::new(access),
-            metrics: crate::metrics::ShardMetrics::default(),
-            reload: sluice_shards::signal::Signal::default(),
-            subs: crate::subscriptions::Local::new(subs),
-            rng: Cell::new(seed(id)),
-        })
-    }
-
-    /// Whether shutdown has begun.
-    pub fn stopping(&self) -> bool {
-        self.stopping.generation() > 0
-    }
-
-    /// Wall-clock milliseconds (the protocol core never reads the clock itself).
-    pub fn now_ms(&self) -> u64 {
-        sluice::http::date::unix_ms()
-    }
-
-    /// Cheap xorshift randomness for cursor jitter.
-    pub fn random(&self) -> u64 {
-        let mut x = self.rng.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng.set(x);
-        x
-    }
-
-    /// Sends `req` to shard `to` (or handles it here) and waits for the reply
-    /// (`PEER_GONE` when that shard is shutting down).
-    pub async fn ask(self: &Rc<Self>, to: usize, req: BucketReq) -> BucketRep {
-        if to == self.id {
-            return crate::handlers::bucket::serve_request(self, req).await;
-        }
-        self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
-        let id = self.pending.open();
-        if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
-            return BucketRep::Done(Err(PEER_GONE));
-        }
-        self.pending.wait(id).await
-    }
-
-    /// Asks every shard and collects the replies in shard order.
-    pub async fn ask_all(self: &Rc<Self>, make: impl Fn() -> BucketReq) -> Vec<BucketRep> {
-        let mut out = Vec::with_capacity(self.shards);
-        for to in 0..self.shards {
-            out.push(self.ask(to, make()).await);
-        }
-        out
-    }
-}
-
-/// A per-shard, per-start random seed (never zero, as xorshift needs).
-fn seed(id: usize) -> u64 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    (nanos ^ 0x9e37_79b9_7f4a_7c15).rotate_left(id as u32 * 7) | 1
-}
 
 /// What a shard's recovery did, for the start event.
 pub struct Recovered {
@@ -181,12 +52,11 @@ pub struct Startup {
 }
 
 pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, Full>, start: Startup) {
-    start.pulse.register_current_thread();
     let pulse = start.pulse.clone();
     spawn(async move {
         loop {
             pulse.beat();
-            glommio::timer::sleep(period(crate::watchdog::BEAT)).await;
+            glommio::timer::sleep(period(crate::edge_limits::BEAT)).await;
         }
     })
     .detach();
@@ -198,6 +68,8 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
+    // Messages are addressed by shard id: the mesh must number its peers so.
+    assert_eq!(senders.peer_id(), id, "shard {id} is peer {} of the mesh", senders.peer_id());
     let recovering = std::time::Instant::now();
     let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
@@ -206,7 +78,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
             return;
         }
     };
-    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs);
+    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs, serve_here);
     let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
@@ -247,17 +119,17 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         ctx.ask(shard, BucketReq::ForkRef { handle }).await;
     }
     // Subscriptions owned here: patterns registered on every shard before any client.
-    crate::subscriptions::persist::recover(&ctx).await;
+    crate::handlers::subs::manage::recover(&ctx).await;
     start.synced.fetch_add(1, Ordering::SeqCst);
     while start.synced.load(Ordering::SeqCst) < shards {
-        glommio::timer::sleep(Duration::from_millis(1)).await;
+        glommio::timer::sleep(SYNC_POLL).await;
     }
     ctx.shard.purge_tombstones().await;
     background(&ctx);
     let _ = start.ready.send(Ok(Recovered { replay: ctx.metrics.recovery.get(), torn_bytes: torn }));
     if crate::fatal::injected_panic(id) {
         spawn(async move {
-            glommio::timer::sleep(Duration::from_millis(200)).await;
+            glommio::timer::sleep(INJECTED_PANIC_AFTER).await;
             panic!("injected fault: shard {id} panics while serving");
         })
         .detach();
@@ -289,8 +161,8 @@ fn background(ctx: &Rc<Ctx>) {
     sluice_shards::tick::spawn_reactor_tick();
     spawn(release_pump(ctx.clone())).detach();
     spawn(sweeper(ctx.clone())).detach();
-    spawn(crate::subscriptions::wake::ticker(ctx.clone())).detach();
-    spawn(crate::subscriptions::persist::run(ctx.clone())).detach();
+    spawn(crate::handlers::subs::wake::ticker(ctx.clone())).detach();
+    spawn(crate::handlers::subs::persist::run(ctx.clone())).detach();
     let flusher = ctx.clone();
     spawn(async move { flusher.shard.flush_loop().await }).detach();
 }
@@ -312,7 +184,7 @@ pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let shard = Shard::open(0, shard_cfg).await?;
     let mut boots = crate::subscriptions::boot(&cfg.data_dir, 1, cfg.allow_local_webhooks)?;
-    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0));
+    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0), serve_here);
     background(&ctx);
     Ok(ctx)
 }
@@ -325,12 +197,6 @@ async fn sweeper(ctx: Rc<Ctx>) {
         ctx.shard.sweep_expired(ctx.now_ms()).await;
     }
 }
-
-/// How often a shard deletes expired streams that nobody accessed.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-
-/// How often the accept loop looks whether the server is stopping.
-const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
 /// Sends the fork releases that deletes and expiries queue up.
 async fn release_pump(ctx: Rc<Ctx>) {
@@ -361,12 +227,15 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
         Message::Request { from, id, req } => {
             let ctx = ctx.clone();
             spawn(async move {
-                let rep = crate::handlers::bucket::serve_request(&ctx, req).await;
+                let rep = serve_request(&ctx, req).await;
                 let _ = ctx.senders.send_to(from, Message::Reply { id, rep }).await;
             })
             .detach();
         }
-        Message::Reply { id, rep } => ctx.pending.complete(id, rep),
+        Message::Reply { id, rep } => {
+            // A reply nobody waits for any more (its asker was dropped) is let go.
+            let _ = ctx.pending.complete(id, rep);
+        }
         Message::Batch(batch) => crate::forward::receive(ctx, batch),
     }
 }
@@ -402,7 +271,7 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
                 if let Some(held) = warn.allow(std::time::Instant::now()) {
                     tracing::warn!(shard = ctx.id, error = %e, repeats = held, "accept failed");
                 }
-                glommio::timer::sleep(Duration::from_millis(10)).await;
+                glommio::timer::sleep(ACCEPT_RETRY).await;
             }
         }
     }
@@ -427,6 +296,3 @@ async fn until(deadline: std::time::Instant, done: impl Fn() -> bool) {
         glommio::timer::sleep(DRAIN_POLL).await;
     }
 }
-
-/// How often a draining shard looks at its in-flight requests and its peers.
-const DRAIN_POLL: Duration = Duration::from_millis(5);

@@ -2,9 +2,9 @@
 //! batch immediately followed by its `control` event, base64 for binary
 //! streams, and a clean close after the stream's final control event.
 
-use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, Limit, View};
+use crate::ctx::Ctx;
+use crate::handlers::read::{self, envelope, messages, park, read_batch, render_body, Batch, SseRequest, View};
 use crate::send::send;
-use crate::shard::Ctx;
 use base64::Engine;
 use futures_lite::AsyncReadExt;
 use glommio::net::TcpStream;
@@ -16,16 +16,6 @@ use sluice_shards::signal::Signal;
 use sluice_shards::store::{SharedEvent, StreamKey};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-pub struct SseRequest {
-    pub key: StreamKey,
-    pub from: u64,
-    pub cursor: Option<String>,
-    pub view: View,
-    pub limit: Limit,
-    /// CORS headers for the request's Origin.
-    pub cors: crate::auth::cors::Cors,
-}
 
 pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
     let Some((mut out, binary, json)) = start(ctx, &req) else {
@@ -151,7 +141,7 @@ pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
         head.set(h::STREAM_EXTENSIONS, crate::handlers::stream::JSON_RECORDS);
     }
     let mut out = Vec::with_capacity(4096);
-    render_stream_head(crate::handlers::finish(head, &req.cors), &mut out);
+    render_stream_head(sluice::http::cors::finish(head, &req.cors), &mut out);
     Some((out, binary, json))
 }
 

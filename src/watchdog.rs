@@ -5,14 +5,10 @@
 //! interrupts that executor thread with a no-op signal so the syscall returns
 //! (EINTR) and the reactor looks at its completions again.
 
+use crate::edge_limits::WATCHDOG_CHECK;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// How often a shard proves it is awake.
-pub const BEAT: Duration = Duration::from_millis(50);
-/// How often the watchdog looks.
-const CHECK: Duration = Duration::from_millis(250);
 /// The signal used to kick a stuck executor (its handler does nothing).
 const KICK: libc::c_int = libc::SIGUSR1;
 
@@ -52,7 +48,7 @@ pub fn start(pulses: Vec<Arc<Pulse>>, alive: impl Fn() + Send + 'static) {
         .spawn(move || {
             let mut seen: Vec<u64> = vec![0; pulses.len()];
             loop {
-                std::thread::sleep(sluice_shards::tick::period(CHECK));
+                std::thread::sleep(sluice_shards::tick::period(WATCHDOG_CHECK));
                 let mut all_beat = true;
                 for (p, last) in pulses.iter().zip(seen.iter_mut()) {
                     let now = p.beats.load(Ordering::Relaxed);

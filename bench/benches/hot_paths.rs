@@ -6,7 +6,7 @@
 //! Run: `cargo bench -p sluice-bench --bench hot_paths`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sluice::http::body::ChunkedDecoder;
+use sluice::http::chunked::ChunkedDecoder;
 use sluice::http::parse_head;
 use sluice::sse_wire::{encode_control, encode_data_event, Control};
 use sluice_shards::core::json::normalize;

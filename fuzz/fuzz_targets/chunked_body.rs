@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice::http::body::ChunkedDecoder;
+use sluice::http::chunked::ChunkedDecoder;
 
 const LIMIT: u64 = 4096;
 

@@ -1,8 +1,8 @@
 //! Whole requests through the real server: the input is a run of pipelined
 //! HTTP/1.1 requests. Each is parsed (`parse_head`, `parse_target`), framed
 //! (Content-Length or chunked, under the server's limits), routed, admitted
-//! and answered by the server's own handlers (`handlers::route`,
-//! `conn::admit`, `conn::respond`, as `conn::serve` calls them) on one real
+//! and answered by the server's own handlers (`route::route`,
+//! `serve::admit`, `serve::respond`, as `conn::serve` calls them) on one real
 //! shard whose log lives in a temporary directory (`shard::alone`). One
 //! glommio executor and one shard serve every input of a run; the store is
 //! flushed every few requests, and after each input every stream and bucket
@@ -19,13 +19,15 @@
 use glommio::{LocalExecutor, LocalExecutorBuilder, Placement};
 use libfuzzer_sys::fuzz_target;
 use sluice::config::{Cli, Command};
-use sluice::handlers::{self, Reply, Route};
-use sluice::http::body::{ChunkedDecoder, BODY_TOO_LARGE};
+use sluice::ctx::Ctx;
+use sluice::handlers::Reply;
+use sluice::route::{self, Route};
+use sluice::http::chunked::{ChunkedDecoder, BODY_TOO_LARGE};
 use sluice::http::request::BodyKind;
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
-use sluice::shard::{self, Ctx};
-use sluice::{config::Config, conn};
+use sluice::shard;
+use sluice::{config::Config, serve};
 use sluice_shards::core::ttl::Lifetime;
 use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
@@ -192,13 +194,13 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
     let target = match parse_target(&head.target) {
         Ok(t) => t,
         Err(e) => {
-            check_wire(&conn::refusal(&head, e), head.method, true);
+            check_wire(&serve::refusal(&head, e), head.method, true);
             return Next::End;
         }
     };
-    let route = handlers::route(&head, &target);
+    let route = route::route(&head, &target);
     let cors = ctx.gate.cors(head.header(h::ORIGIN));
-    if let Some(answer) = conn::admit(ctx, true, &head, &route, &cors) {
+    if let Some(answer) = serve::admit(ctx, true, &head, &route, &cors) {
         let close = head.close || head.body != BodyKind::None;
         check_wire(&answer, head.method, close);
         return if close { Next::End } else { Next::Used(head.len) };
@@ -208,7 +210,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
         // The connection closed mid-body: `conn` answers 400 and closes.
         Ok(None) => return Next::End,
         Err(e) => {
-            check_wire(&conn::refusal(&head, e), head.method, true);
+            check_wire(&serve::refusal(&head, e), head.method, true);
             return Next::End;
         }
     };
@@ -217,7 +219,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
         _ => None,
     };
     let before = key.as_ref().and_then(|k| observe(ctx, k));
-    let reply = conn::respond(ctx, &head, &target, route, body).await;
+    let reply = serve::respond(ctx, &head, &target, route, body).await;
     let status = match &reply {
         Reply::Full(resp) => {
             check_wire(resp, head.method, head.close);

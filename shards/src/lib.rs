@@ -3,8 +3,8 @@
 //! - [`core`]: the deterministic protocol core (no I/O, no clock), the
 //!   `sluice-core` crate.
 //! - [`log`]: framed records in preallocated segments, group commit, recovery.
-//! - [`store`]: a shard's streams and buckets, applying core decisions to the log.
-//! - [`decide`]: the store's write decisions over any journal (live log or simulation).
+//! - [`store`]: a shard's streams and buckets, applying core decisions to the
+//!   log; its write decisions (`store::decide`) run over any journal (live log or simulation).
 //! - [`ids`], [`offset`]: names, placement and offset tokens.
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 //! - [`storage`]: the store's file operations, real or with injected faults.
@@ -15,7 +15,6 @@
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
 pub use sluice_core::codec;
-pub mod decide;
 pub mod every;
 pub mod ids;
 pub mod log;
@@ -28,4 +27,5 @@ pub mod tasks;
 #[cfg(test)]
 mod test_dir;
 pub mod tick;
+pub mod tuning;
 pub mod woken;

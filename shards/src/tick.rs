@@ -18,7 +18,7 @@
 //! setting ([`set_time_scale`]) can shorten, so that a test sees in seconds
 //! what a server sees in days of timer periods.
 
-use crate::core::limits::{MAX_TIME_SCALE, REACTOR_TICK};
+use crate::tuning::{MAX_TIME_SCALE, REACTOR_TICK};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

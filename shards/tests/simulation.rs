@@ -40,15 +40,15 @@ mod sim;
 use sim::{canonical, key, Rng, Trace};
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::body::Point;
+use sluice_shards::core::coordinates::{self, RecordStart};
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::core::limits::SECTOR;
-use sluice_shards::core::records::{self, RecordStart};
 use sluice_shards::core::stream::Blob;
-use sluice_shards::decide::Journal;
 use sluice_shards::log::record::{Seal, SEAL_FRAME};
 use sluice_shards::log::recovery::{scan_files, LogFiles, Mode};
 use sluice_shards::log::{Appended, ProducerStamp, Record};
+use sluice_shards::store::decide::Journal;
 use sluice_shards::store::{Store, StoreError};
+use sluice_shards::tuning::SECTOR;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -605,11 +605,11 @@ impl World {
         let expect = match start {
             RecordStart::Now | RecordStart::Tail(0) => Ok(tail),
             RecordStart::Tail(n) => Ok(tail.saturating_sub(n).max(first)),
-            RecordStart::At(r) if r < first => Err(records::TRIMMED),
+            RecordStart::At(r) if r < first => Err(coordinates::TRIMMED),
             RecordStart::At(r) if r > tail => Err(StoreError::RecordBeyondTail),
             RecordStart::At(r) => Ok(r),
         };
-        let got = records::resolve(&e.state, start);
+        let got = coordinates::resolve(&e.state, start);
         // The record the store finds at the model's offset for it.
         let found = got.clone().map(|r| e.state.point_in_memory(m.record_start(r)).and_then(|p| p.record));
         if got != expect || found.as_ref().is_ok_and(|f| *f != got.clone().ok()) {

@@ -9,10 +9,10 @@ mod sim;
 use sim::key;
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::core::limits::{MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
+use sluice_shards::tuning::{MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
 use std::path::Path;
 use std::time::Duration;
 

@@ -3,28 +3,25 @@
 //! the shard that parses a request, before any cross-shard work.
 
 pub mod bearer;
-pub mod cors;
 mod ct;
-pub mod decide;
 pub mod need;
 pub mod origin;
 pub mod scope;
 pub mod signed;
 pub mod tokens;
+pub mod verdict;
 
 use crate::config::Config;
-use crate::handlers::Route;
-use cors::{Cors, CorsPolicy};
-use decide::{decide, Mode};
+use crate::route::Route;
+use sluice::http::cors::{Cors, CorsPolicy};
+use sluice::http::error::HttpError;
 use sluice::http::{headers as h, Head, Method, Response};
-use sluice_shards::core::Error;
 use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use tokens::TokenTable;
-
-pub use decide::is_loopback;
+use verdict::{decide, Mode};
 
 /// The refusal of a write from a web origin not allowed to write.
 const CROSS_ORIGIN_WRITE: &str =
@@ -184,7 +181,7 @@ impl Gate {
             let authenticated = matches!(mode, Mode::Tokens(_)) && decided.is_ok();
             if !origin::allowed(&self.access.cors, self.access.cors_explicit, cors, authenticated) {
                 tracing::debug!(origin = from.as_deref().unwrap_or("-"), "cross-origin write refused");
-                return Some(Error::Forbidden(CROSS_ORIGIN_WRITE).into());
+                return Some(HttpError::Forbidden(CROSS_ORIGIN_WRITE).into());
             }
         }
         match decided {
@@ -196,7 +193,7 @@ impl Gate {
 
     /// A read token for `scope` living `ttl`, and its expiry (Unix ms);
     /// `None` unless tokens are in force.
-    pub fn mint(&self, scope: &signed::ReadScope, ttl: std::time::Duration) -> Option<(String, u64)> {
+    pub fn mint(&self, scope: &crate::route::ReadScope, ttl: std::time::Duration) -> Option<(String, u64)> {
         let expires = sluice::http::date::unix_ms() + ttl.as_millis() as u64;
         self.access.read_key.as_ref().map(|key| (key.mint(scope, expires), expires))
     }
@@ -228,7 +225,7 @@ mod tests {
     fn status(gate: &Gate, token: &str) -> Option<u16> {
         let raw = format!("GET /v1/stream/x HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
         let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
-        let route = crate::handlers::route(&head, &parse_target(&head.target).unwrap());
+        let route = crate::route::route(&head, &parse_target(&head.target).unwrap());
         gate.admit(false, &head, &route, &Cors::Denied).map(|r| r.status)
     }
 

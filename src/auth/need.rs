@@ -2,10 +2,10 @@
 //! reads are GET and HEAD, deletes of buckets and streams and bucket creation
 //! are admin, every other change is write.
 
-use super::decide::Need;
 use super::scope::Action;
-use crate::handlers::{self, ui, Route};
-use crate::subscriptions::routes::{Action as SubAction, SubRoute};
+use super::verdict::Need;
+use crate::route::subs::{Action as SubAction, SubRoute};
+use crate::route::{route, Page, Route};
 use sluice::http::url::parse_target;
 use sluice::http::{headers as h, Head, Method};
 use sluice_shards::ids::BUILTIN_BUCKET;
@@ -22,8 +22,8 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
         Route::Health => Need::Public,
         Route::Metrics => Need::Operator,
         // The page holds nothing secret; the data it shows is the operator's.
-        Route::Ui(ui::Page::Console) => Need::Public,
-        Route::Ui(ui::Page::Streams) => Need::Operator,
+        Route::Ui(Page::Console) => Need::Public,
+        Route::Ui(Page::Streams) => Need::Operator,
         // Minting needs read on what the token will read.
         Route::Tokens(scope) => bucket(&scope.bucket, Action::Read),
         Route::Bad(_) | Route::NotFound => Need::Authenticated,
@@ -59,7 +59,7 @@ fn subscription(r: &SubRoute) -> Need<'static> {
 /// names one (a malformed header is the fork handler's 400 to give).
 pub fn fork_source(head: &Head) -> Option<String> {
     let target = parse_target(head.header(h::STREAM_FORKED_FROM)?).ok()?;
-    match handlers::route(head, &target) {
+    match route(head, &target) {
         Route::Stream((bucket, _), _) => Some(bucket),
         _ => None,
     }
@@ -72,7 +72,7 @@ mod tests {
 
     fn need_of(raw: &str) -> String {
         let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
-        let route = handlers::route(&head, &parse_target(&head.target).unwrap());
+        let route = route(&head, &parse_target(&head.target).unwrap());
         let source = fork_source(&head);
         format!("{:?}", classify(head.method, &route, source.as_deref()))
     }

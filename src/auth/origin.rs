@@ -5,7 +5,7 @@
 //! sluice it can reach; this check refuses such a request before it has
 //! any effect. Reads stay as CORS says.
 
-use super::cors::{Cors, CorsPolicy};
+use sluice::http::cors::{Cors, CorsPolicy};
 use sluice::http::{headers as h, Head, Method};
 
 /// Where a state-changing request comes from, as the browser says.

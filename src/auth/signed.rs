@@ -10,9 +10,9 @@
 //! stored per token: one lives until its expiry, or until the key file is
 //! deleted (which revokes every token at the next start).
 
-use super::decide::{Need, Refusal};
 use super::scope::Action;
-use crate::handlers::Route;
+use super::verdict::{Need, Refusal};
+use crate::route::{ReadScope, Route};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -35,13 +35,6 @@ const KEY_LEN: usize = 32;
 const PREFIX: &str = "sr1";
 const BAD: &str = "invalid read token";
 const EXPIRED: &str = "read token expired";
-
-/// What a read token may read: a bucket, or one stream of it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadScope {
-    pub bucket: String,
-    pub stream: Option<String>,
-}
 
 impl ReadScope {
     /// Whether the scope covers a read of `bucket` through `route`.

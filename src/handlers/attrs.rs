@@ -1,8 +1,9 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
+use super::lookup::bucket_exists;
 use super::refuse::refuse;
-use super::stream::bucket_exists;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::Error;
@@ -16,7 +17,7 @@ pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -
     let done = match head.method {
         Method::Get => read(ctx, key),
         Method::Put => replace(ctx, head, key, body).await,
-        _ => Err(Error::MethodNotAllowed),
+        _ => return HttpError::MethodNotAllowed.into(),
     };
     done.unwrap_or_else(|e| refuse(ctx, key, e))
 }

@@ -1,11 +1,12 @@
 //! Append-batch (extension section 4): many small appends in one request,
 //! each acknowledged on its own, all made durable by one group commit.
 
+use super::lookup::json_stream;
 use super::refuse::refuse;
-use super::stream::json_stream;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
 use serde_json::{json, Value};
-use sluice::http::error::status;
+use sluice::http::error::stream_status;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::batch::decode_frames;
@@ -19,13 +20,13 @@ const UNSUPPORTED: [&str; 6] =
     [h::STREAM_CLOSED, h::PRODUCER_ID, h::PRODUCER_EPOCH, h::PRODUCER_SEQ, h::STREAM_RECORD_MATCH, h::STREAM_SEQ];
 
 pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Response {
+    if head.method != Method::Post {
+        return HttpError::MethodNotAllowed.into();
+    }
     acknowledge(ctx, head, key, body).await.unwrap_or_else(|e| refuse(ctx, key, e))
 }
 
 async fn acknowledge(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Result<Response, Error> {
-    if head.method != Method::Post {
-        return Err(Error::MethodNotAllowed);
-    }
     let content_type = head
         .header(h::CONTENT_TYPE)
         .filter(|c| !c.is_empty())
@@ -49,7 +50,7 @@ async fn acknowledge(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -
                 ack
             }
             Err(e) => {
-                let mut ack = json!({ "status": status(e), "error_code": e.code(), "error": e.reason() });
+                let mut ack = json!({ "status": stream_status(e), "error_code": e.code(), "error": e.reason() });
                 if let Some(t) = tail {
                     ack["stream_next_offset"] = json!(Offset(t).to_string());
                 }

@@ -4,7 +4,8 @@
 
 use super::refuse::{read_failed, refuse};
 use super::stream::set_record_bounds;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -29,13 +30,13 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Response {
-    assemble(ctx, head, t, key).await.unwrap_or_else(|e| refuse(ctx, key, e))
+    if head.method != Method::Get {
+        return HttpError::MethodNotAllowed.into();
+    }
+    assemble(ctx, t, key).await.unwrap_or_else(|e| refuse(ctx, key, e))
 }
 
-async fn assemble(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Response, Error> {
-    if head.method != Method::Get {
-        return Err(Error::MethodNotAllowed);
-    }
+async fn assemble(ctx: &Rc<Ctx>, t: &Target, key: &StreamKey) -> Result<Response, Error> {
     if !t.query.is_empty() {
         return Err(Error::Invalid("/bootstrap takes no query parameters (tail with ordinary reads afterwards)"));
     }

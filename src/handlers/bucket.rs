@@ -1,8 +1,9 @@
 //! Buckets (extension section 1): create, metadata, listing and delete, run
 //! through the bucket's home shard and replicated to every shard.
 
+use crate::ctx::Ctx;
 use crate::mesh::{BucketRep, BucketReq, Listed};
-use crate::shard::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Method, Response};
@@ -11,11 +12,16 @@ use sluice_shards::core::Error;
 use sluice_shards::ids::{bucket_shard, BUILTIN_BUCKET};
 use sluice_shards::log::Record;
 use sluice_shards::store::BucketInfo;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 const MAX_LIST: usize = 1000;
 
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
+    if !matches!(method, Method::Put | Method::Delete | Method::Get | Method::Head) {
+        return HttpError::MethodNotAllowed.into();
+    }
     answer(ctx, method, bucket).await.unwrap_or_else(Response::from)
 }
 
@@ -42,7 +48,7 @@ async fn answer(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Result<Response,
             Ok(json(200, &body))
         }
         Method::Head => known(ctx, bucket).map(|_| Response::new(200)).ok_or(Error::NoBucket),
-        _ => Err(Error::MethodNotAllowed),
+        _ => unreachable!("bucket() answers other methods"),
     }
 }
 
@@ -128,11 +134,16 @@ pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_js
     Ok(body)
 }
 
+/// [`serve_request`] as the shard's [`Ctx`] calls it for a request to itself.
+pub fn serve_here(ctx: &Rc<Ctx>, req: BucketReq) -> Pin<Box<dyn Future<Output = BucketRep> + '_>> {
+    Box::pin(serve_request(ctx, req))
+}
+
 /// Serves a bucket request on this shard (from a peer or from itself).
 pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
     let now = ctx.now_ms();
     match req {
-        BucketReq::Subs(req) => crate::subscriptions::mesh::serve(ctx, req).await,
+        BucketReq::Subs(req) => crate::handlers::subs::messages::serve(ctx, req).await,
         BucketReq::Create { bucket } => {
             if bucket == BUILTIN_BUCKET || ctx.shard.store.borrow().home_buckets.contains_key(&bucket) {
                 return BucketRep::Done(Err(Error::Conflict("bucket already exists")));
@@ -204,7 +215,11 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             ctx.shard.add_fork_ref(handle);
             BucketRep::Done(Ok(()))
         }
-        BucketReq::Metrics => BucketRep::Metrics(Box::new(crate::metrics::snapshot(ctx))),
+        BucketReq::Metrics => {
+            let connections = ctx.connections.get();
+            let snap = crate::metrics::snapshot(ctx.id, &ctx.metrics, &ctx.shard, connections, ctx.reload.generation());
+            BucketRep::Metrics(Box::new(snap))
+        }
         BucketReq::List { bucket, prefix, after, limit } => {
             // A listing shows only durable creates and deletes.
             let Ok(durable) = ctx.shard.listing_mark().await else {

@@ -2,9 +2,9 @@
 //! the ancestors' stream files the fork reads, and the copied part of a
 //! message the fork point falls inside.
 
-use super::Route;
+use crate::ctx::{Ctx, PEER_GONE};
 use crate::mesh::{BucketRep, BucketReq};
-use crate::shard::{Ctx, PEER_GONE};
+use crate::route::{route, Route};
 use sluice::http::headers as h;
 use sluice::http::url::parse_target;
 use sluice::http::Head;
@@ -48,7 +48,7 @@ pub async fn fork_plan(
         return bad("Stream-Fork-Sub-Offset needs Stream-Fork-Offset");
     }
     let target = parse_target(from)?;
-    let Route::Stream(source, sub_path) = super::route(head, &target) else {
+    let Route::Stream(source, sub_path) = route(head, &target) else {
         return bad("Stream-Forked-From must be a stream path");
     };
     if !sub_path.is_empty() {

@@ -6,111 +6,25 @@ pub mod batch;
 pub mod bootstrap;
 pub mod bucket;
 pub mod fork;
+pub mod lookup;
 pub mod read;
 pub mod refuse;
 pub mod snapshot;
 pub mod stream;
+pub mod subs;
 pub mod tokens;
 pub mod ui;
 
-use crate::auth::cors::Cors;
-use crate::shard::Ctx;
-use crate::sse::SseRequest;
-use crate::subscriptions::routes::SubRoute;
+use crate::ctx::Ctx;
+use crate::route::Route;
+use read::SseRequest;
+use sluice::http::error::HttpError;
+use sluice::http::headers as h;
 use sluice::http::url::Target;
-use sluice::http::{date, headers as h};
 use sluice::http::{Head, Method, Response};
 use sluice_shards::core::Error;
-use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
-
-/// What a request addresses.
-#[derive(Debug)]
-pub enum Route {
-    /// `GET /v1/healthz`: liveness and readiness (any answer comes after
-    /// recovery); also the HTTP ceiling for benchmarks.
-    Health,
-    /// `GET /v1/metrics`: Prometheus text format.
-    Metrics,
-    Bucket(String),
-    BucketList(String),
-    /// A stream and the sub-resource path after it (bucketed surface only).
-    Stream(StreamKey, Vec<String>),
-    /// `/v1/ui...`: the console and its data.
-    Ui(ui::Page),
-    /// `/v1/tokens`: mint a signed read token for this scope.
-    Tokens(crate::auth::signed::ReadScope),
-    /// `/v1/stream/__ds/...`: the reserved subscription APIs.
-    Subs(SubRoute),
-    Bad(Error),
-    NotFound,
-}
-
-impl Route {
-    /// The shard that must serve this request, if it is stream-scoped.
-    pub fn owner(&self, shards: usize) -> Option<usize> {
-        match self {
-            Route::Stream((b, s), _) => Some(stream_shard(b, s, shards)),
-            Route::Subs(r) => r.owner(shards),
-            _ => None,
-        }
-    }
-
-    /// The `route` label of the request metrics (a small fixed set).
-    /// A stream's own requests are labelled by operation (a fixed set), so
-    /// appends, catch-up reads and long waits land in their own series.
-    pub fn label(&self, method: Method, target: &Target) -> &'static str {
-        match self {
-            Route::Health => "healthz",
-            Route::Metrics => "metrics",
-            Route::Tokens(_) => "tokens",
-            Route::Ui(_) => "ui",
-            Route::Bucket(_) => "bucket",
-            Route::BucketList(_) => "bucket_streams",
-            Route::Stream(_, sub) => match sub.first().map(String::as_str) {
-                None => match (method, target.param("live")) {
-                    (Method::Post, _) => "append",
-                    (Method::Put, _) => "create",
-                    (Method::Delete, _) => "delete",
-                    (Method::Head, _) => "metadata",
-                    (Method::Get, Some("long-poll")) => "read_long_poll",
-                    (Method::Get, Some("sse")) => "read_sse",
-                    (Method::Get, _) => "read",
-                    _ => "stream_other",
-                },
-                Some("attrs") => "attrs",
-                Some("snapshot") => "snapshot",
-                Some("retention") => "retention",
-                Some("bootstrap") => "bootstrap",
-                Some("append-batch") => "append_batch",
-                Some(_) => "stream_other",
-            },
-            Route::Subs(_) => "subscriptions",
-            Route::Bad(_) => "bad_request",
-            Route::NotFound => "not_found",
-        }
-    }
-}
-
-/// The URL surface a request came through; it decides how JSON streams read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Surface {
-    /// `/v1/stream/{stream_id}`: the base protocol, JSON reads are JSON arrays.
-    Base,
-    /// `/{bucket_id}/{stream_id}`: the extensions, JSON reads are canonical NDJSON.
-    Bucketed,
-}
-
-impl Surface {
-    pub fn of(t: &Target) -> Surface {
-        if t.segments.first().is_some_and(|s| s == "v1") {
-            Surface::Base
-        } else {
-            Surface::Bucketed
-        }
-    }
-}
 
 /// How a request is answered.
 pub enum Reply {
@@ -118,53 +32,6 @@ pub enum Reply {
     Sse(SseRequest),
     /// A long catch-up read of a byte stream, streamed from the store.
     Catchup(crate::catchup::Catchup),
-}
-
-pub fn route(head: &Head, t: &Target) -> Route {
-    let seg = &t.segments;
-    match seg.first().map(String::as_str) {
-        None => Route::NotFound,
-        Some("v1") => match seg.get(1).map(String::as_str) {
-            Some("healthz") if seg.len() == 2 => Route::Health,
-            Some("metrics") if seg.len() == 2 => Route::Metrics,
-            Some("tokens") if seg.len() == 2 => tokens::route(head, t),
-            Some("ui") => ui::route(&seg[2..]),
-            Some("stream") if seg.len() >= 3 && seg[2] == crate::subscriptions::RESERVED => {
-                Route::Subs(SubRoute::parse(&seg[3..]))
-            }
-            Some("stream") if seg.len() >= 3 => {
-                let id = seg[2..].join("/");
-                match validate_stream_id(BUILTIN_BUCKET, &id) {
-                    Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), Vec::new()),
-                    Err(e) => Route::Bad(e),
-                }
-            }
-            _ => Route::NotFound,
-        },
-        Some(bucket) => {
-            if !valid_bucket_id(bucket) {
-                return Route::Bad(Error::Invalid("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)"));
-            }
-            match seg.len() {
-                1 => Route::Bucket(bucket.to_string()),
-                2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
-                2..=4 => match validate_stream_id(bucket, &seg[1]) {
-                    Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg[2..].to_vec()),
-                    Err(e) => Route::Bad(e),
-                },
-                _ => Route::NotFound,
-            }
-        }
-    }
-}
-
-/// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
-pub fn finish(mut r: Response, cors: &Cors) -> Response {
-    r.set(h::DATE, date::now());
-    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
-    cors.apply(&mut r);
-    r
 }
 
 /// Gathers every shard's snapshot and renders them.
@@ -195,26 +62,26 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
             Method::Get | Method::Head => {
                 Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
             }
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Metrics => match head.method {
             Method::Get | Method::Head => Box::pin(metrics(ctx)).await,
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Tokens(scope) => tokens::mint(ctx, head, t, &scope),
         Route::Ui(page) => Box::pin(ui::serve(ctx, head.method, page)).await,
         Route::Bad(e) => e.into(),
         Route::NotFound => Error::NotFound("no such resource").into(),
         Route::Bucket(b) => Box::pin(bucket::bucket(ctx, head.method, &b)).await,
-        Route::Subs(r) => Box::pin(crate::subscriptions::routes::serve(ctx, head, r, body)).await,
+        Route::Subs(r) => Box::pin(crate::handlers::subs::routes::serve(ctx, head, r, body)).await,
         Route::BucketList(b) => match head.method {
             Method::Get => Box::pin(bucket::list(ctx, &b, t)).await,
-            _ => Error::MethodNotAllowed.into(),
+            _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Stream(key, sub) => {
-            let json_before = stream::json_stream(ctx, &key);
+            let json_before = lookup::json_stream(ctx, &key);
             let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
-            return advertise_records(reply, json_before || stream::json_stream(ctx, &key));
+            return advertise_records(reply, json_before || lookup::json_stream(ctx, &key));
         }
     };
     Reply::Full(resp)

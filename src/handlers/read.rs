@@ -4,19 +4,20 @@
 //! Record-aware reads (JSON record coordinates) return whole records as NDJSON
 //! or envelopes.
 
+use super::lookup::{bucket_exists, json_stream};
 use super::refuse::{read_failed, refuse};
-use super::stream::{bucket_exists, json_stream};
-use super::{Reply, Surface};
+use super::Reply;
 use crate::catchup::{char_width, unfinished_char, Catchup};
-use crate::shard::Ctx;
-use crate::sse::SseRequest;
+use crate::ctx::Ctx;
+use crate::route::Surface;
+use sluice::http::cors::Cors;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
+use sluice_shards::core::coordinates::{self, RecordQuery};
 use sluice_shards::core::cursor::{cursor_in_range, next_cursor};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::json::{record_value, render_array, NDJSON, RECORD_END};
-use sluice_shards::core::records::{self, RecordQuery};
 use sluice_shards::core::Error;
 use sluice_shards::offset::{Offset, OffsetQuery};
 use sluice_shards::signal::Signal;
@@ -24,7 +25,7 @@ use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-pub use sluice_shards::store::index::Limit;
+pub use sluice_shards::store::reads::Limit;
 
 /// How a batch is rendered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub async fn resolve(
             Some(_) if !e.state.json => {
                 return Err(Error::Invalid("record coordinates need an application/json stream"))
             }
-            Some(rq) => Some(records::resolve(&e.state, rq.start)?),
+            Some(rq) => Some(coordinates::resolve(&e.state, rq.start)?),
             None => None,
         }
     };
@@ -342,6 +343,17 @@ impl View {
     }
 }
 
+/// A live SSE read, planned by `get` and run by `sse` (or joined to a relay).
+pub struct SseRequest {
+    pub key: StreamKey,
+    pub from: u64,
+    pub cursor: Option<String>,
+    pub view: View,
+    pub limit: Limit,
+    /// CORS headers for the request's Origin.
+    pub cors: Cors,
+}
+
 /// Parses `offset`, `live`, `max_bytes` and the record parameters. One
 /// response reads at most `max_read` bytes (`--max-read-bytes`; whole JSON
 /// messages: at least one); the client continues from Stream-Next-Offset.
@@ -355,7 +367,7 @@ pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<R
         None => None,
         Some(v) => Some(OffsetQuery::parse(v).ok_or(Error::Invalid("malformed offset"))?),
     };
-    let records = records::parse(|k| t.param(k))?;
+    let records = coordinates::parse(|k| t.param(k))?;
     let live = t.param("live");
     match live {
         None | Some("long-poll") | Some("sse") => {}

@@ -2,7 +2,8 @@
 //! headers from `sluice::http::error`) plus what the protocol asks a refusal
 //! to report about the stream's current state.
 
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::Response;
 use sluice_shards::core::Error;
@@ -11,7 +12,12 @@ use sluice_shards::offset::Offset;
 use sluice_shards::store::StreamKey;
 
 /// The response to `e` for a request about stream `key`.
-pub fn refuse(ctx: &Ctx, key: &StreamKey, e: Error) -> Response {
+pub fn refuse(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response {
+    // The edge's own refusals say nothing about the stream.
+    let e = match e.into() {
+        HttpError::Stream(e) => e,
+        edge => return edge.into(),
+    };
     let e = match e {
         // A stream deleted while forks still read it is gone, not missing.
         Error::NoStream if ctx.shard.store.borrow().is_tombstone(key) => Error::Gone,

@@ -4,7 +4,8 @@
 
 use super::refuse::{read_failed, refuse};
 use super::stream::set_record_bounds;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -86,7 +87,7 @@ pub async fn snapshot(
         (Method::Put, _) => publish(ctx, head, t, key, seg, &body).await,
         (Method::Get, Some(o)) => read(ctx, key, o).await,
         (Method::Delete, Some(o)) => delete(ctx, key, o),
-        _ => Err(Error::MethodNotAllowed),
+        _ => return HttpError::MethodNotAllowed.into(),
     };
     done.unwrap_or_else(|e| refuse(ctx, key, e))
 }
@@ -107,7 +108,7 @@ async fn publish(
     seg: Option<&str>,
     body: &[u8],
 ) -> Result<Response, Error> {
-    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+    let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let ct = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
     let expected = head.header(h::STREAM_SNAPSHOT_MATCH);
     let (offset, digest) = ctx.shard.publish_snapshot(key, at, ct, body, expected, ctx.now_ms()).await?;
@@ -147,14 +148,14 @@ fn delete(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> {
 }
 
 pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, seg: Option<&str>) -> Response {
-    retain(ctx, head, t, key, seg).await.unwrap_or_else(|e| refuse(ctx, key, e))
+    if head.method != Method::Put {
+        return HttpError::MethodNotAllowed.into();
+    }
+    retain(ctx, t, key, seg).await.unwrap_or_else(|e| refuse(ctx, key, e))
 }
 
-async fn retain(ctx: &Ctx, head: &Head, t: &Target, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
-    if head.method != Method::Put {
-        return Err(Error::MethodNotAllowed);
-    }
-    let at = position(t, seg, super::stream::json_stream(ctx, key))?;
+async fn retain(ctx: &Ctx, t: &Target, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
+    let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let offset = ctx.shard.set_retention(key, at, ctx.now_ms()).await?;
     let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string());
     Ok(with_records(r, ctx, key))

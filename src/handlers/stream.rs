@@ -3,10 +3,12 @@
 
 use super::attrs::canonical_attrs;
 use super::fork::fork_plan;
+use super::lookup::{bucket_exists, json_stream};
 use super::refuse::refuse;
 use super::{read, Reply};
+use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
-use crate::shard::Ctx;
+use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::url::Target;
 use sluice::http::{Head, Method, Response};
@@ -32,7 +34,7 @@ pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, bod
         Method::Head => metadata(ctx, key),
         Method::Delete => delete(ctx, key).await,
         Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,
-        _ => Err(Error::MethodNotAllowed),
+        _ => return Reply::Full(HttpError::MethodNotAllowed.into()),
     };
     Reply::Full(done.unwrap_or_else(|e| refuse(ctx, key, e)))
 }
@@ -43,15 +45,6 @@ fn header_true(head: &Head, name: &str) -> Result<bool, Error> {
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
         Some(_) => Err(Error::Invalid("Stream-Closed must be 'true' or 'false'")),
-    }
-}
-
-/// Refuses a request to a bucket that does not exist.
-pub fn bucket_exists(ctx: &Ctx, key: &StreamKey) -> Result<(), Error> {
-    if ctx.shard.store.borrow().bucket_exists(&key.0) {
-        Ok(())
-    } else {
-        Err(Error::NoBucket)
     }
 }
 
@@ -87,7 +80,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     }
     let CreateOutcome { created, tail, closed, records } = result?;
     if created {
-        crate::subscriptions::wake::notify_append(ctx, key, tail);
+        crate::handlers::subs::wake::notify_append(ctx, key, tail);
     }
     let content_type =
         ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.clone());
@@ -166,7 +159,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     };
     let out = ctx.shard.append(key, &input, now).await?;
     if out.wrote {
-        crate::subscriptions::wake::notify_append(ctx, key, out.next_offset);
+        crate::handlers::subs::wake::notify_append(ctx, key, out.next_offset);
     }
     let status = if out.wrote && out.producer.is_some() { 200 } else { 204 };
     let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset).to_string());
@@ -181,10 +174,6 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         set_record_range(&mut r, out.records);
     }
     Ok(r)
-}
-
-pub fn json_stream(ctx: &Ctx, key: &StreamKey) -> bool {
-    ctx.shard.store.borrow().streams.get(key).is_some_and(|e| e.state.json)
 }
 
 fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
@@ -220,6 +209,6 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
 async fn delete(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     bucket_exists(ctx, key)?;
     ctx.shard.delete(key, ctx.now_ms()).await?;
-    crate::subscriptions::wake::notify_delete(ctx, key);
+    crate::handlers::subs::wake::notify_delete(ctx, key);
     Ok(Response::new(204))
 }

@@ -4,40 +4,22 @@
 //! minter holds; the answer is JSON with the token and its expiry.
 
 use super::bucket::json;
-use super::Route;
-use crate::auth::signed::{ReadScope, DEFAULT_TTL, MAX_TTL, MIN_TTL};
-use crate::shard::Ctx;
-use sluice::http::url::{parse_target, Target};
+use crate::auth::signed::{DEFAULT_TTL, MAX_TTL, MIN_TTL};
+use crate::ctx::Ctx;
+use crate::route::ReadScope;
+use sluice::http::error::HttpError;
+use sluice::http::url::Target;
 use sluice::http::{headers as h, Head, Method, Response};
 use sluice::units::parse_duration;
 use sluice_shards::core::Error;
 
-const NO_SCOPE: Error = Error::Invalid("name what the read token reads: ?stream=/bucket/stream or ?bucket=ID");
-const BAD_STREAM: Error = Error::Invalid("stream must be a stream path such as /orders/s1 or /v1/stream/s1");
 const BAD_TTL: Error = Error::Invalid("ttl must be a duration between 1s and 1h");
 const NO_TOKENS: Error = Error::NotFound("read tokens exist only with --tokens (without them no read needs one)");
-
-/// Routes `/v1/tokens`: the scope the query names.
-pub fn route(head: &Head, t: &Target) -> Route {
-    match (t.param("stream"), t.param("bucket")) {
-        (Some(path), None) => match parse_target(path).map(|p| super::route(head, &p)) {
-            Ok(Route::Stream((bucket, stream), sub)) if sub.is_empty() => {
-                Route::Tokens(ReadScope { bucket, stream: Some(stream) })
-            }
-            _ => Route::Bad(BAD_STREAM),
-        },
-        (None, Some(bucket)) if sluice_shards::ids::valid_bucket_id(bucket) => {
-            Route::Tokens(ReadScope { bucket: bucket.to_string(), stream: None })
-        }
-        (None, Some(_)) => Route::Bad(Error::Invalid("invalid bucket id (must match ^[a-z0-9_-]{4,64}$)")),
-        _ => Route::Bad(NO_SCOPE),
-    }
-}
 
 /// Mints the token (POST only).
 pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
     if head.method != Method::Post {
-        return Error::MethodNotAllowed.into();
+        return HttpError::MethodNotAllowed.into();
     }
     let ttl = match t.param("ttl").map(parse_duration) {
         None => DEFAULT_TTL,

@@ -8,8 +8,9 @@
 //! its bucket.
 
 use super::bucket::{json, listing};
-use super::Route;
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use crate::route::Page;
+use sluice::http::error::HttpError;
 use sluice::http::url::Target;
 use sluice::http::{headers as h, Method, Response};
 use sluice_shards::core::Error;
@@ -25,27 +26,9 @@ pub const MAX_BUCKETS: usize = 100;
 const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
                       img-src data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-/// What under `/v1/ui` a request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Page {
-    /// `/v1/ui`: the page.
-    Console,
-    /// `/v1/ui/streams`: the buckets and their streams, as JSON.
-    Streams,
-}
-
-/// Routes the segments after `/v1/ui`.
-pub fn route(rest: &[String]) -> Route {
-    match rest {
-        [] => Route::Ui(Page::Console),
-        [s] if s == "streams" => Route::Ui(Page::Streams),
-        _ => Route::NotFound,
-    }
-}
-
 pub async fn serve(ctx: &Rc<Ctx>, method: Method, page: Page) -> Response {
     if !matches!(method, Method::Get | Method::Head) {
-        return Error::MethodNotAllowed.into();
+        return HttpError::MethodNotAllowed.into();
     }
     match page {
         Page::Console => Response::new(200)

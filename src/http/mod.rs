@@ -1,9 +1,11 @@
 //! The hand-written HTTP/1.1 edge: request heads (httparse), bodies, responses.
 
-pub mod body;
+pub mod chunked;
+pub mod cors;
 pub mod date;
 pub mod error;
 pub mod headers;
+pub mod peer;
 pub mod request;
 pub mod response;
 pub mod url;

@@ -1,6 +1,7 @@
 //! Request heads: httparse does the tokenizing; this module applies sluice's
 //! limits and extracts what the router and body reader need.
 
+use super::error::HttpError;
 use super::headers as h;
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::Error;
@@ -63,13 +64,13 @@ pub enum HeadError {
     /// More bytes are needed.
     Partial,
     /// The head is refused.
-    Refused(Error),
+    Refused(HttpError),
 }
 
-const HEAD_TOO_LARGE: HeadError = HeadError::Refused(Error::HeadTooLarge("request head too large"));
+const HEAD_TOO_LARGE: HeadError = HeadError::Refused(HttpError::HeadTooLarge("request head too large"));
 
 fn bad(why: &'static str) -> HeadError {
-    HeadError::Refused(Error::Invalid(why))
+    HeadError::Refused(Error::Invalid(why).into())
 }
 
 /// Parses a head from the front of `buf`, enforcing `max_head` bytes and `max_headers`.
@@ -82,7 +83,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
             return if buf.len() >= max_head { Err(HEAD_TOO_LARGE) } else { Err(HeadError::Partial) };
         }
         Err(httparse::Error::TooManyHeaders) => {
-            return Err(HeadError::Refused(Error::HeadTooLarge("too many headers")))
+            return Err(HeadError::Refused(HttpError::HeadTooLarge("too many headers")))
         }
         Err(_) => return Err(bad("malformed request head")),
     };
@@ -125,7 +126,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
                 if value.eq_ignore_ascii_case("chunked") {
                     chunked = true;
                 } else if !value.eq_ignore_ascii_case("identity") {
-                    return Err(HeadError::Refused(Error::NotImplemented("unsupported Transfer-Encoding")));
+                    return Err(HeadError::Refused(Error::NotImplemented("unsupported Transfer-Encoding").into()));
                 }
             }
             h::EXPECT => expect_continue = value.eq_ignore_ascii_case("100-continue"),
@@ -182,7 +183,7 @@ mod tests {
         let big = format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(100));
         assert_eq!(parse_head(big.as_bytes(), 64, 16).unwrap_err(), HEAD_TOO_LARGE);
         let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(5));
-        assert!(matches!(parse_head(many.as_bytes(), 1024, 4), Err(HeadError::Refused(Error::HeadTooLarge(_)))));
+        assert!(matches!(parse_head(many.as_bytes(), 1024, 4), Err(HeadError::Refused(HttpError::HeadTooLarge(_)))));
     }
 
     #[test]
@@ -190,14 +191,20 @@ mod tests {
         let h = parse_head(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 1024, 8).unwrap();
         assert_eq!(h.body, BodyKind::Chunked);
         let both = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n";
-        assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Refused(Error::Invalid(_)))));
+        assert!(matches!(parse_head(both, 1024, 8), Err(HeadError::Refused(HttpError::Stream(Error::Invalid(_))))));
         let gz = b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n";
-        assert!(matches!(parse_head(gz, 1024, 8), Err(HeadError::Refused(Error::NotImplemented(_)))));
+        assert!(matches!(
+            parse_head(gz, 1024, 8),
+            Err(HeadError::Refused(HttpError::Stream(Error::NotImplemented(_))))
+        ));
         for length in ["-1", "+5", " 5x", "5.0", "18446744073709551616"] {
             let raw = format!("POST / HTTP/1.1\r\nContent-Length: {length}\r\n\r\n");
             assert_eq!(parse_head(raw.as_bytes(), 1024, 8).unwrap_err(), bad("invalid Content-Length"), "{length}");
         }
-        assert!(matches!(parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8), Err(HeadError::Refused(Error::Invalid(_)))));
+        assert!(matches!(
+            parse_head(b"\x00\x01garbage\r\n\r\n", 1024, 8),
+            Err(HeadError::Refused(HttpError::Stream(Error::Invalid(_))))
+        ));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
 use super::headers as h;
+use crate::edge_limits::LARGE_BODY;
 use std::borrow::Cow;
 use std::io::Write as _;
 
@@ -108,6 +109,27 @@ impl Response {
             out.extend_from_slice(b"connection: close\r\n");
         }
         out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Response bytes: the head (with small bodies rendered inline) and a large
+/// body kept in its own buffer so it is never copied.
+pub struct Rendered {
+    pub head: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+impl Rendered {
+    /// Renders a finished response for a connection (`close`: last response on it).
+    pub fn new(resp: Response, close: bool) -> Rendered {
+        let inline = resp.body.len() < LARGE_BODY || !resp.sends_body();
+        let mut head = Vec::with_capacity(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
+        if inline {
+            resp.render(&mut head, close);
+            return Rendered { head, body: Vec::new() };
+        }
+        resp.render_head(&mut head, close);
+        Rendered { head, body: resp.body }
     }
 }
 

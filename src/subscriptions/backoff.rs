@@ -1,7 +1,7 @@
 //! The webhook retry schedule: exponential from 1 s, capped at 60 s, with
 //! ±20% jitter; pure, so the bounds are tested.
 
-use super::limits::{RETRY_FIRST_MS, RETRY_JITTER, RETRY_MAX_MS};
+use super::bounds::{RETRY_FIRST_MS, RETRY_JITTER, RETRY_MAX_MS};
 
 /// The delay before retry number `attempt` (1 for the first retry), given a
 /// uniform random `unit` in [0, 1).

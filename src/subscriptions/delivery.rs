@@ -5,7 +5,7 @@
 //! sends the outcome back to the shard that owns the subscription. A slow
 //! or dead receiver holds one of these threads, never a shard.
 
-use super::limits::{
+use super::bounds::{
     DELIVERY_THREADS, MAX_QUEUED_DELIVERIES, MAX_WEBHOOK_RESPONSE_BYTES, WEBHOOK_CONNECT_TIMEOUT, WEBHOOK_TIMEOUT,
 };
 use super::signing::Keys;

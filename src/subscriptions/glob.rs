@@ -3,7 +3,7 @@
 //! every subscription interested in a stream path in O(path segments),
 //! whatever the number of subscriptions.
 
-use super::limits::{MAX_PATTERN_BYTES, MAX_PATTERN_SEGMENTS};
+use super::bounds::{MAX_PATTERN_BYTES, MAX_PATTERN_SEGMENTS};
 use std::collections::{BTreeMap, HashMap};
 
 /// A pattern's segments, checked: non-empty segments, wildcards only as whole segments.

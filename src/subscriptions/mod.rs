@@ -5,26 +5,24 @@
 //! subscriptions' patterns, so an append costs O(path segments) to match
 //! and one mesh message per interested owner shard. Webhooks are sent from
 //! delivery threads off the shard cores.
+//!
+//! This folder holds the state and its rules (no shard runtime); the
+//! requests, messages and background tasks that change it are
+//! `handlers::subs`.
 
 pub mod backoff;
+pub mod bounds;
 pub mod delivery;
 pub mod glob;
-pub mod limits;
-pub mod manage;
-pub mod mesh;
 pub mod model;
-pub mod persist;
-pub mod record;
-pub mod routes;
-pub mod settle;
 pub mod signing;
+pub mod stored;
 pub mod target;
-pub mod wake;
 
 use model::Subscription;
 use signing::Keys;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -66,7 +64,7 @@ pub struct Local {
     /// Notified when a wake opens or a lease is extended (the ticker recomputes its deadline).
     pub wakes: sluice_shards::signal::Signal,
     /// Writes changed subscriptions to the journal.
-    pub persist: persist::Persister,
+    pub persist: Persister,
 }
 
 impl Local {
@@ -80,7 +78,34 @@ impl Local {
             in_flight: std::cell::Cell::new(0),
             trie: RefCell::default(),
             wakes: sluice_shards::signal::Signal::default(),
-            persist: persist::Persister::default(),
+            persist: Persister::default(),
         }
     }
+}
+
+/// Subscription messages between shards: index changes (to every shard),
+/// appends that match a subscription (to its owner), and wake events
+/// written into a pull-wake stream (to the stream's owner).
+#[derive(Debug)]
+pub enum SubsReq {
+    /// To every shard: register (or drop) `patterns` of subscription `id` owned by `owner`.
+    Index { id: String, owner: usize, patterns: Vec<String>, add: bool },
+    /// To a subscription's owner: stream `path` (matching them) now ends at `tail`.
+    Appended { ids: Vec<String>, path: String, tail: u64 },
+    /// To a subscription's owner: stream `path` (linked to them) was deleted.
+    Deleted { ids: Vec<String>, path: String },
+    /// To a wake stream's owner: append this JSON wake event.
+    WakeEvent { stream: String, event: Vec<u8> },
+}
+
+/// The persister's queue and progress on one shard.
+#[derive(Default)]
+pub struct Persister {
+    pub dirty: RefCell<BTreeSet<String>>,
+    /// Requests made, requests durable, and the last request a failed batch covered.
+    pub requested: Cell<u64>,
+    pub durable: Cell<u64>,
+    pub failed_through: Cell<u64>,
+    pub kick: sluice_shards::signal::Signal,
+    pub done: sluice_shards::signal::Signal,
 }

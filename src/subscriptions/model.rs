@@ -3,8 +3,8 @@
 //! acked and tail offsets, the current wake (generation, wake id, snapshot,
 //! holder, lease) and the fencing of callbacks, acks and releases.
 
+use super::bounds::*;
 use super::glob;
-use super::limits::*;
 use super::target;
 use sluice_shards::ids::{validate_stream_id, BUILTIN_BUCKET};
 use sluice_shards::offset::Offset;

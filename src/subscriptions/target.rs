@@ -4,7 +4,7 @@
 //! development flag `--allow-local-webhooks` also admits `http://` and
 //! loopback targets (never private networks).
 
-use super::limits::MAX_WEBHOOK_URL_BYTES;
+use super::bounds::MAX_WEBHOOK_URL_BYTES;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 /// Whether an address is refused as a webhook target; `allow_loopback` admits loopback only.

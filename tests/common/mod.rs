@@ -174,13 +174,13 @@ impl Server {
     pub fn try_launch(data_dir: &Path, launch: Launch) -> Result<Server, (ExitStatus, String)> {
         // The port is free when probed but could be taken before sluice binds
         // it; retry with a fresh port if that happens. A start that never
-        // answers /v1/healthz is also retried (see STALLS below).
+        // answers /v1/healthz is a failure (see `Spawn::Stalled`).
         let mut errors = Vec::new();
         for _ in 0..4 {
             let port = free_port();
             match spawn_ready(data_dir, port, &launch) {
                 Ok(child) => return Ok(Server::running(child, data_dir, port, launch)),
-                Err(Spawn::Retry(e)) => errors.push(e),
+                Err(Spawn::Stalled(e)) => panic!("sluice did not start: {e}"),
                 Err(Spawn::Exited(status, out)) if out.contains("address already in use") => {
                     errors.push(format!("exited with {status}: {out}"))
                 }
@@ -193,13 +193,10 @@ impl Server {
     /// As `try_launch`, on `port` exactly: a port in use is an error here,
     /// not a reason to try another.
     pub fn try_launch_on(data_dir: &Path, port: u16, launch: Launch) -> Result<Server, (ExitStatus, String)> {
-        loop {
-            match spawn_ready(data_dir, port, &launch) {
-                Ok(child) => return Ok(Server::running(child, data_dir, port, launch)),
-                // A stalled start (see STALLS) says nothing about the port.
-                Err(Spawn::Retry(_)) => {}
-                Err(Spawn::Exited(status, out)) => return Err((status, out)),
-            }
+        match spawn_ready(data_dir, port, &launch) {
+            Ok(child) => Ok(Server::running(child, data_dir, port, launch)),
+            Err(Spawn::Stalled(e)) => panic!("sluice did not start: {e}"),
+            Err(Spawn::Exited(status, out)) => Err((status, out)),
         }
     }
 
@@ -383,19 +380,14 @@ impl Drop for Server {
 
 /// Why a spawn attempt failed.
 enum Spawn {
-    /// Worth another attempt: the process stalled.
-    Retry(String),
+    /// The process never answered /v1/healthz in time: what its threads
+    /// were doing (see [`thread_states`]) and its output. A server bug, never
+    /// retried: it once hid a start-up hang (an executor parked before the
+    /// watchdog could kick it).
+    Stalled(String),
     /// The process exited on its own: its status and output.
     Exited(ExitStatus, String),
 }
-
-// STALLS: under CPU contention a sluice process occasionally stops making
-// progress with every executor asleep in io_uring_enter (glommio's
-// ring-linking sleep missing a wakeup): start-up never completes, or the
-// accept loop never runs. Interrupting the syscall (e.g. attaching a
-// debugger) un-sticks it. This is reported as a server issue; the harness
-// kills such a process and starts a fresh one so unrelated tests stay
-// deterministic.
 
 /// Spawns sluice and waits until /v1/healthz answers 200. On an early exit
 /// the error carries the process's output.
@@ -455,16 +447,36 @@ fn spawn_ready(data_dir: &Path, port: u16, launch: &Launch) -> Result<Child, Spa
             return Ok(child);
         }
         if Instant::now() > deadline {
+            let threads = thread_states(child.id());
             let _ = child.kill();
             let _ = child.wait();
             let out = take_output(&mut child, launch);
             let limit = launch.start_timeout;
-            let msg = format!("no 200 from /v1/healthz on port {port} within {limit:?}; output: {out}");
-            eprintln!("harness: {msg}; retrying with a fresh process");
-            return Err(Spawn::Retry(msg));
+            let msg =
+                format!("no 200 from /v1/healthz on port {port} within {limit:?}; threads:{threads}\noutput: {out}");
+            return Err(Spawn::Stalled(msg));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What each thread of process `pid` is doing, one line each: its name,
+/// scheduler state, kernel wait channel and system call number (426 is
+/// `io_uring_enter`), for the failure of a start that stalled.
+fn thread_states(pid: u32) -> String {
+    let mut out = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default().trim().to_string();
+        let stat = read("stat");
+        let state = stat.rsplit(") ").next().and_then(|s| s.split(' ').next()).unwrap_or("?").to_string();
+        let syscall = read("syscall");
+        let nr = syscall.split(' ').next().unwrap_or("?");
+        let (tid, comm, wchan) = (task.file_name().to_string_lossy().into_owned(), read("comm"), read("wchan"));
+        out.push_str(&format!("\n  {tid} {comm}: state {state}, wchan {wchan}, syscall {nr}"));
+    }
+    out
 }
 
 /// The output of a process that has exited: its log, or its piped stderr.

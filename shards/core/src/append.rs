@@ -5,8 +5,10 @@
 use super::json::normalize;
 use super::limits::MAX_OFFSET;
 use super::producer::{check, ProducerCheck};
-use super::{media_type, Error, StreamState};
+use crate::error::Error;
+use crate::media::media_type;
 use crate::record::ProducerStamp;
+use crate::stream::StreamState;
 use std::borrow::Cow;
 
 /// A POST after header parsing.

@@ -1,7 +1,7 @@
 //! Append-batch framing (extension section 4): `u32_be length` + payload,
 //! repeated. Each frame becomes its own logical append.
 
-use super::Error;
+use crate::error::Error;
 
 /// A batch with more frames than allowed.
 pub const TOO_MANY_FRAMES: Error = Error::TooLarge("more frames than --max-batch-frames");

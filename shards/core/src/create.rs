@@ -2,7 +2,9 @@
 //! configuration conflict (409).
 
 use super::json::normalize;
-use super::{media_type, Error, StreamState};
+use crate::error::Error;
+use crate::media::{is_json, media_type};
+use crate::stream::StreamState;
 
 /// A PUT after header parsing.
 #[derive(Debug, Clone)]
@@ -48,7 +50,7 @@ pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) 
             && s.attrs == input.attrs;
         return if same { Ok(CreateDecision::Exists) } else { Err(CONFLICT) };
     }
-    if super::is_json(&input.content_type) {
+    if is_json(&input.content_type) {
         if body.is_empty() {
             return Ok(CreateDecision::Create { data: vec![], messages: vec![] });
         }

@@ -1,7 +1,8 @@
-//! The one error type of the protocol: every outcome that refuses a request,
-//! whether the protocol core, the store or the HTTP edge decides it. Each
-//! variant names what went wrong and carries a short reason; the HTTP edge
-//! maps variants to status codes and headers in exactly one place.
+//! The protocol's error type: every outcome that refuses a request about a
+//! stream or a bucket, whether the protocol core or the store decides it.
+//! Each variant names what went wrong and carries a short reason; the HTTP
+//! edge has its own refusals beside these (`sluice::http::error::HttpError`)
+//! and maps both to status codes and headers in exactly one place.
 
 use std::borrow::Cow;
 
@@ -21,10 +22,6 @@ pub enum Error {
     NoStream,
     /// A route or sub-resource does not exist.
     NotFound(&'static str),
-    /// The method is not served on this resource.
-    MethodNotAllowed,
-    /// The request did not arrive in time.
-    Timeout(&'static str),
     /// The request conflicts with the current state.
     Conflict(&'static str),
     /// The stream is closed.
@@ -45,8 +42,6 @@ pub enum Error {
     RecordMismatch,
     /// The request or one of its parts exceeds a limit.
     TooLarge(&'static str),
-    /// The request head exceeds a limit.
-    HeadTooLarge(&'static str),
     /// A feature of HTTP sluice does not implement.
     NotImplemented(&'static str),
     /// Stored data could not be read; the request may be retried.
@@ -58,14 +53,6 @@ pub enum Error {
     Unavailable(&'static str),
     /// The shard's log refused the write.
     Log(LogError),
-    /// Access control: no bearer token was presented.
-    Unauthenticated,
-    /// Access control: the bearer token is malformed, unknown or revoked.
-    InvalidToken(&'static str),
-    /// Access control: the token lacks the action (which one is named).
-    InsufficientScope(&'static str),
-    /// Access control: refused whatever the credentials (protected mode, CORS origin).
-    Forbidden(&'static str),
 }
 
 impl Error {
@@ -76,22 +63,15 @@ impl Error {
             Error::Damaged(what) => return Cow::Owned(what.clone()),
             Error::Invalid(why)
             | Error::NotFound(why)
-            | Error::Timeout(why)
             | Error::Conflict(why)
             | Error::Trimmed(why)
             | Error::TooLarge(why)
-            | Error::HeadTooLarge(why)
             | Error::NotImplemented(why)
-            | Error::InvalidToken(why)
-            | Error::InsufficientScope(why)
-            | Error::Forbidden(why)
             | Error::Unavailable(why) => why,
-            Error::Unauthenticated => "bearer token required",
             Error::RecordBeyondTail => "record is beyond the record tail",
             Error::StaleEpoch { .. } => "stale producer epoch",
             Error::NoBucket => "bucket not found",
             Error::NoStream => "stream not found",
-            Error::MethodNotAllowed => "method not allowed",
             Error::Closed => "stream is closed",
             Error::ContentTypeMismatch => "Content-Type does not match the stream",
             Error::SeqRegression => "Stream-Seq must increase",
@@ -114,8 +94,6 @@ impl Error {
             Error::StaleEpoch { .. } => "stale_epoch",
             Error::NoBucket => "bucket_not_found",
             Error::NoStream | Error::NotFound(_) => "not_found",
-            Error::MethodNotAllowed => "method_not_allowed",
-            Error::Timeout(_) => "timeout",
             Error::Conflict(_) | Error::BucketBusy => "conflict",
             Error::Closed => "stream_closed",
             Error::ContentTypeMismatch => "content_type_mismatch",
@@ -123,13 +101,11 @@ impl Error {
             Error::ProducerGap { .. } => "sequence_gap",
             Error::Gone | Error::Trimmed(_) => "gone",
             Error::RecordMismatch => "record_mismatch",
-            Error::TooLarge(_) | Error::HeadTooLarge(_) => "too_large",
+            Error::TooLarge(_) => "too_large",
             Error::NotImplemented(_) => "not_implemented",
             Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => "unavailable",
             Error::Damaged(_) => "damaged",
             Error::Log(LogError::NoSpace) => "no_space",
-            Error::Unauthenticated | Error::InvalidToken(_) => "unauthorized",
-            Error::InsufficientScope(_) | Error::Forbidden(_) => "forbidden",
         }
     }
 }

@@ -8,7 +8,7 @@
 //! escape it), so every `\n` in the stored bytes ends a record; the base
 //! protocol surface renders whole records as a JSON array from them.
 
-use super::Error;
+use crate::error::Error;
 use serde_json::value::RawValue;
 
 const NOT_JSON: Error = Error::Invalid("body is not valid JSON");

@@ -12,6 +12,7 @@ pub mod append;
 pub mod batch;
 pub mod body;
 pub mod codec;
+pub mod coordinates;
 pub mod create;
 pub mod cursor;
 pub mod error;
@@ -19,34 +20,13 @@ pub mod index;
 pub mod int;
 pub mod json;
 pub mod limits;
+pub mod media;
 pub mod producer;
 pub mod record;
-pub mod records;
 pub mod snapshot;
 pub mod stream;
 pub mod ttl;
 
 pub use error::Error;
+pub use media::{is_json, media_type};
 pub use stream::StreamState;
-
-/// The media type of a Content-Type value: lower-cased, parameters dropped.
-pub fn media_type(content_type: &str) -> String {
-    content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
-}
-
-/// Whether a content type selects JSON mode.
-pub fn is_json(content_type: &str) -> bool {
-    media_type(content_type) == "application/json"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn media_types() {
-        assert_eq!(media_type("Application/JSON; charset=utf-8"), "application/json");
-        assert!(is_json("application/json;charset=utf-8"));
-        assert!(!is_json("text/plain"));
-    }
-}

@@ -1,9 +1,8 @@
-//! Every fixed limit of the store and the protocol core, in one place, with
-//! the relations between them checked at compile time. The limits an
-//! operator sets are flags (`src/config.rs`); their ranges that the store
-//! depends on are here too.
-
-use std::time::Duration;
+//! The protocol core's fixed limits, in one place, with the relations
+//! between them checked at compile time: what an offset, a TTL and a
+//! producer number can carry, and the shape of a stream's record index.
+//! The shard runtime's tuning is `sluice_shards::tuning`; the HTTP edge's
+//! is `sluice::edge_limits`.
 
 /// Largest byte position an offset token can carry (16 decimal digits).
 pub const MAX_OFFSET: u64 = 9_999_999_999_999_999;
@@ -24,94 +23,9 @@ pub const ENTRY_RECORDS: usize = 127;
 /// longer record is an entry alone): a read checks the CRC of every entry
 /// it touches, so this bounds what a short read reads beyond its range.
 pub const ENTRY_BYTES: u64 = 256 << 10;
-/// Stream-file writes go in pieces of this size, made durable by one
-/// fdatasync after the last.
-pub const WRITE_PIECE: usize = 1 << 20;
-/// Stream-file reads go in pieces of this size (they stay in the CPU cache
-/// between the kernel's copy and the copy into the response).
-pub const READ_CHUNK: usize = 256 << 10;
-/// A client must take each piece of a response this long within
-/// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
-/// deadline; at the shortest timeout, 1 s, a peer slower than this per
-/// second is dropped).
-pub const SEND_PIECE: usize = 256 << 10;
-/// Stream-file descriptors a shard keeps open at most before it closes
-/// them all; fewer when the open-files limit is low (`src/config.rs`
-/// shares it out), never fewer than [`MIN_OPEN_FILES`].
-pub const MAX_OPEN_FILES: usize = 512;
-pub const MIN_OPEN_FILES: usize = 2 * FLUSH_CONCURRENCY;
-/// Descriptors a shard needs besides connections and stream files (the
-/// listener, journal segments, io_uring rings, eventfds, directories).
-pub const FIXED_FDS_PER_SHARD: usize = 32;
-/// The fewest connections per shard the open-files limit must leave room for.
-pub const MIN_CONNECTIONS: usize = 16;
-/// Streams whose files one flush writes and syncs at the same time (two
-/// descriptors each).
-pub const FLUSH_CONCURRENCY: usize = 8;
-/// How often the flusher checks whether a flush is due.
-pub const FLUSH_POLL: Duration = Duration::from_millis(50);
-/// The longest an executor sleeps with a timer armed: the bound on a stall
-/// of glommio's run loop (see `sluice_shards::tick`).
-pub const REACTOR_TICK: Duration = Duration::from_millis(20);
-/// Largest test-only time scale (`--test-time-scale`): periodic tasks run
-/// at most this many times faster than in service.
-pub const MAX_TIME_SCALE: u32 = 1000;
-/// Journal segments of free disk a write that adds data leaves beyond the
-/// unflushed bytes: the active segment (its flushed bytes stay until it
-/// rolls) and the next. Records that give space back (deletes, retention,
-/// bucket deletes, expiry) may use this room, so a full disk still takes a
-/// DELETE.
-pub const JOURNAL_ROOM_SEGMENTS: u64 = 2;
-/// Flushes' worth of journal bytes writers may run ahead of the flusher
-/// before they wait for it (one is being written while the next fills).
-pub const FLUSH_BACKLOG: u64 = 4;
-/// How long a reading of the disk's free bytes stands before the write path
-/// reads it again (appends count it down meanwhile).
-pub const DISK_FREE_REFRESH: Duration = Duration::from_millis(50);
-/// `--flush-bytes` range.
-pub const MIN_FLUSH_BYTES: u64 = 1 << 20;
-pub const MAX_FLUSH_BYTES: u64 = 4 << 30;
-/// `--flush-interval` range, in milliseconds.
-pub const MIN_FLUSH_INTERVAL_MS: u64 = 100;
-pub const MAX_FLUSH_INTERVAL_MS: u64 = 30_000;
-/// `--segment-bytes` range.
-pub const MIN_SEGMENT_BYTES: u64 = 4 << 10;
-pub const MAX_SEGMENT_BYTES: u64 = 64 << 30;
-/// Journal segments are zero-filled in pieces of this size.
-pub const FILL_CHUNK: usize = 1 << 20;
-/// The unit of every journal write: segments are `O_DIRECT` files, so a
-/// commit is padded to whole blocks at whole-block positions (the block a
-/// commit ends in is written again, whole, by the next). Segment sizes are
-/// rounded up to it.
-pub const JOURNAL_BLOCK: u64 = PAGE;
-/// The largest commit buffer the journal keeps for the next commit (a
-/// bigger one, left by an unusually large commit, is given back).
-pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
-/// The smallest stream tail buffer a flush keeps for the next capture
-/// (`store::spares`; smaller ones cost the allocator little). All kept
-/// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
-pub const MIN_SPARE_TAIL: usize = 64 << 10;
-/// The smallest unit a disk writes whole (a logical block): a power loss
-/// during a write loses whole sectors of it, never part of one. Recovery
-/// tells a torn journal tail from damage by it (`log::recovery`); a disk
-/// with larger sectors loses whole 512-byte pieces too.
-pub const SECTOR: usize = 512;
-
 const _: () = {
     assert!(INDEX_PAGE.is_multiple_of(PAGE), "retention punches whole index pages");
     assert!(ENTRY_RECORDS > 0 && ENTRY_RECORDS <= u8::MAX as usize, "an entry's record count is one byte");
-    assert!(ENTRY_BYTES > 0 && ENTRY_BYTES <= READ_CHUNK as u64, "a checked entry is read in few pieces");
-    assert!(FLUSH_CONCURRENCY * 2 <= MIN_OPEN_FILES, "one flush batch fits in the descriptor cache");
-    assert!(MIN_OPEN_FILES <= MAX_OPEN_FILES);
-    assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
-    assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
-    assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
-    assert!(MIN_SPARE_TAIL as u64 <= MIN_FLUSH_BYTES, "a kept tail buffer fits within any flush's bound");
-    assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
-    assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");
-    assert!(PAGE.is_multiple_of(SECTOR as u64), "a page is whole sectors");
-    assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
-    assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MAX_OFFSET < u64::MAX / 2, "an offset plus any body size fits in a u64");
     assert!(MAX_TTL_SECS < u64::MAX / 1000 / 2, "a TTL in milliseconds, plus now, fits in a u64");
 };

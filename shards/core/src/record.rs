@@ -196,7 +196,6 @@ pub struct Seal {
 
 /// Encoded size of a [`Record::Seal`] frame.
 pub const SEAL_FRAME: usize = FRAME_HEADER + 1 + 4 + 8 + 4 + 8;
-const _: () = assert!(crate::limits::MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
 
 /// Every durable state change, and the segment seals.
 #[derive(Clone, Debug, PartialEq, Eq)]

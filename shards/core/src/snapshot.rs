@@ -3,7 +3,8 @@
 //! and when a snapshot may be deleted.
 
 use super::body::Point;
-use super::{Error, StreamState};
+use crate::error::Error;
+use crate::stream::StreamState;
 use sha2::{Digest, Sha256};
 
 /// Digest of a snapshot: SHA-256 over its content type, a newline and its body.

@@ -93,7 +93,7 @@ impl StreamState {
             handle: c.handle,
             bucket: c.bucket.clone(),
             name: c.stream.clone(),
-            json: super::is_json(&c.content_type),
+            json: crate::media::is_json(&c.content_type),
             content_type: c.content_type.clone(),
             created_ms: c.created_ms,
             last_write_ms: c.created_ms,

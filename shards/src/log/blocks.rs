@@ -11,7 +11,7 @@
 //! zeros (recovery's torn-tail rule, `log::recovery`). After a restart the
 //! block is read back from the segment before the first commit.
 
-use crate::core::limits::JOURNAL_BLOCK;
+use crate::tuning::JOURNAL_BLOCK;
 use glommio::io::DmaFile;
 use std::io;
 

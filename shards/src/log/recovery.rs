@@ -50,7 +50,7 @@
 use super::marks::{self, LOG_HEAD, LOG_START};
 use super::record::{read_frame, Frame, Record, FRAME_HEADER, MAX_KIND};
 use super::segment::{list_segments, segment_path};
-use crate::core::limits::SECTOR;
+use crate::tuning::SECTOR;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 

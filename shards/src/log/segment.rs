@@ -18,8 +18,8 @@
 //! an io_uring worker thread. Their sizes are whole [`JOURNAL_BLOCK`]s, the
 //! unit every commit is padded to ([`super::blocks`]).
 
-use crate::core::limits::{FILL_CHUNK, JOURNAL_BLOCK};
 use crate::storage::Storage;
+use crate::tuning::{FILL_CHUNK, JOURNAL_BLOCK};
 use glommio::io::{DmaFile, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;

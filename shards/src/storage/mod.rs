@@ -8,7 +8,7 @@
 //! the executor for metadata changes of microseconds). [`Storage::Faulty`]
 //! makes the same calls but first asks its [`Faults`] plan whether this one
 //! fails instead, so the simulation can fail any step of a flush, a read
-//! or a recovery (the journal has its own seam, [`crate::decide::Journal`]).
+//! or a recovery (the journal has its own seam: the `Journal` trait of the store's write decisions).
 //! The choice is an enum, not a trait object: production pays one branch.
 
 pub mod faults;

@@ -20,7 +20,8 @@ use std::rc::Rc;
 
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
-pub use crate::core::limits::{MAX_OPEN_FILES, MIN_OPEN_FILES, PAGE, READ_CHUNK, WRITE_PIECE};
+pub use crate::core::limits::PAGE;
+pub use crate::tuning::{MAX_OPEN_FILES, MIN_OPEN_FILES, READ_CHUNK, WRITE_PIECE};
 
 pub fn data_name(handle: u64) -> String {
     FileName::Data(handle).to_string()

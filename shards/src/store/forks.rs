@@ -117,8 +117,9 @@ impl Shard {
             .collect();
         for handle in dead {
             if self.reserve(16, Room::Frees).await.is_ok() {
-                self.store.borrow_mut().remove_hard(handle);
-                self.log.append(&Record::Delete { handle });
+                let record = Record::Delete { handle };
+                self.log.append(&record);
+                self.store.borrow_mut().commit(record);
             }
         }
     }
@@ -132,8 +133,9 @@ impl Shard {
         let Some(e) = st.by_handle(handle) else { return };
         e.state.forks = e.state.forks.saturating_sub(1);
         if e.state.deleted && e.state.forks == 0 {
-            st.remove_hard(handle);
-            self.log.append(&Record::Delete { handle });
+            let record = Record::Delete { handle };
+            self.log.append(&record);
+            st.commit(record);
         }
     }
 }

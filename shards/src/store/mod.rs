@@ -19,10 +19,11 @@
 //! bucket's home shard (see the binary's `mesh` module).
 
 pub mod checkpoint;
+pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;
-pub mod index;
+pub mod reads;
 pub mod restore;
 mod shard;
 pub mod spares;
@@ -192,6 +193,17 @@ pub struct ForkPlan {
 /// The store's failures are the protocol's errors.
 pub use crate::core::Error as StoreError;
 
+/// What applying a record did that its caller may act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The state changed (or the record named nothing held here).
+    Done,
+    /// A stream was created; its initial body starts at this record ordinal.
+    Created { start: u64 },
+    /// A stream was removed for good; it forked from `(shard, handle)`.
+    Removed { fork_of: Option<(u32, u64)> },
+}
+
 /// What an append did, for the response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -214,8 +226,11 @@ impl Store {
         Store { shard, max_producers, ..Store::default() }
     }
 
-    /// Replays one recovered record (the journal written since the checkpoint).
-    pub fn replay(&mut self, record: Record<'_>) {
+    /// Applies one record to the state: the one place a record changes a
+    /// store, whether it was just decided and logged ([`Store::commit`]) or
+    /// is replayed at start ([`Store::replay`]). Decisions build records,
+    /// the log makes them durable, this changes state.
+    pub fn apply(&mut self, record: Record<'_>) -> Applied {
         match record {
             Record::BucketCreate { bucket, at_ms } => {
                 self.home_buckets.insert(bucket, at_ms);
@@ -225,25 +240,18 @@ impl Store {
             }
             Record::Create(c) => {
                 self.next_handle = self.next_handle.max(c.handle + 1);
-                self.apply_create(&c);
+                return Applied::Created { start: self.apply_create(&c) };
             }
             Record::Append(a) => {
                 if let Some(e) = self.by_handle(a.handle) {
-                    let tail = e.state.apply_append(&a);
-                    let records = e.state.records();
-                    e.state.publish(tail, records, a.close);
+                    e.state.apply_append(&a);
                 }
             }
-            Record::Delete { handle } => {
-                if let Some(key) = self.handles.remove(&handle) {
-                    if let Some(e) = self.streams.remove(&key) {
-                        self.bury(&e);
-                    }
-                }
-            }
+            Record::Delete { handle } => return Applied::Removed { fork_of: self.remove(handle) },
             Record::SoftDelete { handle } => {
                 if let Some(e) = self.by_handle(handle) {
                     e.state.deleted = true;
+                    e.signal.notify();
                 }
             }
             Record::Attrs { handle, attrs } => {
@@ -258,7 +266,7 @@ impl Store {
                 }
             }
             Record::SnapshotDelete { handle, offset } => {
-                let Some(e) = self.by_handle(handle) else { return };
+                let Some(e) = self.by_handle(handle) else { return Applied::Done };
                 if e.state.snapshot.as_ref().is_some_and(|s| s.offset == offset) {
                     let old = e.state.snapshot.take();
                     self.bury_snapshot(handle, old);
@@ -272,6 +280,34 @@ impl Store {
             Record::SubscriptionDelete { id } => {
                 self.subscriptions.remove(&id);
             }
+        }
+        Applied::Done
+    }
+
+    /// Applies a record just decided and logged: a removed fork's release
+    /// is queued for its source's shard.
+    pub fn commit(&mut self, record: Record<'_>) -> Applied {
+        let applied = self.apply(record);
+        if let Applied::Removed { fork_of: Some(source) } = applied {
+            self.releases.push(source);
+            self.release_signal.notify();
+        }
+        applied
+    }
+
+    /// Replays one recovered record (the journal written since the
+    /// checkpoint): applied, and its appended bytes visible at once (they are
+    /// durable). A removed fork releases nothing: every shard counts the
+    /// forks that survived afresh at start (`ForkRef`).
+    pub fn replay(&mut self, record: Record<'_>) {
+        let appended = match &record {
+            Record::Append(a) => Some((a.handle, a.close)),
+            _ => None,
+        };
+        self.apply(record);
+        if let Some(e) = appended.and_then(|(handle, _)| self.by_handle(handle)) {
+            let (tail, records) = (e.state.tail(), e.state.records());
+            e.state.publish(tail, records, appended.is_some_and(|(_, close)| close));
         }
     }
 
@@ -373,18 +409,21 @@ impl Store {
         self.streams.get_mut(key).map(|e| &mut **e)
     }
 
-    /// Removes a stream for good, queues its files for deletion and the
-    /// release of its fork parent.
+    /// Removes a stream for good (live, not logged here: an expiry a reader
+    /// finds, whose caller logs it or recomputes it after a restart): as a
+    /// logged delete would, with the release of its fork source queued.
     pub fn remove_hard(&mut self, handle: u64) {
-        let Some(key) = self.handles.remove(&handle) else { return };
-        if let Some(e) = self.streams.remove(&key) {
-            self.bury(&e);
-            e.signal.notify();
-            if let Some(f) = &e.state.fork {
-                self.releases.push((f.parent_shard, f.parent_handle));
-                self.release_signal.notify();
-            }
-        }
+        self.commit(Record::Delete { handle });
+    }
+
+    /// Removes a stream and queues its files for deletion; the fork source
+    /// it referenced, if any, as `(shard, handle)`.
+    fn remove(&mut self, handle: u64) -> Option<(u32, u64)> {
+        let key = self.handles.remove(&handle)?;
+        let e = self.streams.remove(&key)?;
+        self.bury(&e);
+        e.signal.notify();
+        e.state.fork.as_ref().map(|f| (f.parent_shard, f.parent_handle))
     }
 
     /// The stream at `key` for a write: missing is 404, a tombstone 410.

@@ -8,11 +8,11 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::core::limits::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use crate::log::recovery::Mode;
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
 use crate::storage::Storage;
+use crate::tuning::{DISK_FREE_REFRESH, FLUSH_BACKLOG, JOURNAL_ROOM_SEGMENTS};
 use std::cell::{Cell, RefCell};
 
 /// How a shard keeps its unflushed tail bounded.
@@ -39,7 +39,7 @@ pub(crate) enum Room {
 pub struct ShardConfig {
     pub log: LogConfig,
     /// Stream-file descriptors the shard may keep open
-    /// ([`crate::core::limits::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
+    /// ([`crate::tuning::MIN_OPEN_FILES`]..=`MAX_OPEN_FILES`).
     pub open_files: usize,
     /// Producers each stream remembers.
     pub max_producers: usize,
@@ -269,9 +269,14 @@ impl Shard {
         )
         .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
-        let (created, handle, tail, closed, next) = self.settle_outcome(key, decided).await?;
-        self.publish(handle, tail, next, closed);
-        Ok(CreateOutcome { created: created.is_some(), tail, closed, records: (created.unwrap_or(next), next) })
+        let c = self.settle_outcome(key, decided).await?;
+        self.publish(c.handle, c.tail, c.records, c.closed);
+        Ok(CreateOutcome {
+            created: c.start.is_some(),
+            tail: c.tail,
+            closed: c.closed,
+            records: (c.start.unwrap_or(c.records), c.records),
+        })
     }
 
     /// POST: append (and/or close).
@@ -314,7 +319,7 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(crate::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
+                results.push(super::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
                     lsn = l;
                     out
                 }));
@@ -335,6 +340,7 @@ impl Shard {
         match decided {
             Ok((lsn, out)) => {
                 self.log.durable(lsn).await?;
+                debug_assert!(self.log.durable_mark() >= lsn, "an outcome is answered, and published, once durable");
                 Ok(out)
             }
             Err(refusal) => {
@@ -402,7 +408,7 @@ impl Shard {
             (s.visible.tail, s.first_message, s.visible.messages)
         };
         let found = match at {
-            SnapshotAt::Record(r) if r < first => return Err(crate::core::records::TRIMMED),
+            SnapshotAt::Record(r) if r < first => return Err(crate::core::coordinates::TRIMMED),
             SnapshotAt::Record(r) if r > records => return Err(crate::core::snapshot::BEYOND_TAIL),
             SnapshotAt::Record(r) => self.record_offset(key, r).await.map(|offset| Point { offset, record: Some(r) }),
             // The core refuses it as beyond the tail.

@@ -21,8 +21,8 @@
 //! holds no memory here or in its streams' tails.
 
 #[cfg(doc)]
-use crate::core::limits::FLUSH_BACKLOG;
-use crate::core::limits::MIN_SPARE_TAIL;
+use crate::tuning::FLUSH_BACKLOG;
+use crate::tuning::MIN_SPARE_TAIL;
 
 /// Buffers a flush finished with, for the next capture.
 #[derive(Debug)]

@@ -1,8 +1,9 @@
 //! CORS: which web origins may call sluice from a browser (`--cors-origins`),
-//! the headers each response carries for the request's `Origin`, and preflights.
+//! the headers each response carries for the request's `Origin`, and preflights;
+//! and [`finish`], the headers every response carries.
 
-use sluice::http::{headers as h, Response};
-use sluice_shards::core::Error;
+use super::error::HttpError;
+use super::{date, headers as h, Response};
 
 /// Longest origin accepted in `--cors-origins`.
 const MAX_ORIGIN: usize = 256;
@@ -86,13 +87,22 @@ impl Cors {
     /// headers for a granted origin, 403 otherwise.
     pub fn preflight(&self) -> Response {
         if *self == Cors::Denied {
-            return Error::Forbidden("origin not allowed (see --cors-origins)").into();
+            return HttpError::Forbidden("origin not allowed (see --cors-origins)").into();
         }
         Response::new(204)
             .header(h::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, PUT, DELETE, HEAD, OPTIONS")
             .header(h::ACCESS_CONTROL_ALLOW_HEADERS, h::allowed())
             .header(h::ACCESS_CONTROL_MAX_AGE, "86400")
     }
+}
+
+/// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
+pub fn finish(mut r: Response, cors: &Cors) -> Response {
+    r.set(h::DATE, date::now());
+    r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
+    cors.apply(&mut r);
+    r
 }
 
 #[cfg(test)]

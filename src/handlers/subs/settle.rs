@@ -2,11 +2,11 @@
 //! each fenced by its token, wake id and generation against the current
 //! wake, and answered once durable.
 
-use super::limits::{MAX_ACKS, MAX_WORKER_BYTES};
-use super::model::{Ack, Delivery, SubError, Subscription};
-use super::routes::{body_json, json};
+use super::answers::{body_json, json};
 use super::{persist, wake};
-use crate::shard::Ctx;
+use crate::ctx::Ctx;
+use crate::subscriptions::bounds::{MAX_ACKS, MAX_WORKER_BYTES};
+use crate::subscriptions::model::{Ack, Delivery, SubError, Subscription};
 use sluice::http::{headers as h, Head, Response};
 use std::rc::Rc;
 

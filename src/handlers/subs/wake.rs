@@ -5,13 +5,13 @@
 //! the backoff schedule and expires leases; and the append hook that tells
 //! owner shards about appends their subscriptions match.
 
-use super::backoff::retry_delay_ms;
-use super::delivery::{Job, Outcome};
-use super::limits::OUTCOME_POLL;
-use super::mesh::SubsReq;
-use super::model::{Delivery, Subscription};
+use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
-use crate::shard::Ctx;
+use crate::subscriptions::backoff::retry_delay_ms;
+use crate::subscriptions::bounds::OUTCOME_POLL;
+use crate::subscriptions::delivery::{Job, Outcome};
+use crate::subscriptions::model::{Delivery, Subscription};
+use crate::subscriptions::SubsReq;
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::store::StreamKey;
 use sluice_shards::tasks::spawn;
@@ -21,7 +21,7 @@ use std::rc::Rc;
 
 /// A fresh wake id.
 fn wake_id() -> String {
-    let r = super::signing::random32();
+    let r = crate::subscriptions::signing::random32();
     let hex: String = r[..12].iter().map(|b| format!("{b:02x}")).collect();
     format!("w_{hex}")
 }

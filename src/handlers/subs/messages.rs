@@ -3,25 +3,15 @@
 //! written into a pull-wake stream (to the stream's owner).
 
 use super::wake;
+use crate::ctx::Ctx;
 use crate::mesh::BucketRep;
-use crate::shard::Ctx;
+use crate::subscriptions::SubsReq;
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::Error;
 use sluice_shards::ids::BUILTIN_BUCKET;
 use std::rc::Rc;
 
-#[derive(Debug)]
-pub enum SubsReq {
-    /// To every shard: register (or drop) `patterns` of subscription `id` owned by `owner`.
-    Index { id: String, owner: usize, patterns: Vec<String>, add: bool },
-    /// To a subscription's owner: stream `path` (matching them) now ends at `tail`.
-    Appended { ids: Vec<String>, path: String, tail: u64 },
-    /// To a subscription's owner: stream `path` (linked to them) was deleted.
-    Deleted { ids: Vec<String>, path: String },
-    /// To a wake stream's owner: append this JSON wake event.
-    WakeEvent { stream: String, event: Vec<u8> },
-}
-
+/// Serves a subscription message from a peer shard (or from this one).
 pub async fn serve(ctx: &Rc<Ctx>, req: SubsReq) -> BucketRep {
     match req {
         SubsReq::Index { id, owner, patterns, add } => {

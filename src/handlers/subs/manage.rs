@@ -3,14 +3,14 @@
 //! delete (a tombstone), explicit membership, the pattern index on every
 //! shard, and the tails recovery refreshes.
 
-use super::glob;
-use super::limits::{MAX_BODY_BYTES, MAX_EXPLICIT_STREAMS, MAX_SUBSCRIPTIONS_PER_SHARD};
-use super::mesh::SubsReq;
-use super::model::{normalize_path, parse_streams, Config, SubError, Subscription};
-use super::routes::{base_url, body_json, json, render};
+use super::answers::{base_url, body_json, json, render};
 use super::{persist, wake};
+use crate::ctx::Ctx;
 use crate::mesh::{BucketRep, BucketReq};
-use crate::shard::Ctx;
+use crate::subscriptions::bounds::{MAX_BODY_BYTES, MAX_EXPLICIT_STREAMS, MAX_SUBSCRIPTIONS_PER_SHARD};
+use crate::subscriptions::glob;
+use crate::subscriptions::model::{normalize_path, parse_streams, Config, SubError, Subscription};
+use crate::subscriptions::SubsReq;
 use sluice::http::{Head, Response};
 use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use std::rc::Rc;
@@ -123,7 +123,7 @@ pub(super) async fn create(ctx: &Rc<Ctx>, head: &Head, id: &str, body: &[u8]) ->
         let sub = owned.get(id).ok_or_else(SubError::not_found)?;
         return Ok(json(200, render(ctx, head, sub)));
     }
-    let incarnation = u64::from_le_bytes(super::signing::random32()[..8].try_into().expect("8 bytes"));
+    let incarnation = u64::from_le_bytes(crate::subscriptions::signing::random32()[..8].try_into().expect("8 bytes"));
     let sub = Subscription::new(id, config.clone(), base_url(head), ctx.now_ms(), incarnation);
     ctx.subs.owned.borrow_mut().insert(id.to_string(), sub);
     // Index first, then backfill: an append in between is seen by both, and
@@ -201,4 +201,35 @@ pub(super) async fn remove_stream(ctx: &Rc<Ctx>, id: &str, path: &str) -> Result
         index(ctx, id, vec![path], false).await;
     }
     Ok(Response::new(204))
+}
+
+/// At start, before any client: loads the subscriptions this shard owns,
+/// registers their patterns everywhere, refreshes tails and resumes wakes
+/// (a retry keeps its schedule; an in-flight delivery is sent again).
+pub async fn recover(ctx: &Rc<Ctx>) {
+    let states: Vec<(String, Vec<u8>)> =
+        ctx.shard.store.borrow().subscriptions.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let now = ctx.now_ms();
+    for (id, bytes) in states {
+        let Some(mut sub) = crate::subscriptions::stored::decode(&bytes) else {
+            tracing::warn!(shard = ctx.id, subscription = %id, "a subscription record does not decode; skipped");
+            continue;
+        };
+        if sub.wake.is_some() && sub.retry_at.is_none() && sub.wake.as_ref().is_some_and(|w| w.lease_until.is_none()) {
+            if let crate::subscriptions::model::Delivery::Webhook { .. } = sub.config.delivery {
+                sub.retry_at = Some(now);
+            }
+        }
+        let patterns = registrations(&sub);
+        let has_wake = sub.wake.is_some();
+        ctx.subs.owned.borrow_mut().insert(id.clone(), sub);
+        index(ctx, &id, patterns, true).await;
+        refresh_tails(ctx, &id).await;
+        if has_wake {
+            ctx.subs.waking.borrow_mut().insert(id.clone());
+            ctx.subs.wakes.notify();
+        } else {
+            wake::maybe_wake(ctx, &id);
+        }
+    }
 }

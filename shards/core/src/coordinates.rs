@@ -2,7 +2,8 @@
 //! parameters and their resolution to a starting record ordinal.
 
 use super::int::parse_uint;
-use super::{Error, StreamState};
+use crate::error::Error;
+use crate::stream::StreamState;
 
 /// Where a record-aware read starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

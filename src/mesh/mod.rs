@@ -1,11 +1,17 @@
 //! Cross-shard messages: batches of forwarded requests and their answers,
 //! connection handoff (live SSE) to a stream's owner shard, and request/reply
-//! for bucket-level operations (the only state shared by shards).
+//! for bucket-level operations (the only state shared by shards). Below the
+//! per-shard state: the types of what travels ([`envelope`]), the tables
+//! that match replies to their askers ([`replies`]), the per-destination
+//! queues ([`batches`]) and the relays' state ([`relays`]).
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+pub mod batches;
+pub mod envelope;
+pub mod relays;
+pub mod replies;
+
+use envelope::Envelope;
 use std::os::fd::RawFd;
-use std::rc::Rc;
 
 /// One stream in a bucket listing.
 #[derive(Clone, Debug)]
@@ -44,7 +50,7 @@ pub enum BucketReq {
     /// To every shard: a snapshot of its metrics for /v1/metrics.
     Metrics,
     /// Subscription index, append and wake-event messages.
-    Subs(crate::subscriptions::mesh::SubsReq),
+    Subs(crate::subscriptions::SubsReq),
 }
 
 #[derive(Debug)]
@@ -59,7 +65,7 @@ pub enum BucketRep {
 
 pub enum Message {
     /// Requests for streams the receiver owns, and answers to its requests.
-    Batch(Vec<crate::forward::Envelope>),
+    Batch(Vec<Envelope>),
     /// A connection whose next request (live SSE) targets a stream this shard owns.
     Handoff {
         fd: RawFd,
@@ -74,40 +80,4 @@ pub enum Message {
         id: u64,
         rep: BucketRep,
     },
-}
-
-/// Replies this shard is waiting for.
-#[derive(Default)]
-pub struct Pending {
-    next_id: std::cell::Cell<u64>,
-    slots: RefCell<HashMap<u64, Option<BucketRep>>>,
-    signal: sluice_shards::signal::Signal,
-}
-
-impl Pending {
-    pub fn open(&self) -> u64 {
-        let id = self.next_id.get() + 1;
-        self.next_id.set(id);
-        self.slots.borrow_mut().insert(id, None);
-        id
-    }
-
-    pub fn complete(&self, id: u64, rep: BucketRep) {
-        if let Some(slot) = self.slots.borrow_mut().get_mut(&id) {
-            *slot = Some(rep);
-        }
-        self.signal.notify();
-    }
-
-    pub async fn wait(self: &Rc<Self>, id: u64) -> BucketRep {
-        loop {
-            let seen = self.signal.generation();
-            let ready = self.slots.borrow_mut().get_mut(&id).and_then(Option::take);
-            if let Some(rep) = ready {
-                self.slots.borrow_mut().remove(&id);
-                return rep;
-            }
-            self.signal.changed(seen).await;
-        }
-    }
 }

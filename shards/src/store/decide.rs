@@ -3,15 +3,17 @@
 //! and applies them to the in-memory state, with no I/O and no await. The
 //! shard runs them against its [`Log`](crate::log::Log) (then waits for
 //! durability); the deterministic simulation runs the same code against an
-//! in-memory journal. Replay applies the same records through
-//! [`Store::replay`].
+//! in-memory journal. Each decision builds a record, logs it, then applies
+//! it with [`Store::commit`]; replay applies the same records through the
+//! same [`Store::apply`] ([`Store::replay`]). Appends apply through
+//! `StreamState::apply_append` on the entry in hand, as `Store::apply` does.
 
 use crate::core::append::{self, AppendDecision, AppendInput};
 use crate::core::body::Point;
 use crate::core::create::{self, CreateDecision, CreateInput};
 use crate::core::snapshot;
 use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
-use crate::store::{AppendOutcome, Entry, ForkPlan, Store, StoreError, StreamKey};
+use crate::store::{AppendOutcome, Applied, Entry, ForkPlan, Store, StoreError, StreamKey};
 
 /// Where decided records go.
 pub trait Journal {
@@ -34,30 +36,36 @@ impl Journal for crate::log::Log {
 /// A decision: the commit number to wait for, and what to answer.
 pub type Decided<T> = Result<(u64, T), StoreError>;
 
-/// What a create decided: record ordinal the initial body started at (None
-/// when the stream existed), handle, tail, closed, record tail.
-pub type Created = (Option<u64>, u64, u64, bool, u64);
+/// What a create decided, for the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// The record ordinal the initial body started at (`None`: the stream existed).
+    pub start: Option<u64>,
+    pub handle: u64,
+    pub tail: u64,
+    pub closed: bool,
+    /// The record tail (the ordinal the next record gets).
+    pub records: u64,
+}
 
 impl Store {
-    /// Drops `key` if expired, logging the delete so a restart agrees.
-    /// The callers reserved log room; the reserve slack covers this record.
+    /// Drops `key` if expired: logs the delete (soft while forks read the
+    /// stream), then applies it, so a restart agrees. The callers reserved
+    /// log room; the reserve slack covers this record.
     pub fn expire(&mut self, log: &impl Journal, key: &StreamKey, now_ms: u64) {
         // One lookup on the common path: a live stream that has not expired.
-        let Some(handle) = self
+        let Some((handle, forked)) = self
             .streams
             .get(key)
             .filter(|e| !e.state.deleted && e.state.lifetime.expired(now_ms))
-            .map(|e| e.state.handle)
+            .map(|e| (e.state.handle, e.state.forks > 0))
         else {
             return;
         };
-        let dropped = self.live(key, now_ms).is_none();
-        assert!(dropped, "an expired stream is dropped or becomes a tombstone");
-        if self.is_tombstone(key) {
-            log.append(&Record::SoftDelete { handle });
-        } else {
-            log.append(&Record::Delete { handle });
-        }
+        let record = if forked { Record::SoftDelete { handle } } else { Record::Delete { handle } };
+        log.append(&record);
+        self.commit(record);
+        debug_assert!(self.live(key, now_ms).is_none(), "an expired stream is dropped or becomes a tombstone");
     }
 
     /// PUT: creates a stream (with its initial body) or confirms an existing one.
@@ -131,15 +139,14 @@ impl Store {
                 };
                 let rec = Record::Create(c);
                 let at = log.append(&rec);
-                let Record::Create(c) = rec else { unreachable!("built as a create") };
-                let start = self.apply_create(&c);
+                let Applied::Created { start } = self.commit(rec) else { unreachable!("a create creates") };
                 let e = self.by_handle(handle).expect("just inserted");
                 (e.settle, e.created) = (at.lsn, at.lsn);
                 (at.lsn, Some(start), handle)
             }
         };
         let s = &self.by_handle(handle).expect("decided on a live entry").state;
-        Ok((lsn, (created, s.handle, s.tail(), s.closed, s.records())))
+        Ok((lsn, Created { start: created, handle: s.handle, tail: s.tail(), closed: s.closed, records: s.records() }))
     }
 
     /// POST: one append (and/or close); returns the handle and the outcome.
@@ -161,14 +168,16 @@ impl Store {
         self.expire(log, key, now_ms);
         let e = self.entry(key)?;
         let handle = e.state.handle;
-        e.signal.notify();
         if e.state.forks > 0 {
-            e.state.deleted = true;
-            e.settle = log.append(&Record::SoftDelete { handle }).lsn;
-            Ok((e.settle, ()))
+            let record = Record::SoftDelete { handle };
+            e.settle = log.append(&record).lsn;
+            let settle = e.settle;
+            self.commit(record);
+            Ok((settle, ()))
         } else {
-            self.remove_hard(handle);
-            self.removed = log.append(&Record::Delete { handle }).lsn;
+            let record = Record::Delete { handle };
+            self.removed = log.append(&record).lsn;
+            self.commit(record);
             Ok((self.removed, ()))
         }
     }
@@ -199,10 +208,12 @@ impl Store {
                     digest,
                     body,
                 };
-                let lsn = log.append(&Record::Snapshot(rec.clone())).lsn;
-                self.apply_snapshot(&rec);
-                self.by_handle(rec.handle).expect("decided on a live entry").settle = lsn;
-                Ok((lsn, (offset, rec.digest)))
+                let (handle, digest) = (rec.handle, rec.digest.clone());
+                let record = Record::Snapshot(rec);
+                let lsn = log.append(&record).lsn;
+                self.commit(record);
+                self.by_handle(handle).expect("decided on a live entry").settle = lsn;
+                Ok((lsn, (offset, digest)))
             }
         }
     }
@@ -217,9 +228,11 @@ impl Store {
             Ok(false) => Ok((log.assigned(), offset)),
             Ok(true) => {
                 let record = at.record.expect("retention moves only to a message boundary");
-                let lsn = log.append(&Record::Retention { handle: e.state.handle, offset, record }).lsn;
-                e.state.retain_from(offset, record);
-                e.settle = lsn;
+                let handle = e.state.handle;
+                let retention = Record::Retention { handle, offset, record };
+                let lsn = log.append(&retention).lsn;
+                self.commit(retention);
+                self.by_handle(handle).expect("decided on a live entry").settle = lsn;
                 Ok((lsn, offset))
             }
         }
@@ -231,9 +244,8 @@ impl Store {
         let e = self.entry(key)?;
         if e.state.attrs != attrs {
             let record = Record::Attrs { handle: e.state.handle, attrs };
-            let lsn = log.append(&record).lsn;
-            e.settle = lsn;
-            self.replay(record);
+            e.settle = log.append(&record).lsn;
+            self.commit(record);
         }
         Ok((log.assigned(), ()))
     }

@@ -1,0 +1,72 @@
+//! What travels between shards in a batch: forwarded requests, their
+//! answers, and relayed SSE events (see `forward` and `relay`).
+
+use super::relays::{Event, Subscription};
+use crate::route::Route;
+use sluice::http::response::Rendered;
+use sluice::http::url::Target;
+use sluice::http::Head;
+use sluice_shards::store::StreamKey;
+use std::time::Instant;
+
+/// A request travelling to the owner shard of its stream.
+pub struct Forward {
+    /// The accepting shard and its id for the answer.
+    pub from: usize,
+    pub id: u64,
+    pub head: Head,
+    pub target: Target,
+    pub route: Route,
+    pub body: Vec<u8>,
+    /// When the accepting shard had the whole head (request latency starts there).
+    pub started: Instant,
+}
+
+/// The owner's answer travelling back to the accepting shard.
+pub struct Answer {
+    pub id: u64,
+    pub answered: Answered,
+}
+
+/// How the owner answered a forwarded request.
+pub enum Answered {
+    /// A whole response.
+    Response(Rendered),
+    /// A live SSE read joined the owner's relay: write `bytes` (head and
+    /// first control event), then follow the stream's relayed events from `from`.
+    Live { owner: usize, key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
+    /// Move the connection to the owner and replay the request there.
+    Move,
+}
+
+/// An answer as its connection receives it.
+pub enum Delivered {
+    Response(Rendered),
+    Live(Subscription),
+    Move,
+}
+
+/// One item of a batch between two shards.
+pub enum Envelope {
+    /// Boxed: a request is large next to an answer, and batches move both.
+    Forward(Box<Forward>),
+    Answer(Answer),
+    /// A live event of a stream (incarnation `handle`) the receiver has SSE subscribers for.
+    Event {
+        key: StreamKey,
+        handle: u64,
+        event: Event,
+    },
+    /// That stream is gone: its relayed subscribers end.
+    Gone {
+        key: StreamKey,
+        handle: u64,
+    },
+    /// A relayed subscriber on shard `from`, fed by pump `pump`, ended.
+    Leave {
+        from: usize,
+        key: StreamKey,
+        handle: u64,
+        pump: u64,
+    },
+}
