@@ -3,8 +3,9 @@
 # created with one 10-byte message each (`sluice-bench --scenario idle
 # --initial-bytes 10`), then: RSS per stream, files and disk in the data dir,
 # the bucket metadata request, what the server writes per second while 2
-# appends/s trickle in (flush every 1 s, measured after SETTLE=20 s), and restart to /v1/healthz warm and
-# cold (page cache dropped; root only, otherwise "-").
+# appends/s trickle in (flush every 1 s, once every created stream is in
+# its files), and restart to /v1/healthz warm and cold (page cache dropped;
+# root only, otherwise "-").
 #
 #   bench/many.sh [N ...]          # default: 100000
 #
@@ -22,14 +23,25 @@ trap stop_server EXIT
 
 serve() { "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --flush-interval 1s >>"$WORK/sluice.log" 2>&1 & }
 
+# Checkpoint bytes the server wrote (its metrics), and sectors written to
+# the data dir's disk (everything on the machine: a noisy upper bound).
+checkpoint_bytes() {
+    curl -s "$URL/v1/metrics" | awk '/^sluice_checkpoint_bytes_total/ {n += $2} END {printf "%d", n}'
+}
+disk_sectors() {
+    local dev
+    dev=$(basename "$(df --output=source "$WORK" | tail -1)")
+    awk -v d="$dev" '$3 == d {print $10}' /proc/diskstats
+}
+
 restart_secs() {
     "$BENCH" --url "$URL" --scenario restart --timeout 600s --json "$WORK/restart.json" \
         --server-cmd "$SLUICE serve --listen 127.0.0.1:$PORT --data-dir $WORK/data" >"$WORK/restart.txt" 2>&1
     python3 -c "import json; print(json.load(open('$WORK/restart.json'))['ready_secs'])"
 }
 
-echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | written/s, 2 appends/s | restart warm | restart cold | create rate |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | checkpoint KiB/s, 2 appends/s | disk KiB/s then | restart warm | restart cold | create rate |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for n in "${@:-100000}"; do
     rm -rf "$WORK/data"
     serve
@@ -40,16 +52,21 @@ for n in "${@:-100000}"; do
     read -r per rate < <(python3 -c "import json; j=json.load(open('$WORK/idle.json')); print(j['bytes_per_stream'], round(j['created']/j['create_secs']))")
     meta=$(curl -s -o /dev/null -w '%{time_total}' "$URL/v1-stream")
     # The flushes that write the new streams' first files take a while
-    # after the creates; then two appends per second for 20 s to two of
-    # the streams, and what the server process wrote meanwhile
-    # (/proc/PID/io, every file it wrote).
-    sleep "${SETTLE:-20}"
-    w0=$(awk '/^write_bytes/ {print $2}' "/proc/$SERVER_PID/io")
+    # after the creates (tens of seconds at 100k): wait until every byte
+    # is in stream files, then two appends per second for 20 s to two of
+    # the streams, and what the server wrote meanwhile.
+    until curl -s "$URL/v1/metrics" | awk '/^sluice_unflushed_bytes/ {n += $2} END {exit n > 0}'; do
+        sleep 1
+    done
+    sleep 2
+    w0=$(checkpoint_bytes)
+    d0=$(disk_sectors)
     for i in $(seq 40); do
         curl -s -o /dev/null -X POST -H 'content-type: text/plain' --data "tick$i" "$URL/v1/stream/m$((i % 2))"
         sleep 0.5
     done
-    w1=$(awk '/^write_bytes/ {print $2}' "/proc/$SERVER_PID/io")
+    w1=$(checkpoint_bytes)
+    d1=$(disk_sectors)
     stop_server
     files=$(find "$WORK/data" -type f | wc -l)
     disk=$(du -sm "$WORK/data" | cut -f1)
@@ -60,7 +77,7 @@ for n in "${@:-100000}"; do
         sync && echo 3 >/proc/sys/vm/drop_caches
         cold=$(restart_secs)
     fi
-    printf '| %s | %s B | %s | %s MiB (%s) | %.0f ms | %s KiB/s | %s s | %s s | %s/s |\n' \
+    printf '| %s | %s B | %s | %s MiB (%s) | %.0f ms | %s | %s | %s s | %s s | %s/s |\n' \
         "$n" "$per" "$files" "$disk" "$apparent" "$(echo "$meta * 1000" | bc -l)" \
-        "$(( (w1 - w0) / 20 / 1024 ))" "$warm" "$cold" "$rate"
+        "$(( (w1 - w0) / 20 / 1024 ))" "$(( (d1 - d0) * 512 / 20 / 1024 ))" "$warm" "$cold" "$rate"
 done

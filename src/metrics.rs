@@ -64,6 +64,7 @@ pub struct ShardSnapshot {
     flushes_ok: u64,
     flushes_failed: u64,
     flush_seconds: HistogramSnapshot,
+    checkpoint_bytes: u64,
     unflushed_bytes: u64,
     log_failed: bool,
 }
@@ -95,6 +96,7 @@ pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, 
         flushes_ok: shard.flush_stats.ok.get(),
         flushes_failed: shard.flush_stats.failed.get(),
         flush_seconds: shard.flush_stats.seconds.snapshot(),
+        checkpoint_bytes: shard.flush_stats.checkpoint_bytes.get(),
         unflushed_bytes: shard.log.appended_bytes() - shard.flush_stats.stored_through.get(),
         log_failed: shard.log.is_failed(),
     }
@@ -158,7 +160,9 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     per_shard_histogram(&mut out, "sluice_flush_seconds", &|s| &s.flush_seconds);
     let help = "1 while the shard's log is stopped after a failed write or sync (writes get 503 until restart).";
     per_shard(&mut out, "sluice_log_failed", "gauge", help, &|s| f64::from(u8::from(s.log_failed)));
-    let help = "Journal bytes appended since start and not yet in stream files behind a checkpoint.";
+    let help = "Bytes of checkpoints written (a flush writes one only when due: first after a start, space given back, or the journal since the last as long as it).";
+    per_shard(&mut out, "sluice_checkpoint_bytes_total", "counter", help, &|s| s.checkpoint_bytes as f64);
+    let help = "Journal bytes appended since start and not yet in stream files.";
     per_shard(&mut out, "sluice_unflushed_bytes", "gauge", help, &|s| s.unflushed_bytes as f64);
     per_shard(&mut out, "sluice_connections", "gauge", "Open client connections.", &|s| s.connections as f64);
     per_shard(&mut out, "sluice_tasks", "gauge", "Tasks running on the shard's executor.", &|s| s.tasks as f64);

@@ -105,6 +105,8 @@ fn metrics_move_with_load() {
     assert!(value(&flushed, "sluice_flushes_total", &["result=\"ok\""]) >= 1.0, "{flushed}");
     assert_eq!(value(&flushed, "sluice_flushes_total", &["result=\"failed\""]), 0.0);
     assert!(value(&flushed, "sluice_flush_seconds_count", &[]) >= 1.0);
+    // The first flush after a start writes a checkpoint.
+    assert!(value(&flushed, "sluice_checkpoint_bytes_total", &[]) > 0.0, "{flushed}");
 
     // Live readers: a parked long-poll and an open SSE connection.
     let mut poll = s.connect();

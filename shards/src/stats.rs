@@ -99,8 +99,10 @@ pub struct FlushStats {
     /// Duration of each flush, failed ones included.
     pub seconds: Histogram,
     /// `Log::appended_bytes` covered by the last successful flush: the
-    /// journal bytes up to here are in stream files behind a checkpoint.
+    /// journal bytes up to here are in stream files.
     pub stored_through: Cell<u64>,
+    /// Bytes of the checkpoints written.
+    pub checkpoint_bytes: Cell<u64>,
 }
 
 impl FlushStats {
@@ -111,6 +113,7 @@ impl FlushStats {
             failed: Cell::new(0),
             seconds: Histogram::new(SECONDS),
             stored_through: Cell::new(appended),
+            checkpoint_bytes: Cell::new(0),
         }
     }
 }

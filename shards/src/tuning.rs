@@ -66,6 +66,12 @@ pub const JOURNAL_BLOCK: u64 = PAGE;
 /// The largest commit buffer the journal keeps for the next commit (a
 /// bigger one, left by an unusually large commit, is given back).
 pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
+/// A flush writes a checkpoint once the journal since the last one is
+/// 1/this of its size (or when it gives space back; `store::flush`):
+/// replaying a journal byte at start costs several times loading a
+/// checkpoint byte, and a trickle of appends to many streams then rewrites
+/// their state at most this many times per journal byte.
+pub const CHECKPOINT_LAG: u64 = 4;
 /// The smallest stream tail buffer a flush keeps for the next capture
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
@@ -83,6 +89,7 @@ const _: () = {
     assert!(FLUSH_POLL.as_millis() < MIN_FLUSH_INTERVAL_MS as u128, "the flusher looks more often than it flushes");
     assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
+    assert!(CHECKPOINT_LAG >= 1, "a checkpoint is due by the time the journal since it is as long as it");
     assert!(MIN_SPARE_TAIL as u64 <= MIN_FLUSH_BYTES, "a kept tail buffer fits within any flush's bound");
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");

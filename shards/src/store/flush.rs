@@ -40,7 +40,7 @@ use crate::every::Every;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
-use crate::tuning::{FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL};
+use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL};
 use crate::woken::Woken;
 use std::collections::HashSet;
 use std::future::Future;
@@ -183,6 +183,7 @@ impl Shard {
                 match &c.checkpoint {
                     Some(checkpoint) => {
                         self.checkpointed.set((self.flushed.get(), checkpoint.len()));
+                        stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + checkpoint.len() as u64);
                         self.unrecorded.set(false);
                         self.clean_up(&c).await
                     }
@@ -354,17 +355,18 @@ impl Shard {
     /// Whether this flush writes a checkpoint: when it gives space back
     /// (`frees`: files to delete, ranges to punch, snapshots to record, a
     /// clean-up to retry), when a fork needs its source's stored bytes
-    /// recorded ([`Shard::flush_through`]), or once the journal since the last checkpoint
-    /// is as long as that checkpoint. Otherwise the flush only moves tails
-    /// into stream files, a state recovery knows as a flush cut off before
-    /// its checkpoint (files cut back, the journal since the checkpoint
-    /// replayed, and kept until then): a trickle of appends to a shard of
-    /// many streams costs stream-file writes, not a rewrite of every
-    /// stream's state each interval, and a restart replays at most about a
-    /// checkpoint's worth of journal.
+    /// recorded ([`Shard::flush_through`]), and once the journal since the
+    /// last checkpoint is 1/[`CHECKPOINT_LAG`] of that checkpoint's size.
+    /// Otherwise the flush only moves tails into stream files, a state
+    /// recovery knows as a flush cut off before its checkpoint (files cut
+    /// back, the journal since the checkpoint replayed, and kept until
+    /// then): a trickle of appends to a shard of many streams costs
+    /// stream-file writes, not a rewrite of every stream's state each
+    /// interval, and a restart replays at most about 1/[`CHECKPOINT_LAG`]
+    /// of a checkpoint's size of journal (plus one interval's).
     fn checkpoint_due(&self, frees: bool) -> bool {
         let (at, len) = self.checkpointed.get();
-        frees || self.log.appended_bytes() - at >= len as u64
+        frees || (self.log.appended_bytes() - at).saturating_mul(CHECKPOINT_LAG) >= len as u64
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every
