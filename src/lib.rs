@@ -34,4 +34,5 @@ pub mod server;
 pub mod shard;
 mod sse;
 mod subscriptions;
+pub mod tier;
 mod watchdog;

@@ -301,13 +301,20 @@ impl Shard {
     async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
         self.files.retain_referenced(&c.referenced);
         let storage = self.files.storage();
-        if let Err(e) = storage.sync_dir(&self.shard_dir()).await {
-            // The new checkpoint may not survive a crash: the old one may
-            // still need every file, punched range and segment.
+        // While the backup copies this shard, nothing is given back (see `crate::hold`).
+        let cleaning = crate::hold::begin_clean_up(self.id);
+        let synced = match cleaning {
+            None => Ok(false),
+            Some(_) => storage.sync_dir(&self.shard_dir()).await.map(|()| true),
+        };
+        if !matches!(synced, Ok(true)) {
+            // The new checkpoint may not survive a crash (or the backup may
+            // still copy the old one): it may still need every file, punched
+            // range and segment.
             self.store.borrow_mut().graveyard.extend(c.doomed.iter().cloned());
             self.punch_again(&c.punches);
             self.store.borrow_mut().flush_due = true;
-            return Err(io(CHECKPOINT)(e));
+            return synced.map(|_| ()).map_err(io(CHECKPOINT));
         }
         let mut first: Option<LogError> = None;
         let streams = self.files.dir(self.id as u32);

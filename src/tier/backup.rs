@@ -1,0 +1,309 @@
+//! Continuous backup: a thread that, every `--backup-interval`, holds the
+//! shards' clean-up, ships what changed in the data dir (see [`super::scan`])
+//! as packs, then a manifest naming everything a restore needs (see
+//! [`super::layout`]), and lets the shards go again.
+//!
+//! One cycle:
+//! 1. hold every shard (`sluice_shards::hold`): from here until the manifest
+//!    is confirmed, no checkpoint-doomed file, retained range or journal
+//!    segment is given back, so the checkpoint read next keeps everything
+//!    it needs;
+//! 2. read every shard's checkpoint;
+//! 3. wait for fresh durable journal positions ([`super::progress`]): they
+//!    are at or past each checkpoint's, so its journal is complete up to
+//!    them, and every append acknowledged before step 3 began is below them;
+//! 4. scan, upload the packs, then the manifest, each retried with backoff
+//!    until it is confirmed (a failure reports the store degraded; the
+//!    shards keep serving and keep every local copy meanwhile);
+//! 5. release the shards; now and then delete what no kept manifest names.
+
+use super::args::{FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, PART_BYTES};
+use super::client::Remote;
+use super::layout::{self, Extent, Journal, Manifest, MANIFESTS, MAX_PACK_BYTES, PACKS};
+use super::scan::{self, Found, Stat, Tracked};
+use super::{progress, status};
+use bytes::Bytes;
+use sluice_shards::log::marks;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a cycle waits for the shards to publish fresh positions.
+const FRESH_LIMIT: Duration = Duration::from_secs(5);
+/// Every this many cycles, unreferenced objects are deleted.
+const GC_EVERY: u64 = 10;
+
+pub struct Backup {
+    remote: Remote,
+    dir: PathBuf,
+    shards: usize,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+    files: BTreeMap<String, Tracked>,
+    seq: u64,
+    /// Packs of recent manifests, by cycle (for deleting unreferenced packs).
+    recent: VecDeque<(u64, BTreeSet<String>)>,
+}
+
+/// The running backup thread.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Running {
+    /// Finishes the current cycle (a last one if none runs; failed steps are
+    /// no longer retried) and ends the thread.
+    pub fn stop(self) {
+        self.stop.store(true, Relaxed);
+        let _ = self.thread.join();
+    }
+}
+
+impl Backup {
+    /// Prepares a backup of `dir` to `remote`, continuing the cycle numbers
+    /// already there.
+    pub fn new(remote: Remote, dir: &Path, shards: usize, interval: Duration) -> Result<Backup, String> {
+        let seq = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max().unwrap_or(0);
+        Ok(Backup {
+            remote,
+            dir: dir.to_path_buf(),
+            shards,
+            interval,
+            stop: Arc::new(AtomicBool::new(false)),
+            files: BTreeMap::new(),
+            seq,
+            recent: VecDeque::new(),
+        })
+    }
+
+    /// Runs cycles on a thread of its own until stopped.
+    pub fn start(mut self) -> Running {
+        let stop = self.stop.clone();
+        status::get().enabled.store(true, Relaxed);
+        let thread = std::thread::Builder::new()
+            .name("sluice-backup".into())
+            .spawn(move || self.run())
+            .expect("the backup thread starts");
+        Running { stop, thread }
+    }
+
+    fn run(&mut self) {
+        loop {
+            let started = Instant::now();
+            let stopping = self.stop.load(Relaxed);
+            match self.cycle() {
+                Ok(shipped) => tracing::debug!(
+                    seq = self.seq,
+                    shipped,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "backup cycle"
+                ),
+                Err(e) => tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying"),
+            }
+            if stopping {
+                return;
+            }
+            if self.seq.is_multiple_of(GC_EVERY) {
+                if let Err(e) = self.collect() {
+                    tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later");
+                }
+            }
+            let wait = self.interval.saturating_sub(started.elapsed());
+            let until = Instant::now() + wait;
+            while Instant::now() < until && !self.stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+            }
+        }
+    }
+
+    /// Retries `f` with backoff until it succeeds or the backup stops.
+    fn retry<T>(&self, mut f: impl FnMut(&Remote) -> Result<T, String>) -> Result<T, String> {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let t = Instant::now();
+            match f(&self.remote) {
+                Ok(v) => {
+                    status::get().upload_micros.fetch_add(t.elapsed().as_micros() as u64, Relaxed);
+                    return Ok(v);
+                }
+                Err(e) => {
+                    status::get().failed(&e);
+                    if self.stop.load(Relaxed) {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %e, backoff_ms = backoff.as_millis() as u64, "object store step failed");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// One cycle (see the module header); returns the bytes shipped.
+    fn cycle(&mut self) -> Result<u64, String> {
+        let _held: Vec<_> = (0..self.shards).map(|i| sluice_shards::hold::of(i).acquire()).collect();
+        let mut checkpoints = BTreeMap::new();
+        for i in 0..self.shards {
+            let rel = format!("shard-{i}/{}", sluice_shards::store::checkpoint::CHECKPOINT);
+            if let Ok(mut f) = std::fs::File::open(self.dir.join(&rel)) {
+                let stat = Stat::of(&f.metadata().map_err(|e| format!("{rel}: {e}"))?);
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("{rel}: {e}"))?;
+                checkpoints.insert(rel, (Stat { size: bytes.len() as u64, ..stat }, bytes));
+            }
+        }
+        let before = progress::read(self.shards);
+        let taken_unix_ms = status::now_ms();
+        let published = progress::fresh(&before, FRESH_LIMIT).ok_or("shards did not publish journal positions")?;
+        let mut journals = Vec::new();
+        for (i, p) in published.iter().enumerate() {
+            let head = marks::read_head(&self.dir.join(format!("shard-{i}")))?.unwrap_or(0);
+            journals.push(Journal { position: p.position, head: head.min(p.position.0) });
+        }
+        let positions: Vec<(u32, u64)> = journals.iter().map(|j| j.position).collect();
+        let mut found: BTreeMap<String, (PathBuf, Found)> = BTreeMap::new();
+        for (rel, (path, stat)) in scan::walk(&self.dir).map_err(|e| format!("scanning {}: {e}", self.dir.display()))? {
+            let stat = checkpoints.get(&rel).map_or(stat, |(s, _)| *s);
+            found.insert(rel.clone(), (path, scan::plan(&rel, stat, self.files.get(&rel), &positions)));
+        }
+        let backlog: u64 = found.values().filter_map(|(_, f)| f.delta.as_ref()).map(|d| d.to - d.from).sum();
+        status::get().backlog_bytes.store(backlog, Relaxed);
+        let seq = self.seq + 1;
+        let mut packer = Packer { seq, n: 0, buf: Vec::new(), shipped: 0 };
+        let mut extents: BTreeMap<String, Vec<Extent>> = BTreeMap::new();
+        let mut vanished = BTreeSet::new();
+        for (rel, (path, f)) in &found {
+            let Some(d) = &f.delta else { continue };
+            let mut at = d.from;
+            while at < d.to {
+                let room = (MAX_PACK_BYTES - packer.buf.len() as u64).min(d.to - at);
+                let start = packer.buf.len();
+                let read = match checkpoints.get(rel) {
+                    Some((_, bytes)) => {
+                        packer.buf.extend_from_slice(&bytes[at as usize..(at + room) as usize]);
+                        Ok(())
+                    }
+                    None => read_into(path, at, room, &mut packer.buf),
+                };
+                if let Err(e) = read {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        packer.buf.truncate(start);
+                        vanished.insert(rel.clone());
+                        break;
+                    }
+                    return Err(format!("{rel}: {e}"));
+                }
+                extents.entry(rel.clone()).or_default().push(Extent {
+                    pack: layout::pack_key(seq, packer.n),
+                    pack_offset: start as u64,
+                    file_offset: at,
+                    len: room,
+                });
+                at += room;
+                if packer.buf.len() as u64 >= MAX_PACK_BYTES {
+                    self.ship(&mut packer)?;
+                }
+            }
+        }
+        if !packer.buf.is_empty() {
+            self.ship(&mut packer)?;
+        }
+        let mut files = BTreeMap::new();
+        let mut tracked = BTreeMap::new();
+        for (rel, (_, f)) in found {
+            if vanished.contains(&rel) {
+                continue;
+            }
+            let before = self.files.get(&rel);
+            let entry = scan::entry_after(before, &f, extents.remove(&rel).unwrap_or_default());
+            files.insert(rel.clone(), entry.clone());
+            tracked.insert(rel, Tracked { stat: f.stat, shipped: f.shipped, entry });
+        }
+        let manifest = Manifest { seq, taken_unix_ms, journals, files };
+        let body = Bytes::from(manifest.encode());
+        self.retry(|r| r.put(&layout::manifest_key(seq), body.clone()))?;
+        status::get().upload_bytes.fetch_add(body.len() as u64, Relaxed);
+        status::get().uploads.fetch_add(1, Relaxed);
+        self.recent.push_back((seq, manifest.packs().into_iter().map(str::to_string).collect()));
+        while self.recent.len() > KEEP_MANIFESTS + 1 {
+            self.recent.pop_front();
+        }
+        self.files = tracked;
+        self.seq = seq;
+        status::get().backlog_bytes.store(0, Relaxed);
+        status::get().confirmed(taken_unix_ms);
+        Ok(packer.shipped)
+    }
+
+    /// Uploads the packer's pack (retrying until confirmed) and starts the next.
+    fn ship(&self, p: &mut Packer) -> Result<(), String> {
+        let key = layout::pack_key(p.seq, p.n);
+        let all = Bytes::from(std::mem::take(&mut p.buf));
+        let parts: Vec<Bytes> =
+            (0..all.len()).step_by(PART_BYTES).map(|i| all.slice(i..(i + PART_BYTES).min(all.len()))).collect();
+        self.retry(|r| r.put_parts(&key, parts.clone()))?;
+        let s = status::get();
+        s.upload_bytes.fetch_add(all.len() as u64, Relaxed);
+        s.uploads.fetch_add(1, Relaxed);
+        p.shipped += all.len() as u64;
+        p.n += 1;
+        Ok(())
+    }
+
+    /// Deletes manifests older than the newest `KEEP_MANIFESTS + 1`, and
+    /// packs older than the oldest kept manifest that none of them names.
+    fn collect(&mut self) -> Result<(), String> {
+        let mut seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
+        seqs.sort_unstable();
+        let keep_from = seqs.len().saturating_sub(KEEP_MANIFESTS + 1);
+        let (old, kept) = seqs.split_at(keep_from);
+        let mut needed = BTreeSet::new();
+        for &seq in kept {
+            match self.recent.iter().find(|(s, _)| *s == seq) {
+                Some((_, packs)) => needed.extend(packs.iter().cloned()),
+                None => {
+                    let m = Manifest::decode(&self.remote.get(&layout::manifest_key(seq))?)?;
+                    needed.extend(m.packs().into_iter().map(str::to_string));
+                }
+            }
+        }
+        let oldest_kept = kept.first().copied().unwrap_or(u64::MAX);
+        for key in self.remote.list(PACKS)? {
+            if layout::pack_seq(&key).is_some_and(|s| s < oldest_kept) && !needed.contains(&key) {
+                self.remote.delete(&key)?;
+            }
+        }
+        for &seq in old {
+            self.remote.delete(&layout::manifest_key(seq))?;
+        }
+        Ok(())
+    }
+}
+
+/// The pack being filled.
+struct Packer {
+    seq: u64,
+    n: u32,
+    buf: Vec<u8>,
+    shipped: u64,
+}
+
+/// Appends `len` bytes of `path` from `at` to `buf` (a file that got
+/// shorter meanwhile reads as zeros past its end, as restore writes it).
+fn read_into(path: &Path, at: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    let start = buf.len();
+    buf.resize(start + len as usize, 0);
+    let mut done = 0;
+    while done < len as usize {
+        match f.read_at(&mut buf[start + done..], at + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(())
+}
