@@ -46,6 +46,9 @@ pub struct Backup {
     seq: u64,
     /// Packs of recent manifests, by cycle (for deleting unreferenced packs).
     recent: VecDeque<(u64, BTreeSet<String>)>,
+    /// A manifest of this run is confirmed (before it, a cycle ships even
+    /// when nothing looks changed: the last manifest may be another run's).
+    shipped_once: bool,
 }
 
 /// The running backup thread.
@@ -77,6 +80,7 @@ impl Backup {
             files: BTreeMap::new(),
             seq,
             recent: VecDeque::new(),
+            shipped_once: false,
         })
     }
 
@@ -112,7 +116,9 @@ impl Backup {
                     tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later");
                 }
             }
-            let wait = self.interval.saturating_sub(started.elapsed());
+            // A cycle starts every half interval: an append is then confirmed
+            // within one interval whenever a cycle takes under half of one.
+            let wait = (self.interval / 2).saturating_sub(started.elapsed());
             let until = Instant::now() + wait;
             while Instant::now() < until && !self.stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
@@ -170,8 +176,14 @@ impl Backup {
             let stat = checkpoints.get(&rel).map_or(stat, |(s, _)| *s);
             found.insert(rel.clone(), (path, scan::plan(&rel, stat, self.files.get(&rel), &positions)));
         }
+        whole(&found, &journals)?;
         let backlog: u64 = found.values().filter_map(|(_, f)| f.delta.as_ref()).map(|d| d.to - d.from).sum();
         status::get().backlog_bytes.store(backlog, Relaxed);
+        if backlog == 0 && self.shipped_once && found.keys().eq(self.files.keys()) {
+            // Nothing changed: the newest manifest already describes now.
+            status::get().confirmed(taken_unix_ms);
+            return Ok(0);
+        }
         let seq = self.seq + 1;
         let mut packer = Packer { seq, n: 0, buf: Vec::new(), shipped: 0 };
         let mut extents: BTreeMap<String, Vec<Extent>> = BTreeMap::new();
@@ -234,6 +246,7 @@ impl Backup {
         }
         self.files = tracked;
         self.seq = seq;
+        self.shipped_once = true;
         status::get().backlog_bytes.store(0, Relaxed);
         status::get().confirmed(taken_unix_ms);
         Ok(packer.shipped)
@@ -261,6 +274,7 @@ impl Backup {
         seqs.sort_unstable();
         let keep_from = seqs.len().saturating_sub(KEEP_MANIFESTS + 1);
         let (old, kept) = seqs.split_at(keep_from);
+        // Packs named by kept manifests stay.
         let mut needed = BTreeSet::new();
         for &seq in kept {
             match self.recent.iter().find(|(s, _)| *s == seq) {
@@ -282,6 +296,20 @@ impl Backup {
         }
         Ok(())
     }
+}
+
+/// Refuses to describe a data dir that lost what a restore needs (the
+/// directory removed or damaged under the server): the newest manifest must
+/// stay one a node can start from, so such a cycle fails and the last good
+/// manifest stands.
+fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), String> {
+    for (i, j) in journals.iter().enumerate() {
+        let need = [marks::LOG_HEAD.to_string(), format!("{:010}.seg", j.position.0)];
+        if let Some(missing) = need.iter().map(|n| format!("shard-{i}/{n}")).find(|p| !found.contains_key(p)) {
+            return Err(format!("{missing} is missing from the data dir: not backing up a damaged data dir"));
+        }
+    }
+    Ok(())
 }
 
 /// The pack being filled.

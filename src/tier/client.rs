@@ -75,7 +75,7 @@ impl Remote {
         what: &str,
         f: impl std::future::Future<Output = object_store::Result<T>>,
     ) -> Result<T, String> {
-        match self.rt.block_on(tokio::time::timeout(limit, f)) {
+        match self.rt.block_on(async { tokio::time::timeout(limit, f).await }) {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(format!("{what}: {}", first_line(&e.to_string()))),
             Err(_) => Err(format!("{what}: no answer within {} s", limit.as_secs())),
