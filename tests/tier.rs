@@ -63,6 +63,26 @@ impl Store {
     }
 }
 
+/// A test's store, fresh prefix, directory, data dir and server log.
+struct Setup {
+    s: Store,
+    url: String,
+    dir: TempDir,
+    data: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+/// A fresh [`Setup`], its server started with `extra` flags and `n` streams created.
+fn start(tag: &str, n: usize, extra: &[&str]) -> (Setup, Server, Vec<String>) {
+    let s = store();
+    let url = s.url(tag);
+    let dir = TempDir::new(&format!("tier-{tag}"));
+    let (data, log) = (dir.path().join("data"), dir.path().join("server.log"));
+    let server = launch(&s, &url, &data, &log, extra);
+    let paths = streams(&server, tag, n);
+    (Setup { s, url, dir, data, log }, server, paths)
+}
+
 /// A server backing up to `url` every [`INTERVAL`], logging to `log`.
 fn launch(s: &Store, url: &str, data: &Path, log: &Path, extra: &[&str]) -> Server {
     let mut flags = vec!["--tier-url".to_string(), url.to_string(), "--backup-interval".into(), "1s".into()];
@@ -180,6 +200,25 @@ fn verify(server: &Server, acks: &[Ack], by: Instant, loss: Instant) -> (usize, 
     (present, earliest_missing.map_or(Duration::ZERO, |e| loss.saturating_duration_since(e)))
 }
 
+/// Restores `url` into `dir/restored`, starts a server there and verifies
+/// `acks` against it: every one acknowledged more than [`INTERVAL`] before
+/// `loss` must be back. Returns the restored server, the acks present and the RPO.
+fn restore_and_verify(s: &Store, url: &str, dir: &Path, acks: &[Ack], loss: Instant, what: &str) -> (Server, Duration) {
+    let new = dir.join("restored");
+    let (ok, out, err) = restore(s, url, &new);
+    assert!(ok, "restore failed: {err}");
+    assert!(out.contains("restored"), "{out}");
+    let restored = Server::launch(&new, Launch::quick(2, &[]));
+    let (present, rpo) = verify(&restored, acks, loss - INTERVAL, loss);
+    println!(
+        "RPO {} ms measured {what} ({present} of {} acknowledged appends back, backup interval {} ms)",
+        rpo.as_millis(),
+        acks.len(),
+        INTERVAL.as_millis()
+    );
+    (restored, rpo)
+}
+
 fn metric(server: &Server, name: &str) -> f64 {
     let text = server.get("/v1/metrics").expect(200).text();
     let line = text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '));
@@ -197,12 +236,7 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 #[test]
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn restore_after_rm_rf_under_load_brings_back_every_acknowledged_append() {
-    let s = store();
-    let url = s.url("rmrf");
-    let dir = TempDir::new("tier-rmrf");
-    let data = dir.path().join("data");
-    let server = launch(&s, &url, &data, &dir.path().join("server.log"), &["--flush-interval", "300ms"]);
-    let paths = streams(&server, "rmrf", 6);
+    let (Setup { s, url, dir, data, .. }, server, paths) = start("rmrf", 6, &["--flush-interval", "300ms"]);
     let mut load = Load::start(server.addr, paths, 2000);
     std::thread::sleep(Duration::from_secs(6));
     let loss = Instant::now();
@@ -213,18 +247,7 @@ fn restore_after_rm_rf_under_load_brings_back_every_acknowledged_append() {
     let acks = load.stop();
     assert!(acks.len() > 100, "the load made only {} appends", acks.len());
 
-    let new = dir.path().join("restored");
-    let (ok, out, err) = restore(&s, &url, &new);
-    assert!(ok, "restore failed: {err}");
-    assert!(out.contains("restored"), "{out}");
-    let restored = Server::launch(&new, Launch::quick(2, &[]));
-    let (present, rpo) = verify(&restored, &acks, loss - INTERVAL, loss);
-    println!(
-        "RPO: {} ms measured after rm -rf ({present} of {} acknowledged appends back, interval {} ms)",
-        rpo.as_millis(),
-        acks.len(),
-        INTERVAL.as_millis()
-    );
+    let (restored, rpo) = restore_and_verify(&s, &url, dir.path(), &acks, loss, "after rm -rf under load");
     assert!(rpo <= INTERVAL, "RPO {rpo:?} over the interval");
     // The restored node serves writes again.
     restored.post("/v1/stream/rmrf-0", "application/octet-stream", b"after").expect(204);
@@ -233,12 +256,7 @@ fn restore_after_rm_rf_under_load_brings_back_every_acknowledged_append() {
 #[test]
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn store_down_for_30s_keeps_serving_then_the_backlog_drains_and_nothing_is_lost() {
-    let s = store();
-    let url = s.url("down");
-    let dir = TempDir::new("tier-down");
-    let data = dir.path().join("data");
-    let mut server = launch(&s, &url, &data, &dir.path().join("server.log"), &["--flush-interval", "300ms"]);
-    let paths = streams(&server, "down", 4);
+    let (Setup { s, url, dir, data, .. }, mut server, paths) = start("down", 4, &["--flush-interval", "300ms"]);
     let mut load = Load::start(server.addr, paths.clone(), 1000);
     wait_for("a first confirmed cycle", Duration::from_secs(10), || metric(&server, "sluice_tier_cycles_total") >= 1.0);
     s.garage("stop");
@@ -269,24 +287,14 @@ fn store_down_for_30s_keeps_serving_then_the_backlog_drains_and_nothing_is_lost(
     let (local, _) = verify(&again, &acks, loss, loss);
     assert_eq!(local, acks.len(), "every acknowledged append is still local");
     drop(again);
-    let new = dir.path().join("restored");
-    let (ok, _, err) = restore(&s, &url, &new);
-    assert!(ok, "restore failed: {err}");
-    let restored = Server::launch(&new, Launch::quick(2, &[]));
-    let (present, rpo) = verify(&restored, &acks, loss - INTERVAL, loss);
-    println!("after a 30 s outage: {present} of {} appends restored, RPO {} ms", acks.len(), rpo.as_millis());
+    let (_, rpo) = restore_and_verify(&s, &url, dir.path(), &acks, loss, "after a 30 s outage and a kill");
+    assert!(rpo <= INTERVAL, "RPO {rpo:?} over the interval once the backlog drained");
 }
 
 #[test]
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn crashes_during_uploads_lose_nothing_acknowledged() {
-    let s = store();
-    let url = s.url("crash");
-    let dir = TempDir::new("tier-crash");
-    let data = dir.path().join("data");
-    let log = dir.path().join("server.log");
-    let mut server = launch(&s, &url, &data, &log, &["--flush-interval", "200ms"]);
-    let paths = streams(&server, "crash", 4);
+    let (Setup { s, url, dir, data, log }, mut server, paths) = start("crash", 4, &["--flush-interval", "200ms"]);
     let mut all = Vec::new();
     for round in 0..4u64 {
         // Large appends, so a kill lands in an upload now and then.
@@ -302,23 +310,19 @@ fn crashes_during_uploads_lose_nothing_acknowledged() {
     server.kill();
     all.extend(load.stop());
     std::fs::remove_dir_all(&data).unwrap();
-    let new = dir.path().join("restored");
-    let (ok, _, err) = restore(&s, &url, &new);
-    assert!(ok, "restore failed: {err}");
-    let restored = Server::launch(&new, Launch::quick(2, &[]));
-    let (present, rpo) = verify(&restored, &all, loss - INTERVAL, loss);
-    println!("after 4 kills mid-upload: {present} of {} appends restored, RPO {} ms", all.len(), rpo.as_millis());
+    let (restored, _) = restore_and_verify(&s, &url, dir.path(), &all, loss, "after 4 kills mid-upload and rm -rf");
+    // The restored node backs up again, to a new prefix, from its first cycle.
+    drop(restored);
+    let again = launch(&s, &s.url("crash-again"), &dir.path().join("restored"), &log, &[]);
+    wait_for("a cycle of the restored node", Duration::from_secs(10), || {
+        metric(&again, "sluice_tier_cycles_total") >= 1.0
+    });
 }
 
 #[test]
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn credentials_never_reach_the_logs_and_wrong_ones_refuse_the_start() {
-    let s = store();
-    let url = s.url("creds");
-    let dir = TempDir::new("tier-creds");
-    let log = dir.path().join("server.log");
-    let mut server = launch(&s, &url, &dir.path().join("data"), &log, &["--log-level", "debug"]);
-    let paths = streams(&server, "creds", 2);
+    let (Setup { s, url, dir, log, .. }, mut server, paths) = start("creds", 2, &["--log-level", "debug"]);
     for p in &paths {
         server.post(p, "text/plain", b"secret-free").expect(204);
     }

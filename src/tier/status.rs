@@ -84,61 +84,49 @@ pub fn render(out: &mut String) {
     if !s.enabled.load(Relaxed) {
         return;
     }
-    let mut family = |name: &str, kind: &str, help: &str, v: f64| {
+    let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.degraded().is_some()));
+    let families: [(&str, &str, &str, f64); 9] = [
+        ("sluice_tier_upload_bytes_total", "counter", "Bytes uploaded to the object store.", l(&s.upload_bytes)),
+        ("sluice_tier_uploads_total", "counter", "Objects uploaded to the object store.", l(&s.uploads)),
+        (
+            "sluice_tier_upload_seconds_total",
+            "counter",
+            "Time spent in uploads to the object store (divide by uploads for the mean latency).",
+            l(&s.upload_micros) / 1e6,
+        ),
+        (
+            "sluice_tier_errors_total",
+            "counter",
+            "Failed object-store steps (each retried with backoff).",
+            l(&s.upload_errors),
+        ),
+        (
+            "sluice_tier_download_bytes_total",
+            "counter",
+            "Bytes downloaded from the object store.",
+            l(&s.download_bytes),
+        ),
+        ("sluice_tier_cycles_total", "counter", "Backup cycles confirmed (manifests written).", l(&s.cycles)),
+        (
+            "sluice_tier_backlog_bytes",
+            "gauge",
+            "Changed local bytes not yet confirmed in the object store.",
+            l(&s.backlog_bytes),
+        ),
+        (
+            "sluice_tier_unshipped_age_seconds",
+            "gauge",
+            "Age of the oldest acknowledged write not yet confirmed remotely (the live RPO).",
+            s.unshipped_age(),
+        ),
+        (
+            "sluice_tier_degraded",
+            "gauge",
+            "1 while the object store is failing (the server still serves and keeps every local copy).",
+            f64::from(b),
+        ),
+    ];
+    for (name, kind, help, v) in families {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
-    };
-    family(
-        "sluice_tier_upload_bytes_total",
-        "counter",
-        "Bytes uploaded to the object store.",
-        s.upload_bytes.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_uploads_total",
-        "counter",
-        "Objects uploaded to the object store.",
-        s.uploads.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_upload_seconds_total",
-        "counter",
-        "Time spent in uploads to the object store (divide by uploads for the mean latency).",
-        s.upload_micros.load(Relaxed) as f64 / 1e6,
-    );
-    family(
-        "sluice_tier_errors_total",
-        "counter",
-        "Failed object-store steps (each retried with backoff).",
-        s.upload_errors.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_download_bytes_total",
-        "counter",
-        "Bytes downloaded from the object store.",
-        s.download_bytes.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_cycles_total",
-        "counter",
-        "Backup cycles confirmed (manifests written).",
-        s.cycles.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_backlog_bytes",
-        "gauge",
-        "Changed local bytes not yet confirmed in the object store.",
-        s.backlog_bytes.load(Relaxed) as f64,
-    );
-    family(
-        "sluice_tier_unshipped_age_seconds",
-        "gauge",
-        "Age of the oldest acknowledged write not yet confirmed remotely (the live RPO).",
-        s.unshipped_age(),
-    );
-    family(
-        "sluice_tier_degraded",
-        "gauge",
-        "1 while the object store is failing (the server still serves and keeps every local copy).",
-        f64::from(u8::from(s.degraded().is_some())),
-    );
+    }
 }
