@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 /// How long a cycle waits for the shards to publish fresh positions.
 const FRESH_LIMIT: Duration = Duration::from_secs(5);
+/// How long a shutdown waits for the last cycle.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
 /// Every this many cycles, unreferenced objects are deleted.
 const GC_EVERY: u64 = 10;
 
@@ -54,15 +56,18 @@ pub struct Backup {
 /// The running backup thread.
 pub struct Running {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
+    done: std::sync::mpsc::Receiver<()>,
 }
 
 impl Running {
     /// Finishes the current cycle (a last one if none runs; failed steps are
-    /// no longer retried) and ends the thread.
+    /// no longer retried) and ends the thread, waiting at most `STOP_LIMIT`
+    /// (a store that does not answer must not hold up a shutdown).
     pub fn stop(self) {
         self.stop.store(true, Relaxed);
-        let _ = self.thread.join();
+        if self.done.recv_timeout(STOP_LIMIT).is_err() {
+            tracing::warn!("the last backup cycle did not finish in time; stopping without it");
+        }
     }
 }
 
@@ -88,11 +93,15 @@ impl Backup {
     pub fn start(mut self) -> Running {
         let stop = self.stop.clone();
         status::get().enabled.store(true, Relaxed);
-        let thread = std::thread::Builder::new()
+        let (tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
             .name("sluice-backup".into())
-            .spawn(move || self.run())
+            .spawn(move || {
+                self.run();
+                let _ = tx.send(());
+            })
             .expect("the backup thread starts");
-        Running { stop, thread }
+        Running { stop, done }
     }
 
     fn run(&mut self) {
@@ -106,7 +115,10 @@ impl Backup {
                     took_ms = started.elapsed().as_millis() as u64,
                     "backup cycle"
                 ),
-                Err(e) => tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying"),
+                Err(e) => {
+                    status::get().failed(&e);
+                    tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying");
+                }
             }
             if stopping {
                 return;
@@ -142,7 +154,10 @@ impl Backup {
                         return Err(e);
                     }
                     tracing::debug!(error = %e, backoff_ms = backoff.as_millis() as u64, "object store step failed");
-                    std::thread::sleep(backoff);
+                    let until = Instant::now() + backoff;
+                    while Instant::now() < until && !self.stop.load(Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
