@@ -324,7 +324,7 @@ fn crashes_during_uploads_lose_nothing_acknowledged() {
 fn credentials_never_reach_the_logs_and_wrong_ones_refuse_the_start() {
     let (Setup { s, url, dir, log, .. }, mut server, paths) = start("creds", 2, &["--log-level", "debug"]);
     for p in &paths {
-        server.post(p, "text/plain", b"secret-free").expect(204);
+        server.post(p, "application/octet-stream", b"secret-free").expect(204);
     }
     wait_for("a confirmed cycle", Duration::from_secs(10), || metric(&server, "sluice_tier_cycles_total") >= 1.0);
     let metrics = server.get("/v1/metrics").expect(200).text();
