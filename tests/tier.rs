@@ -208,6 +208,7 @@ fn restore_and_verify(s: &Store, url: &str, dir: &Path, acks: &[Ack], loss: Inst
     let (ok, out, err) = restore(s, url, &new);
     assert!(ok, "restore failed: {err}");
     assert!(out.contains("restored"), "{out}");
+    println!("{}", out.trim());
     let restored = Server::launch(&new, Launch::quick(2, &[]));
     let (present, rpo) = verify(&restored, acks, loss - INTERVAL, loss);
     println!(
@@ -347,6 +348,10 @@ fn credentials_never_reach_the_logs_and_wrong_ones_refuse_the_start() {
     assert!(out.contains("refused to start") && out.contains("object store"), "{out}");
     assert!(!out.contains(&s.key_id) && !out.contains(&"0".repeat(64)), "{out}");
 
+    // Nothing at a prefix: a one-line refusal, and no data dir.
+    let (ok, _, err) = restore(&s, &s.url("empty"), &dir.path().join("none"));
+    assert!(!ok && err.contains("no backup at") && err.lines().count() == 1, "{err}");
+    assert!(!dir.path().join("none").exists());
     // The restore prints no credential either.
     let (ok, out, err) = restore(&s, &url, &dir.path().join("restored"));
     assert!(ok, "{err}");

@@ -285,13 +285,10 @@ impl Backup {
     /// Deletes manifests older than the newest `KEEP_MANIFESTS + 1`, and
     /// packs older than the oldest kept manifest that none of them names.
     fn collect(&mut self) -> Result<(), String> {
-        let mut seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
-        seqs.sort_unstable();
-        let keep_from = seqs.len().saturating_sub(KEEP_MANIFESTS + 1);
-        let (old, kept) = seqs.split_at(keep_from);
-        // Packs named by kept manifests stay.
+        let seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
+        let (old, kept) = kept_manifests(seqs);
         let mut needed = BTreeSet::new();
-        for &seq in kept {
+        for &seq in &kept {
             match self.recent.iter().find(|(s, _)| *s == seq) {
                 Some((_, packs)) => needed.extend(packs.iter().cloned()),
                 None => {
@@ -300,17 +297,28 @@ impl Backup {
                 }
             }
         }
-        let oldest_kept = kept.first().copied().unwrap_or(u64::MAX);
-        for key in self.remote.list(PACKS)? {
-            if layout::pack_seq(&key).is_some_and(|s| s < oldest_kept) && !needed.contains(&key) {
-                self.remote.delete(&key)?;
-            }
+        for key in unneeded_packs(self.remote.list(PACKS)?, &kept, &needed) {
+            self.remote.delete(&key)?;
         }
-        for &seq in old {
+        for seq in old {
             self.remote.delete(&layout::manifest_key(seq))?;
         }
         Ok(())
     }
+}
+
+/// Manifests to delete and to keep (the newest `KEEP_MANIFESTS + 1`).
+fn kept_manifests(mut seqs: Vec<u64>) -> (Vec<u64>, Vec<u64>) {
+    seqs.sort_unstable();
+    let kept = seqs.split_off(seqs.len().saturating_sub(KEEP_MANIFESTS + 1));
+    (seqs, kept)
+}
+
+/// Packs older than the oldest kept manifest that no kept manifest names
+/// (a newer pack may belong to a cycle still running).
+fn unneeded_packs(packs: Vec<String>, kept: &[u64], needed: &BTreeSet<String>) -> Vec<String> {
+    let oldest_kept = kept.iter().min().copied().unwrap_or(0);
+    packs.into_iter().filter(|k| layout::pack_seq(k).is_some_and(|s| s < oldest_kept) && !needed.contains(k)).collect()
 }
 
 /// Refuses to describe a data dir that lost what a restore needs (the
@@ -349,4 +357,36 @@ fn read_into(path: &Path, at: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_keeps_the_newest_manifests_and_every_pack_they_name() {
+        let (old, kept) = kept_manifests(vec![5, 1, 4, 2, 3]);
+        assert_eq!((old, kept.clone()), (vec![1, 2], vec![3, 4, 5]));
+        let packs =
+            vec![layout::pack_key(1, 0), layout::pack_key(2, 0), layout::pack_key(3, 0), layout::pack_key(6, 0)];
+        let needed: BTreeSet<String> = [layout::pack_key(1, 0)].into();
+        assert_eq!(unneeded_packs(packs, &kept, &needed), vec![layout::pack_key(2, 0)]);
+        assert_eq!(kept_manifests(vec![1]), (vec![], vec![1]));
+        assert!(
+            unneeded_packs(vec![layout::pack_key(1, 0)], &[], &BTreeSet::new()).is_empty(),
+            "no manifest: keep all"
+        );
+    }
+
+    #[test]
+    fn a_data_dir_missing_its_journal_is_never_described() {
+        let j = [Journal { position: (3, 10), head: 3 }];
+        let mut found: BTreeMap<String, ()> = BTreeMap::new();
+        found.insert("shard-0/log-head".into(), ());
+        assert!(whole(&found, &j).unwrap_err().contains("shard-0/0000000003.seg is missing"));
+        found.insert("shard-0/0000000003.seg".into(), ());
+        assert!(whole(&found, &j).is_ok());
+        found.remove("shard-0/log-head");
+        assert!(whole(&found, &j).unwrap_err().contains("log-head"));
+    }
 }

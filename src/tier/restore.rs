@@ -42,6 +42,7 @@ fn restore(args: &RestoreArgs) -> Result<String, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("{}: {e}", target.display())),
     }
+    let started = std::time::Instant::now();
     let remote = Remote::new(&args.from, &args.store, RESTORE_RETRIES)?;
     let newest = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max();
     let seq = newest.ok_or_else(|| format!("no backup at {}: no manifest under {MANIFESTS}/", args.from))?;
@@ -55,11 +56,12 @@ fn restore(args: &RestoreArgs) -> Result<String, String> {
     });
     match result {
         Ok(bytes) => Ok(format!(
-            "restored {} files ({bytes} bytes) into {} from {} (cycle {seq}, taken at Unix ms {}: every append \
-             acknowledged before then is back)",
+            "restored {} files ({bytes} bytes) into {} from {} in {} ms (cycle {seq}, taken at Unix ms {}: every \
+             append acknowledged before then is back)",
             manifest.files.len(),
             target.display(),
             args.from,
+            started.elapsed().as_millis(),
             manifest.taken_unix_ms
         )),
         Err(e) => {

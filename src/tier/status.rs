@@ -11,7 +11,6 @@ pub struct Status {
     pub upload_bytes: AtomicU64,
     pub uploads: AtomicU64,
     pub upload_errors: AtomicU64,
-    pub download_bytes: AtomicU64,
     /// Sum of upload request seconds, in microseconds.
     pub upload_micros: AtomicU64,
     pub cycles: AtomicU64,
@@ -85,7 +84,7 @@ pub fn render(out: &mut String) {
         return;
     }
     let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.degraded().is_some()));
-    let families: [(&str, &str, &str, f64); 9] = [
+    let families: [(&str, &str, &str, f64); 8] = [
         ("sluice_tier_upload_bytes_total", "counter", "Bytes uploaded to the object store.", l(&s.upload_bytes)),
         ("sluice_tier_uploads_total", "counter", "Objects uploaded to the object store.", l(&s.uploads)),
         (
@@ -99,12 +98,6 @@ pub fn render(out: &mut String) {
             "counter",
             "Failed object-store steps (each retried with backoff).",
             l(&s.upload_errors),
-        ),
-        (
-            "sluice_tier_download_bytes_total",
-            "counter",
-            "Bytes downloaded from the object store.",
-            l(&s.download_bytes),
         ),
         ("sluice_tier_cycles_total", "counter", "Backup cycles confirmed (manifests written).", l(&s.cycles)),
         (
