@@ -76,15 +76,31 @@ impl Backup {
     /// already there.
     pub fn new(remote: Remote, dir: &Path, shards: usize, interval: Duration) -> Result<Backup, String> {
         let seq = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max().unwrap_or(0);
+        // Resume from the newest manifest: files still on disk with the same
+        // identity ship only what changed since (a crash changes nothing
+        // below what was shipped: stream files hold durable journal bytes
+        // only, and recovery zeroes journal bytes past the durable end only).
+        let (mut files, mut recent) = (BTreeMap::new(), VecDeque::new());
+        if seq > 0 {
+            match Manifest::decode(&remote.get(&layout::manifest_key(seq))?) {
+                Ok(m) => {
+                    files = scan::resume(&m.files);
+                    recent.push_back((seq, m.packs().into_iter().map(str::to_string).collect()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the newest backup manifest is unreadable; shipping everything again")
+                }
+            }
+        }
         Ok(Backup {
             remote,
             dir: dir.to_path_buf(),
             shards,
             interval,
             stop: Arc::new(AtomicBool::new(false)),
-            files: BTreeMap::new(),
+            files,
             seq,
-            recent: VecDeque::new(),
+            recent,
             shipped_once: false,
         })
     }

@@ -56,6 +56,17 @@ pub struct Extent {
 pub struct FileEntry {
     pub size: u64,
     pub extents: Vec<Extent>,
+    /// The writer's own file identity, so a restarted writer ships only
+    /// what changed (other readers ignore it).
+    pub local: Option<Local>,
+}
+
+/// A file's identity on the writer's disk and how much of it is shipped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Local {
+    pub ino: u64,
+    pub mtime_ns: i128,
+    pub shipped: u64,
 }
 
 /// One shard's journal as the manifest holds it.
@@ -85,7 +96,8 @@ impl Manifest {
             .map(|(path, f)| {
                 let extents: Vec<Value> =
                     f.extents.iter().map(|e| json!([e.pack, e.pack_offset, e.file_offset, e.len])).collect();
-                (path.clone(), json!({"size": f.size, "extents": extents}))
+                let local = f.local.map(|l| json!([l.ino, l.mtime_ns.to_string(), l.shipped]));
+                (path.clone(), json!({"size": f.size, "extents": extents, "local": local}))
             })
             .collect();
         let journals: Vec<Value> = self
@@ -126,7 +138,15 @@ impl Manifest {
                     len: u(&e[3], "extent")?,
                 });
             }
-            files.insert(path.clone(), FileEntry { size: u(&f["size"], "size")?, extents });
+            let local = match &f["local"] {
+                Value::Null => None,
+                l => Some(Local {
+                    ino: u(&l[0], "local")?,
+                    mtime_ns: l[1].as_str().and_then(|t| t.parse().ok()).ok_or_else(|| bad("local"))?,
+                    shipped: u(&l[2], "local")?,
+                }),
+            };
+            files.insert(path.clone(), FileEntry { size: u(&f["size"], "size")?, extents, local });
         }
         Ok(Manifest {
             seq: u(&v["seq"], "seq")?,
@@ -150,7 +170,9 @@ mod tests {
     fn manifests_round_trip_and_keys_sort_by_cycle() {
         let mut files = BTreeMap::new();
         let e = Extent { pack: pack_key(7, 0), pack_offset: 3, file_offset: 4096, len: 10 };
-        files.insert("shard-0/checkpoint".to_string(), FileEntry { size: 4106, extents: vec![e] });
+        let local = Some(Local { ino: 9, mtime_ns: -1_700_000_000_123_456_789, shipped: 4106 });
+        files.insert("shard-0/checkpoint".to_string(), FileEntry { size: 4106, extents: vec![e], local });
+        files.insert("sluice.meta".to_string(), FileEntry { size: 0, extents: vec![], local: None });
         let m = Manifest { seq: 7, taken_unix_ms: 5, journals: vec![Journal { position: (2, 8192), head: 2 }], files };
         assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
         assert_eq!(manifest_seq(&manifest_key(42)), Some(42));

@@ -16,7 +16,7 @@
 //! A file with a new inode starts over. Temporary files (`*.tmp`) are never
 //! shipped: they are replaced or removed before anything depends on them.
 
-use super::layout::{Extent, FileEntry};
+use super::layout::{Extent, FileEntry, Local};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -160,7 +160,19 @@ pub fn entry_after(before: Option<&Tracked>, found: &Found, extents: Vec<Extent>
     };
     entry.size = found.stat.size;
     entry.extents.extend(extents);
+    entry.local = Some(Local { ino: found.stat.ino, mtime_ns: found.stat.mtime_ns, shipped: found.shipped });
     entry
+}
+
+/// What a confirmed manifest says was shipped of each file, for a
+/// restarted writer to resume from.
+pub fn resume(files: &BTreeMap<String, FileEntry>) -> BTreeMap<String, Tracked> {
+    let tracked = |(path, e): (&String, &FileEntry)| {
+        let l = e.local?;
+        let stat = Stat { ino: l.ino, size: e.size, mtime_ns: l.mtime_ns };
+        Some((path.clone(), Tracked { stat, shipped: l.shipped, entry: e.clone() }))
+    };
+    files.iter().filter_map(tracked).collect()
 }
 
 #[cfg(test)]
@@ -172,7 +184,7 @@ mod tests {
     }
 
     fn tracked(s: Stat, shipped: u64) -> Tracked {
-        Tracked { stat: s, shipped, entry: FileEntry { size: s.size, extents: Vec::new() } }
+        Tracked { stat: s, shipped, entry: FileEntry { size: s.size, ..FileEntry::default() } }
     }
 
     #[test]
@@ -236,6 +248,22 @@ mod tests {
         assert_eq!(entry_after(Some(&t), &grown, vec![ext("b")]).extents.len(), 2);
         let new = plan("shard-0/streams/1.data", stat(9, 2, 2), Some(&t), &[]);
         assert_eq!(entry_after(Some(&t), &new, vec![ext("b")]).extents, vec![ext("b")]);
+    }
+
+    #[test]
+    fn a_restarted_writer_resumes_from_the_manifest() {
+        let t = tracked(stat(1, 10_000, 5), 10_000);
+        let found = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(&t), &[]);
+        let entry = entry_after(Some(&t), &found, Vec::new());
+        let mut files = BTreeMap::new();
+        files.insert("shard-0/streams/1.data".to_string(), entry);
+        files.insert("other".to_string(), FileEntry::default());
+        let resumed = resume(&files);
+        assert_eq!(resumed.len(), 1, "entries without a local identity start over");
+        let r = &resumed["shard-0/streams/1.data"];
+        assert_eq!((r.stat, r.shipped), (stat(1, 12_000, 6), 12_000));
+        let next = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(r), &[]);
+        assert_eq!(next.delta, None, "nothing changed since the manifest");
     }
 
     #[test]
