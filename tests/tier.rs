@@ -298,14 +298,14 @@ fn crashes_during_uploads_lose_nothing_acknowledged() {
     let (Setup { s, url, dir, data, log }, mut server, paths) = start("crash", 4, &["--flush-interval", "200ms"]);
     let mut all = Vec::new();
     for round in 0..4u64 {
-        // Large appends, so a kill lands in an upload now and then.
-        let mut load = Load::start(server.addr, paths.clone(), 64 << 10);
+        // 16 KiB appends: cycles ship megabytes, so kills land in uploads.
+        let mut load = Load::start(server.addr, paths.clone(), 16 << 10);
         std::thread::sleep(Duration::from_millis(1500 + 500 * round));
         server.kill();
         all.extend(load.stop());
         server = launch(&s, &url, &data, &log, &["--flush-interval", "200ms"]);
     }
-    let mut load = Load::start(server.addr, paths, 64 << 10);
+    let mut load = Load::start(server.addr, paths, 16 << 10);
     std::thread::sleep(Duration::from_secs(3));
     let loss = Instant::now();
     server.kill();
@@ -315,7 +315,7 @@ fn crashes_during_uploads_lose_nothing_acknowledged() {
     // The restored node backs up again, to a new prefix, from its first cycle.
     drop(restored);
     let again = launch(&s, &s.url("crash-again"), &dir.path().join("restored"), &log, &[]);
-    wait_for("a cycle of the restored node", Duration::from_secs(10), || {
+    wait_for("a cycle of the restored node", Duration::from_secs(90), || {
         metric(&again, "sluice_tier_cycles_total") >= 1.0
     });
 }
