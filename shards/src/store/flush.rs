@@ -25,7 +25,9 @@
 //! idempotent, what failed is queued again (doomed files back to the
 //! graveyard, punches back to their start) and a later flush retries it.
 //! Files and segments are only given back once the checkpoint that no
-//! longer needs them is durable (its directory synced).
+//! longer needs them is durable (its directory synced), and not while the
+//! backup holds the shard ([`crate::hold`]): then step 5 is queued as if it
+//! had failed, so a copy in progress finds every file its checkpoint needs.
 
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::files::{snapshot_name, FileName, STREAMS_DIR};
