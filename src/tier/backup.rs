@@ -80,6 +80,8 @@ impl Backup {
         // identity ship only what changed since (a crash changes nothing
         // below what was shipped: stream files hold durable journal bytes
         // only, and recovery zeroes journal bytes past the durable end only).
+        // The metric families show from the first scrape on, before the first cycle.
+        status::get().enabled.store(true, Relaxed);
         let (mut files, mut recent) = (BTreeMap::new(), VecDeque::new());
         if seq > 0 {
             match Manifest::decode(&remote.get(&layout::manifest_key(seq))?) {
@@ -108,7 +110,6 @@ impl Backup {
     /// Runs cycles on a thread of its own until stopped.
     pub fn start(mut self) -> Running {
         let stop = self.stop.clone();
-        status::get().enabled.store(true, Relaxed);
         let (tx, done) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("sluice-backup".into())
