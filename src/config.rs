@@ -30,6 +30,8 @@ pub enum Command {
     Serve(Box<Config>),
     /// Verify a stopped data dir offline, changing nothing: exit 0 clean, 1 damaged.
     Check(CheckArgs),
+    /// Rebuild a data dir from a backup on S3-compatible object storage (`serve --tier-url`).
+    Restore(crate::tier::RestoreArgs),
 }
 
 /// What `sluice check` verifies.
@@ -50,6 +52,10 @@ pub struct Config {
     /// Data directory (shard-N/ segment files, sluice.meta).
     #[arg(long, env = "SLUICE_DATA_DIR", value_name = "DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+
+    /// Continuous backup to object storage (issue 27): the `--tier-*` and `--backup-interval` flags.
+    #[command(flatten)]
+    pub tier: crate::tier::TierArgs,
 
     /// Shard (executor) count; shard i is pinned to the i-th CPU this process may use.
     /// At most 4 per usable CPU; fixed when the data dir is created [default: the number of usable CPUs].

@@ -39,4 +39,5 @@ pub mod server;
 pub mod shard;
 mod sse;
 mod subscriptions;
+pub mod tier;
 mod watchdog;

@@ -40,6 +40,7 @@ fn main() {
     };
     match cli.command {
         Command::Check(args) => std::process::exit(check::run(&args.data_dir)),
+        Command::Restore(args) => std::process::exit(sluice::tier::restore::run(&args)),
         Command::Serve(cfg) => {
             if let Some(why) = cfg.contradiction().map(str::to_string).or_else(|| cfg.unserved()) {
                 let _ = writeln!(std::io::stderr(), "sluice: {why} (see sluice serve --help)");

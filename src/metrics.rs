@@ -200,6 +200,7 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     });
     family(&mut out, "sluice_build_info", "gauge", "Always 1; the version is the label.");
     let _ = writeln!(out, "sluice_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+    crate::tier::status::render(&mut out);
     process(&mut out);
     out
 }

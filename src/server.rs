@@ -47,6 +47,7 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
+    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(refused)?;
     let notifier = Arc::new(Notifier::from_env());
     let running = match start(&cfg, &host, &notifier).map_err(refused)? {
         Started::Running(r) => r,
@@ -69,6 +70,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         "started"
     );
     running.access.log_mode(cfg.listen.ip().is_loopback());
+    // After recovery: the backup reads the data dir only once the shards own it.
+    let backup = backup.map(crate::tier::backup::Backup::start);
     notifier.ready();
     let signal = wait_for_stop(&running.signals, || {
         running.access.reload();
@@ -80,6 +83,9 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         "stopping: live readers told to reconnect, finishing in-flight requests"
     );
     notifier.stopping();
+    if let Some(b) = backup {
+        b.stop();
+    }
     let stopping = Instant::now();
     running.shutdown.store(true, Ordering::SeqCst);
     let (done_tx, done_rx) = mpsc::channel();

@@ -165,6 +165,10 @@ fn background(ctx: &Rc<Ctx>) {
     spawn(crate::handlers::subs::persist::run(ctx.clone())).detach();
     let flusher = ctx.clone();
     spawn(async move { flusher.shard.flush_loop().await }).detach();
+    if ctx.cfg.tier.tier_url.is_some() {
+        let publisher = ctx.clone();
+        spawn(async move { crate::tier::progress::publish(publisher.id, &publisher.shard).await }).detach();
+    }
 }
 
 /// A one-shard server without listener or peers, with its background tasks,

@@ -11,11 +11,13 @@
 //! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 //! - [`every`]: a repeated warning, logged at most once per interval.
+//! - [`hold`]: the backup's hold on a shard's clean-up (issue 27).
 
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod every;
+pub mod hold;
 pub mod ids;
 pub mod log;
 pub mod offset;

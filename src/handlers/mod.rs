@@ -60,7 +60,8 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
         // any answer here means the server is ready.
         Route::Health => match head.method {
             Method::Get | Method::Head => {
-                Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(b"ok\n".to_vec())
+                // 200 with "degraded: ..." while the object store fails (issue 27).
+                Response::new(200).header(h::CONTENT_TYPE, "text/plain").with_body(crate::tier::status::health_body())
             }
             _ => HttpError::MethodNotAllowed.into(),
         },

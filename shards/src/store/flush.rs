@@ -28,7 +28,9 @@
 //! idempotent, what failed is queued again (doomed files back to the
 //! graveyard, punches back to their start) and a later flush retries it.
 //! Files and segments are only given back once the checkpoint that no
-//! longer needs them is durable (its directory synced).
+//! longer needs them is durable (its directory synced), and not while the
+//! backup holds the shard ([`crate::hold`]): then step 5 is queued as if it
+//! had failed, so a copy in progress finds every file its checkpoint needs.
 
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::files::{snapshot_name, FileName, STREAMS_DIR};
@@ -375,13 +377,20 @@ impl Shard {
     async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
         self.files.retain_referenced(&c.referenced);
         let storage = self.files.storage();
-        if let Err(e) = storage.sync_dir(&self.shard_dir()).await {
-            // The new checkpoint may not survive a crash: the old one may
-            // still need every file, punched range and segment.
+        // While the backup copies this shard, nothing is given back (see `crate::hold`).
+        let cleaning = crate::hold::begin_clean_up(self.id);
+        let synced = match cleaning {
+            None => Ok(false),
+            Some(_) => storage.sync_dir(&self.shard_dir()).await.map(|()| true),
+        };
+        if !matches!(synced, Ok(true)) {
+            // The new checkpoint may not survive a crash (or the backup may
+            // still copy the old one): it may still need every file, punched
+            // range and segment.
             self.store.borrow_mut().graveyard.extend(c.doomed.iter().cloned());
             self.punch_again(&c.punches);
             self.store.borrow_mut().flush_due = true;
-            return Err(io(CHECKPOINT)(e));
+            return synced.map(|_| ()).map_err(io(CHECKPOINT));
         }
         let mut first: Option<LogError> = None;
         let streams = self.files.dir(self.id as u32);

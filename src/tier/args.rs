@@ -1,0 +1,133 @@
+//! The tier's flags (`sluice serve` and `sluice restore`) and its limits:
+//! every range is declared and checked here, once.
+
+use clap::Args;
+use sluice::units::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Shortest and longest `--backup-interval`.
+pub const MIN_BACKUP_INTERVAL: Duration = Duration::from_millis(100);
+pub const MAX_BACKUP_INTERVAL: Duration = Duration::from_secs(3600);
+/// First and longest wait between retries of a failed backup step.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// One request to the object store gives up after this long (then retried).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The start-up probe of the bucket gives up after this long.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes a pack part holds before it is uploaded (multipart part size).
+pub const PART_BYTES: usize = 8 << 20;
+/// Manifests kept behind the newest one (a restore racing a cycle still
+/// finds every object of the one it read).
+pub const KEEP_MANIFESTS: usize = 2;
+
+/// Where the backup goes: shared by `serve` and `restore`.
+#[derive(Args, Clone, Debug, Default)]
+pub struct StoreArgs {
+    /// S3 endpoint for non-AWS stores (Garage, MinIO, Ceph RGW), e.g. http://127.0.0.1:3900.
+    #[arg(long, env = "SLUICE_TIER_ENDPOINT", value_name = "URL")]
+    pub tier_endpoint: Option<String>,
+
+    /// Region of the bucket (AWS: the bucket's region; Garage: its s3_region).
+    #[arg(long, env = "SLUICE_TIER_REGION", value_name = "REGION", default_value = "us-east-1")]
+    pub tier_region: String,
+
+    /// File with the access key id on its first line and the secret on its
+    /// second [default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY].
+    #[arg(long, env = "SLUICE_TIER_CREDENTIALS_FILE", value_name = "FILE")]
+    pub tier_credentials_file: Option<PathBuf>,
+}
+
+/// `sluice serve`'s backup flags.
+#[derive(Args, Clone, Debug, Default)]
+pub struct TierArgs {
+    /// Continuous backup to S3-compatible object storage: s3://BUCKET/PREFIX (off when unset).
+    #[arg(long, env = "SLUICE_TIER_URL", value_name = "s3://BUCKET/PREFIX", value_parser = parse_url)]
+    pub tier_url: Option<TierUrl>,
+
+    #[command(flatten)]
+    pub store: StoreArgs,
+
+    /// Ship committed data to the object store at least this often (100ms..1h).
+    #[arg(long, env = "SLUICE_BACKUP_INTERVAL", value_name = "DUR", default_value = "1s",
+          value_parser = interval)]
+    pub backup_interval: Duration,
+}
+
+/// `sluice restore`: rebuild a data dir from the object store alone.
+#[derive(Args, Clone, Debug)]
+pub struct RestoreArgs {
+    /// The backup to restore: s3://BUCKET/PREFIX, as given to `serve --tier-url`.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX", value_parser = parse_url)]
+    pub from: TierUrl,
+
+    /// The new data dir: must not exist, or be empty.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: PathBuf,
+
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// A parsed `s3://BUCKET/PREFIX`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TierUrl {
+    pub bucket: String,
+    /// Without leading or trailing slashes; may be empty.
+    pub prefix: String,
+}
+
+impl std::fmt::Display for TierUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+pub fn parse_url(s: &str) -> Result<TierUrl, String> {
+    let rest = s.strip_prefix("s3://").ok_or("expected s3://BUCKET/PREFIX")?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    if bucket.len() < 3 || bucket.len() > 63 || !bucket.chars().all(valid) {
+        return Err(format!("bucket name {bucket:?}: 3..63 of a-z, 0-9, '-' and '.'"));
+    }
+    let prefix = prefix.trim_matches('/');
+    if prefix.split('/').any(|p| p == "." || p == "..") || (!prefix.is_empty() && prefix.contains("//")) {
+        return Err(format!("prefix {prefix:?}: no empty, '.' or '..' parts"));
+    }
+    Ok(TierUrl { bucket: bucket.to_string(), prefix: prefix.to_string() })
+}
+
+fn interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < MIN_BACKUP_INTERVAL || d > MAX_BACKUP_INTERVAL {
+        return Err(format!("{s}: must be between 100ms and 1h"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_and_bad_ones_are_named() {
+        assert_eq!(
+            parse_url("s3://my-bucket/a/b/").unwrap(),
+            TierUrl { bucket: "my-bucket".into(), prefix: "a/b".into() }
+        );
+        assert_eq!(parse_url("s3://bkt").unwrap().prefix, "");
+        assert!(parse_url("http://bkt/x").unwrap_err().contains("s3://"));
+        assert!(parse_url("s3://B/x").unwrap_err().contains("bucket"));
+        assert!(parse_url("s3://bkt/a/../b").unwrap_err().contains("prefix"));
+        assert!(parse_url("s3://bkt/a//b").unwrap_err().contains("prefix"));
+    }
+
+    #[test]
+    fn interval_limits() {
+        assert_eq!(interval("1s").unwrap(), Duration::from_secs(1));
+        assert!(interval("10ms").is_err());
+        assert!(interval("2h").is_err());
+        assert!(interval("x").is_err());
+    }
+}

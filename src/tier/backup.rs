@@ -1,0 +1,409 @@
+//! Continuous backup: a thread that, every `--backup-interval`, holds the
+//! shards' clean-up, ships what changed in the data dir (see [`super::scan`])
+//! as packs, then a manifest naming everything a restore needs (see
+//! [`super::layout`]), and lets the shards go again.
+//!
+//! One cycle:
+//! 1. hold every shard (`sluice_shards::hold`): from here until the manifest
+//!    is confirmed, no checkpoint-doomed file, retained range or journal
+//!    segment is given back, so the checkpoint read next keeps everything
+//!    it needs;
+//! 2. read every shard's checkpoint;
+//! 3. wait for fresh durable journal positions ([`super::progress`]): they
+//!    are at or past each checkpoint's, so its journal is complete up to
+//!    them, and every append acknowledged before step 3 began is below them;
+//! 4. scan, upload the packs, then the manifest, each retried with backoff
+//!    until it is confirmed (a failure reports the store degraded; the
+//!    shards keep serving and keep every local copy meanwhile);
+//! 5. release the shards; now and then delete what no kept manifest names.
+
+use super::args::{FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, PART_BYTES};
+use super::client::Remote;
+use super::layout::{self, Extent, Journal, Manifest, MANIFESTS, MAX_PACK_BYTES, PACKS};
+use super::scan::{self, Found, Stat, Tracked};
+use super::{progress, status};
+use bytes::Bytes;
+use sluice_shards::log::marks;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a cycle waits for the shards to publish fresh positions.
+const FRESH_LIMIT: Duration = Duration::from_secs(5);
+/// How long a shutdown waits for the last cycle.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
+/// Every this many cycles, unreferenced objects are deleted.
+const GC_EVERY: u64 = 10;
+
+pub struct Backup {
+    remote: Remote,
+    dir: PathBuf,
+    shards: usize,
+    interval: Duration,
+    stop: Arc<AtomicBool>,
+    files: BTreeMap<String, Tracked>,
+    seq: u64,
+    /// Packs of recent manifests, by cycle (for deleting unreferenced packs).
+    recent: VecDeque<(u64, BTreeSet<String>)>,
+    /// A manifest of this run is confirmed (before it, a cycle ships even
+    /// when nothing looks changed: the last manifest may be another run's).
+    shipped_once: bool,
+}
+
+/// The running backup thread.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Running {
+    /// Finishes the current cycle (a last one if none runs; failed steps are
+    /// no longer retried) and ends the thread, waiting at most `STOP_LIMIT`
+    /// (a store that does not answer must not hold up a shutdown).
+    pub fn stop(self) {
+        self.stop.store(true, Relaxed);
+        if self.done.recv_timeout(STOP_LIMIT).is_err() {
+            tracing::warn!("the last backup cycle did not finish in time; stopping without it");
+        }
+    }
+}
+
+impl Backup {
+    /// Prepares a backup of `dir` to `remote`, continuing the cycle numbers
+    /// already there.
+    pub fn new(remote: Remote, dir: &Path, shards: usize, interval: Duration) -> Result<Backup, String> {
+        let seq = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max().unwrap_or(0);
+        // Resume from the newest manifest: files still on disk with the same
+        // identity ship only what changed since (a crash changes nothing
+        // below what was shipped: stream files hold durable journal bytes
+        // only, and recovery zeroes journal bytes past the durable end only).
+        // The metric families show from the first scrape on, before the first cycle.
+        status::get().enabled.store(true, Relaxed);
+        let (mut files, mut recent) = (BTreeMap::new(), VecDeque::new());
+        if seq > 0 {
+            match Manifest::decode(&remote.get(&layout::manifest_key(seq))?) {
+                Ok(m) => {
+                    files = scan::resume(&m.files);
+                    recent.push_back((seq, m.packs().into_iter().map(str::to_string).collect()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the newest backup manifest is unreadable; shipping everything again")
+                }
+            }
+        }
+        Ok(Backup {
+            remote,
+            dir: dir.to_path_buf(),
+            shards,
+            interval,
+            stop: Arc::new(AtomicBool::new(false)),
+            files,
+            seq,
+            recent,
+            shipped_once: false,
+        })
+    }
+
+    /// Runs cycles on a thread of its own until stopped.
+    pub fn start(mut self) -> Running {
+        let stop = self.stop.clone();
+        let (tx, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("sluice-backup".into())
+            .spawn(move || {
+                self.run();
+                let _ = tx.send(());
+            })
+            .expect("the backup thread starts");
+        Running { stop, done }
+    }
+
+    fn run(&mut self) {
+        loop {
+            let started = Instant::now();
+            let stopping = self.stop.load(Relaxed);
+            match self.cycle() {
+                Ok(shipped) => tracing::debug!(
+                    seq = self.seq,
+                    shipped,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "backup cycle"
+                ),
+                Err(e) => {
+                    status::get().failed(&e);
+                    tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying");
+                }
+            }
+            if stopping {
+                return;
+            }
+            if self.seq.is_multiple_of(GC_EVERY) {
+                if let Err(e) = self.collect() {
+                    tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later");
+                }
+            }
+            // A cycle starts every half interval: an append is then confirmed
+            // within one interval whenever a cycle takes under half of one.
+            let wait = (self.interval / 2).saturating_sub(started.elapsed());
+            let until = Instant::now() + wait;
+            while Instant::now() < until && !self.stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+            }
+        }
+    }
+
+    /// Retries `f` with backoff until it succeeds or the backup stops.
+    fn retry<T>(&self, mut f: impl FnMut(&Remote) -> Result<T, String>) -> Result<T, String> {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let t = Instant::now();
+            match f(&self.remote) {
+                Ok(v) => {
+                    status::get().upload_micros.fetch_add(t.elapsed().as_micros() as u64, Relaxed);
+                    return Ok(v);
+                }
+                Err(e) => {
+                    status::get().failed(&e);
+                    if self.stop.load(Relaxed) {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %e, backoff_ms = backoff.as_millis() as u64, "object store step failed");
+                    let until = Instant::now() + backoff;
+                    while Instant::now() < until && !self.stop.load(Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// One cycle (see the module header); returns the bytes shipped.
+    fn cycle(&mut self) -> Result<u64, String> {
+        let _held: Vec<_> = (0..self.shards).map(|i| sluice_shards::hold::of(i).acquire()).collect();
+        let mut checkpoints = BTreeMap::new();
+        for i in 0..self.shards {
+            let rel = format!("shard-{i}/{}", sluice_shards::store::checkpoint::CHECKPOINT);
+            if let Ok(mut f) = std::fs::File::open(self.dir.join(&rel)) {
+                let stat = Stat::of(&f.metadata().map_err(|e| format!("{rel}: {e}"))?);
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| format!("{rel}: {e}"))?;
+                checkpoints.insert(rel, (Stat { size: bytes.len() as u64, ..stat }, bytes));
+            }
+        }
+        let before = progress::read(self.shards);
+        let taken_unix_ms = status::now_ms();
+        let published = progress::fresh(&before, FRESH_LIMIT).ok_or("shards did not publish journal positions")?;
+        let mut journals = Vec::new();
+        for (i, p) in published.iter().enumerate() {
+            let head = marks::read_head(&self.dir.join(format!("shard-{i}")))?.unwrap_or(0);
+            journals.push(Journal { position: p.position, head: head.min(p.position.0) });
+        }
+        let positions: Vec<(u32, u64)> = journals.iter().map(|j| j.position).collect();
+        let mut found: BTreeMap<String, (PathBuf, Found)> = BTreeMap::new();
+        for (rel, (path, stat)) in scan::walk(&self.dir).map_err(|e| format!("scanning {}: {e}", self.dir.display()))? {
+            let stat = checkpoints.get(&rel).map_or(stat, |(s, _)| *s);
+            found.insert(rel.clone(), (path, scan::plan(&rel, stat, self.files.get(&rel), &positions)));
+        }
+        whole(&found, &journals)?;
+        let backlog: u64 = found.values().filter_map(|(_, f)| f.delta.as_ref()).map(|d| d.to - d.from).sum();
+        status::get().backlog_bytes.store(backlog, Relaxed);
+        if backlog == 0 && self.shipped_once && found.keys().eq(self.files.keys()) {
+            // Nothing changed: the newest manifest already describes now.
+            status::get().confirmed(taken_unix_ms);
+            return Ok(0);
+        }
+        let seq = self.seq + 1;
+        let mut packer = Packer { seq, n: 0, buf: Vec::new(), shipped: 0 };
+        let mut extents: BTreeMap<String, Vec<Extent>> = BTreeMap::new();
+        let mut vanished = BTreeSet::new();
+        for (rel, (path, f)) in &found {
+            let Some(d) = &f.delta else { continue };
+            let mut at = d.from;
+            while at < d.to {
+                let room = (MAX_PACK_BYTES - packer.buf.len() as u64).min(d.to - at);
+                let start = packer.buf.len();
+                let read = match checkpoints.get(rel) {
+                    Some((_, bytes)) => {
+                        packer.buf.extend_from_slice(&bytes[at as usize..(at + room) as usize]);
+                        Ok(())
+                    }
+                    None => read_into(path, at, room, &mut packer.buf),
+                };
+                if let Err(e) = read {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        packer.buf.truncate(start);
+                        vanished.insert(rel.clone());
+                        break;
+                    }
+                    return Err(format!("{rel}: {e}"));
+                }
+                extents.entry(rel.clone()).or_default().push(Extent {
+                    pack: layout::pack_key(seq, packer.n),
+                    pack_offset: start as u64,
+                    file_offset: at,
+                    len: room,
+                });
+                at += room;
+                if packer.buf.len() as u64 >= MAX_PACK_BYTES {
+                    self.ship(&mut packer)?;
+                }
+            }
+        }
+        if !packer.buf.is_empty() {
+            self.ship(&mut packer)?;
+        }
+        let mut files = BTreeMap::new();
+        let mut tracked = BTreeMap::new();
+        for (rel, (_, f)) in found {
+            if vanished.contains(&rel) {
+                continue;
+            }
+            let before = self.files.get(&rel);
+            let entry = scan::entry_after(before, &f, extents.remove(&rel).unwrap_or_default());
+            files.insert(rel.clone(), entry.clone());
+            tracked.insert(rel, Tracked { stat: f.stat, shipped: f.shipped, entry });
+        }
+        let manifest = Manifest { seq, taken_unix_ms, journals, files };
+        let body = Bytes::from(manifest.encode());
+        self.retry(|r| r.put(&layout::manifest_key(seq), body.clone()))?;
+        status::get().upload_bytes.fetch_add(body.len() as u64, Relaxed);
+        status::get().uploads.fetch_add(1, Relaxed);
+        self.recent.push_back((seq, manifest.packs().into_iter().map(str::to_string).collect()));
+        while self.recent.len() > KEEP_MANIFESTS + 1 {
+            self.recent.pop_front();
+        }
+        self.files = tracked;
+        self.seq = seq;
+        self.shipped_once = true;
+        status::get().backlog_bytes.store(0, Relaxed);
+        status::get().confirmed(taken_unix_ms);
+        Ok(packer.shipped)
+    }
+
+    /// Uploads the packer's pack (retrying until confirmed) and starts the next.
+    fn ship(&self, p: &mut Packer) -> Result<(), String> {
+        let key = layout::pack_key(p.seq, p.n);
+        let all = Bytes::from(std::mem::take(&mut p.buf));
+        let parts: Vec<Bytes> =
+            (0..all.len()).step_by(PART_BYTES).map(|i| all.slice(i..(i + PART_BYTES).min(all.len()))).collect();
+        self.retry(|r| r.put_parts(&key, parts.clone()))?;
+        let s = status::get();
+        s.upload_bytes.fetch_add(all.len() as u64, Relaxed);
+        s.uploads.fetch_add(1, Relaxed);
+        p.shipped += all.len() as u64;
+        p.n += 1;
+        Ok(())
+    }
+
+    /// Deletes manifests older than the newest `KEEP_MANIFESTS + 1`, and
+    /// packs older than the oldest kept manifest that none of them names.
+    fn collect(&mut self) -> Result<(), String> {
+        let seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
+        let (old, kept) = kept_manifests(seqs);
+        let mut needed = BTreeSet::new();
+        for &seq in &kept {
+            match self.recent.iter().find(|(s, _)| *s == seq) {
+                Some((_, packs)) => needed.extend(packs.iter().cloned()),
+                None => {
+                    let m = Manifest::decode(&self.remote.get(&layout::manifest_key(seq))?)?;
+                    needed.extend(m.packs().into_iter().map(str::to_string));
+                }
+            }
+        }
+        for key in unneeded_packs(self.remote.list(PACKS)?, &kept, &needed) {
+            self.remote.delete(&key)?;
+        }
+        for seq in old {
+            self.remote.delete(&layout::manifest_key(seq))?;
+        }
+        Ok(())
+    }
+}
+
+/// Manifests to delete and to keep (the newest `KEEP_MANIFESTS + 1`).
+fn kept_manifests(mut seqs: Vec<u64>) -> (Vec<u64>, Vec<u64>) {
+    seqs.sort_unstable();
+    let kept = seqs.split_off(seqs.len().saturating_sub(KEEP_MANIFESTS + 1));
+    (seqs, kept)
+}
+
+/// Packs older than the oldest kept manifest that no kept manifest names
+/// (a newer pack may belong to a cycle still running).
+fn unneeded_packs(packs: Vec<String>, kept: &[u64], needed: &BTreeSet<String>) -> Vec<String> {
+    let oldest_kept = kept.iter().min().copied().unwrap_or(0);
+    packs.into_iter().filter(|k| layout::pack_seq(k).is_some_and(|s| s < oldest_kept) && !needed.contains(k)).collect()
+}
+
+/// Refuses to describe a data dir that lost what a restore needs (the
+/// directory removed or damaged under the server): the newest manifest must
+/// stay one a node can start from, so such a cycle fails and the last good
+/// manifest stands.
+fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), String> {
+    for (i, j) in journals.iter().enumerate() {
+        let need = [marks::LOG_HEAD.to_string(), format!("{:010}.seg", j.position.0)];
+        if let Some(missing) = need.iter().map(|n| format!("shard-{i}/{n}")).find(|p| !found.contains_key(p)) {
+            return Err(format!("{missing} is missing from the data dir: not backing up a damaged data dir"));
+        }
+    }
+    Ok(())
+}
+
+/// The pack being filled.
+struct Packer {
+    seq: u64,
+    n: u32,
+    buf: Vec<u8>,
+    shipped: u64,
+}
+
+/// Appends `len` bytes of `path` from `at` to `buf` (a file that got
+/// shorter meanwhile reads as zeros past its end, as restore writes it).
+fn read_into(path: &Path, at: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    let start = buf.len();
+    buf.resize(start + len as usize, 0);
+    let mut done = 0;
+    while done < len as usize {
+        match f.read_at(&mut buf[start + done..], at + done as u64)? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collection_keeps_the_newest_manifests_and_every_pack_they_name() {
+        let (old, kept) = kept_manifests(vec![5, 1, 4, 2, 3]);
+        assert_eq!((old, kept.clone()), (vec![1, 2], vec![3, 4, 5]));
+        let packs =
+            vec![layout::pack_key(1, 0), layout::pack_key(2, 0), layout::pack_key(3, 0), layout::pack_key(6, 0)];
+        let needed: BTreeSet<String> = [layout::pack_key(1, 0)].into();
+        assert_eq!(unneeded_packs(packs, &kept, &needed), vec![layout::pack_key(2, 0)]);
+        assert_eq!(kept_manifests(vec![1]), (vec![], vec![1]));
+        assert!(
+            unneeded_packs(vec![layout::pack_key(1, 0)], &[], &BTreeSet::new()).is_empty(),
+            "no manifest: keep all"
+        );
+    }
+
+    #[test]
+    fn a_data_dir_missing_its_journal_is_never_described() {
+        let j = [Journal { position: (3, 10), head: 3 }];
+        let mut found: BTreeMap<String, ()> = BTreeMap::new();
+        found.insert("shard-0/log-head".into(), ());
+        assert!(whole(&found, &j).unwrap_err().contains("shard-0/0000000003.seg is missing"));
+        found.insert("shard-0/0000000003.seg".into(), ());
+        assert!(whole(&found, &j).is_ok());
+        found.remove("shard-0/log-head");
+        assert!(whole(&found, &j).unwrap_err().contains("log-head"));
+    }
+}

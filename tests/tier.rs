@@ -1,0 +1,412 @@
+//! Continuous backup to object storage and `sluice restore` (issue 27),
+//! through the real binary against a real Garage.
+//!
+//! The tests that need Garage are `#[ignore]`d: `scripts/test` starts one
+//! with `scripts/object-store` and runs them with `--ignored` (so without
+//! Garage they count as ignored, never as passed). They read the store from
+//! SLUICE_TEST_S3_* and AWS_* (scripts/object-store's env lines) and fail,
+//! not skip, when run without them. The refusals that need no store run
+//! always.
+
+mod common;
+
+use common::*;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+
+struct Store {
+    endpoint: String,
+    bucket: String,
+    region: String,
+    key_id: String,
+    secret: String,
+    garage_dir: String,
+}
+
+fn store() -> Store {
+    let var = |k: &str| {
+        std::env::var(k).unwrap_or_else(|_| {
+            panic!("{k} is not set: run these tests through scripts/test, which starts Garage (scripts/object-store)")
+        })
+    };
+    Store {
+        endpoint: var("SLUICE_TEST_S3_ENDPOINT"),
+        bucket: var("SLUICE_TEST_S3_BUCKET"),
+        region: var("SLUICE_TEST_S3_REGION"),
+        key_id: var("AWS_ACCESS_KEY_ID"),
+        secret: var("AWS_SECRET_ACCESS_KEY"),
+        garage_dir: var("SLUICE_TEST_GARAGE_DIR"),
+    }
+}
+
+impl Store {
+    /// A fresh prefix per test run.
+    fn url(&self, tag: &str) -> String {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        format!("s3://{}/{tag}-{nanos}", self.bucket)
+    }
+
+    fn flags(&self) -> Vec<String> {
+        ["--tier-endpoint", &self.endpoint, "--tier-region", &self.region].iter().map(|s| s.to_string()).collect()
+    }
+
+    fn garage(&self, action: &str) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/object-store");
+        let out = Command::new(script).arg(action).arg(&self.garage_dir).output().expect("run scripts/object-store");
+        assert!(out.status.success(), "scripts/object-store {action}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// A test's store, fresh prefix, directory, data dir and server log.
+struct Setup {
+    s: Store,
+    url: String,
+    dir: TempDir,
+    data: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+/// A fresh [`Setup`], its server started with `extra` flags and `n` streams created.
+fn start(tag: &str, n: usize, extra: &[&str]) -> (Setup, Server, Vec<String>) {
+    let s = store();
+    let url = s.url(tag);
+    let dir = TempDir::new(&format!("tier-{tag}"));
+    let (data, log) = (dir.path().join("data"), dir.path().join("server.log"));
+    let server = launch(&s, &url, &data, &log, extra);
+    let paths = streams(&server, tag, n);
+    (Setup { s, url, dir, data, log }, server, paths)
+}
+
+/// A server backing up to `url` every [`INTERVAL`], logging to `log`.
+fn launch(s: &Store, url: &str, data: &Path, log: &Path, extra: &[&str]) -> Server {
+    let mut flags = vec!["--tier-url".to_string(), url.to_string(), "--backup-interval".into(), "1s".into()];
+    flags.extend(s.flags());
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut l = Launch::quick(2, &flags);
+    l.log = Some(log.to_path_buf());
+    l.start_timeout = Duration::from_secs(20);
+    Server::launch(data, l)
+}
+
+/// `sluice restore`; returns its exit status success, stdout and stderr.
+fn restore(s: &Store, url: &str, into: &Path) -> (bool, String, String) {
+    let mut args = vec!["restore", "--from", url, "--data-dir", into.to_str().unwrap()];
+    let flags = s.flags();
+    args.extend(flags.iter().map(String::as_str));
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(&args).stdin(Stdio::null()).output().expect("run sluice");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// One acknowledged append.
+#[derive(Clone)]
+struct Ack {
+    stream: String,
+    start: u64,
+    body: Vec<u8>,
+    at: Instant,
+}
+
+/// A steady writer over `streams` until stopped or the server is gone.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acks: Arc<Mutex<Vec<Ack>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: SocketAddr, streams: Vec<String>, size: usize) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let (st, ac) = (stop.clone(), acks.clone());
+        let thread = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !st.load(Ordering::SeqCst) {
+                let stream = &streams[n as usize % streams.len()];
+                let mut body = format!("{stream}#{n};").into_bytes();
+                body.resize(size.max(body.len()), b'a' + (n % 26) as u8);
+                let Ok(sock) = std::net::TcpStream::connect(addr) else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+                let headers = [("Content-Type", "application/octet-stream")];
+                match Conn::from_stream(sock).try_request("POST", stream, &headers, &body) {
+                    Ok(r) if r.status == 204 || r.status == 200 => {
+                        let end = offset_pos(&r.next_offset());
+                        let start = end - body.len() as u64;
+                        ac.lock().unwrap().push(Ack { stream: stream.clone(), start, body, at: Instant::now() });
+                    }
+                    _ => std::thread::sleep(Duration::from_millis(20)),
+                }
+                n += 1;
+            }
+        });
+        Load { stop, acks, thread: Some(thread) }
+    }
+
+    fn stop(&mut self) -> Vec<Ack> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.acks.lock().unwrap().clone()
+    }
+
+    fn count(&self) -> usize {
+        self.acks.lock().unwrap().len()
+    }
+}
+
+fn streams(server: &Server, tag: &str, n: usize) -> Vec<String> {
+    let paths: Vec<String> = (0..n).map(|i| format!("/v1/stream/{tag}-{i}")).collect();
+    for p in &paths {
+        server.create(p, "application/octet-stream");
+    }
+    paths
+}
+
+/// Checks every ack acknowledged before `by` is in `server` byte-exact at
+/// its offset, and that nothing read contradicts an ack; returns how many
+/// acks were checked present and the measured RPO (the loss time minus the
+/// earliest acknowledged append that did not come back).
+fn verify(server: &Server, acks: &[Ack], by: Instant, loss: Instant) -> (usize, Duration) {
+    let mut present = 0;
+    let mut earliest_missing: Option<Instant> = None;
+    let mut read = std::collections::HashMap::new();
+    for a in acks {
+        let bytes = read.entry(a.stream.clone()).or_insert_with(|| server.read_all(&a.stream).0);
+        let end = (a.start as usize) + a.body.len();
+        if end <= bytes.len() {
+            assert_eq!(&bytes[a.start as usize..end], &a.body[..], "{} at {}: bytes differ", a.stream, a.start);
+            present += 1;
+        } else {
+            assert!(
+                a.at >= by,
+                "{} at {}: acknowledged {:?} before the loss, not restored",
+                a.stream,
+                a.start,
+                loss - a.at
+            );
+            earliest_missing = Some(earliest_missing.map_or(a.at, |e| e.min(a.at)));
+        }
+    }
+    (present, earliest_missing.map_or(Duration::ZERO, |e| loss.saturating_duration_since(e)))
+}
+
+/// Restores `url` into `dir/restored`, starts a server there and verifies
+/// `acks` against it: every one acknowledged more than [`INTERVAL`] before
+/// `loss` must be back. Returns the restored server, the acks present and the RPO.
+fn restore_and_verify(s: &Store, url: &str, dir: &Path, acks: &[Ack], loss: Instant, what: &str) -> (Server, Duration) {
+    let new = dir.join("restored");
+    let (ok, out, err) = restore(s, url, &new);
+    assert!(ok, "restore failed: {err}");
+    assert!(out.contains("restored"), "{out}");
+    println!("{}", out.trim());
+    let restored = Server::launch(&new, Launch::quick(2, &[]));
+    let (present, rpo) = verify(&restored, acks, loss - INTERVAL, loss);
+    println!(
+        "RPO {} ms measured {what} ({present} of {} acknowledged appends back, backup interval {} ms)",
+        rpo.as_millis(),
+        acks.len(),
+        INTERVAL.as_millis()
+    );
+    (restored, rpo)
+}
+
+fn metric(server: &Server, name: &str) -> f64 {
+    let text = server.get("/v1/metrics").expect(200).text();
+    let line = text.lines().find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '));
+    line.unwrap_or_else(|| panic!("no {name} in the metrics")).rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn restore_after_rm_rf_under_load_brings_back_every_acknowledged_append() {
+    let (Setup { s, url, dir, data, .. }, server, paths) = start("rmrf", 6, &["--flush-interval", "300ms"]);
+    let mut load = Load::start(server.addr, paths, 2000);
+    std::thread::sleep(Duration::from_secs(6));
+    let loss = Instant::now();
+    std::fs::remove_dir_all(&data).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut server = server;
+    server.kill();
+    let acks = load.stop();
+    assert!(acks.len() > 100, "the load made only {} appends", acks.len());
+
+    let (restored, rpo) = restore_and_verify(&s, &url, dir.path(), &acks, loss, "after rm -rf under load");
+    assert!(rpo <= INTERVAL, "RPO {rpo:?} over the interval");
+    // The restored node serves writes again.
+    restored.post("/v1/stream/rmrf-0", "application/octet-stream", b"after").expect(204);
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn store_down_for_30s_keeps_serving_then_the_backlog_drains_and_nothing_is_lost() {
+    let (Setup { s, url, dir, data, .. }, mut server, paths) = start("down", 4, &["--flush-interval", "300ms"]);
+    let mut load = Load::start(server.addr, paths.clone(), 1000);
+    wait_for("a first confirmed cycle", Duration::from_secs(10), || metric(&server, "sluice_tier_cycles_total") >= 1.0);
+    s.garage("stop");
+    let down = Instant::now();
+    let before = load.count();
+    wait_for("the degraded health", Duration::from_secs(20), || {
+        server.get("/v1/healthz").text().starts_with("degraded")
+    });
+    assert_eq!(server.get("/v1/healthz").status, 200, "degraded, not dead");
+    assert_eq!(metric(&server, "sluice_tier_degraded"), 1.0);
+    let remaining = Duration::from_secs(30).saturating_sub(down.elapsed());
+    std::thread::sleep(remaining);
+    assert!(load.count() > before + 100, "writes stalled while the store was down");
+    assert!(metric(&server, "sluice_tier_unshipped_age_seconds") >= 25.0, "the live RPO shows the outage");
+    // Local reads still work.
+    assert!(!server.read_all(&paths[0]).0.is_empty());
+    s.garage("start");
+    wait_for("the backlog to drain", Duration::from_secs(60), || {
+        metric(&server, "sluice_tier_degraded") == 0.0 && metric(&server, "sluice_tier_unshipped_age_seconds") < 2.0
+    });
+    assert!(server.get("/v1/healthz").text().starts_with("ok"));
+    std::thread::sleep(Duration::from_secs(2));
+    let loss = Instant::now();
+    server.kill();
+    let acks = load.stop();
+    // Nothing local was dropped: the same data dir still has everything.
+    let again = Server::launch(&data, Launch::quick(2, &[]));
+    let (local, _) = verify(&again, &acks, loss, loss);
+    assert_eq!(local, acks.len(), "every acknowledged append is still local");
+    drop(again);
+    let (_, rpo) = restore_and_verify(&s, &url, dir.path(), &acks, loss, "after a 30 s outage and a kill");
+    assert!(rpo <= INTERVAL, "RPO {rpo:?} over the interval once the backlog drained");
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn crashes_during_uploads_lose_nothing_acknowledged() {
+    let (Setup { s, url, dir, data, log }, mut server, paths) = start("crash", 4, &["--flush-interval", "200ms"]);
+    let mut all = Vec::new();
+    for round in 0..4u64 {
+        // 16 KiB appends: cycles ship megabytes, so kills land in uploads.
+        let mut load = Load::start(server.addr, paths.clone(), 16 << 10);
+        std::thread::sleep(Duration::from_millis(1500 + 500 * round));
+        server.kill();
+        all.extend(load.stop());
+        server = launch(&s, &url, &data, &log, &["--flush-interval", "200ms"]);
+    }
+    let mut load = Load::start(server.addr, paths, 16 << 10);
+    std::thread::sleep(Duration::from_secs(3));
+    let loss = Instant::now();
+    server.kill();
+    all.extend(load.stop());
+    std::fs::remove_dir_all(&data).unwrap();
+    let (restored, _) = restore_and_verify(&s, &url, dir.path(), &all, loss, "after 4 kills mid-upload and rm -rf");
+    // The restored node backs up again, to a new prefix, from its first cycle.
+    drop(restored);
+    let again = launch(&s, &s.url("crash-again"), &dir.path().join("restored"), &log, &[]);
+    wait_for("a cycle of the restored node", Duration::from_secs(90), || {
+        metric(&again, "sluice_tier_cycles_total") >= 1.0
+    });
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn credentials_never_reach_the_logs_and_wrong_ones_refuse_the_start() {
+    let (Setup { s, url, dir, log, .. }, mut server, paths) = start("creds", 2, &["--log-level", "debug"]);
+    for p in &paths {
+        server.post(p, "application/octet-stream", b"secret-free").expect(204);
+    }
+    wait_for("a confirmed cycle", Duration::from_secs(10), || metric(&server, "sluice_tier_cycles_total") >= 1.0);
+    let metrics = server.get("/v1/metrics").expect(200).text();
+    server.terminate();
+    let logged = std::fs::read_to_string(&log).unwrap() + &metrics;
+    assert!(!logged.contains(&s.secret), "the secret key is in the logs");
+    assert!(!logged.contains(&s.key_id), "the access key id is in the logs");
+
+    // Wrong secret: a one-line refusal that names neither credential.
+    let mut flags = vec!["--tier-url".to_string(), url.clone()];
+    flags.extend(s.flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut l = Launch::quick(1, &flags);
+    l.env.push(("AWS_SECRET_ACCESS_KEY".into(), "0".repeat(64)));
+    let (status, out) = match Server::try_launch(&dir.path().join("other"), l) {
+        Err(refused) => refused,
+        Ok(_) => panic!("started with a wrong secret"),
+    };
+    assert!(!status.success());
+    assert!(out.contains("refused to start") && out.contains("object store"), "{out}");
+    assert!(!out.contains(&s.key_id) && !out.contains(&"0".repeat(64)), "{out}");
+
+    // Nothing at a prefix: a one-line refusal, and no data dir.
+    let (ok, _, err) = restore(&s, &s.url("empty"), &dir.path().join("none"));
+    assert!(!ok && err.contains("no backup at") && err.lines().count() == 1, "{err}");
+    assert!(!dir.path().join("none").exists());
+    // The restore prints no credential either.
+    let (ok, out, err) = restore(&s, &url, &dir.path().join("restored"));
+    assert!(ok, "{err}");
+    assert!(!(out.clone() + &err).contains(&s.secret) && !(out + &err).contains(&s.key_id));
+}
+
+#[test]
+fn restore_refuses_a_non_empty_dir_missing_credentials_and_an_unreachable_store() {
+    let dir = TempDir::new("tier-refusals");
+    std::fs::write(dir.path().join("x"), b"x").unwrap();
+    let port = free_port().to_string();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let run = |data: &Path, env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        c.args(["restore", "--from", "s3://bkt/p", "--data-dir", data.to_str().unwrap(), "--tier-endpoint", &endpoint]);
+        c.env_remove("AWS_ACCESS_KEY_ID").env_remove("AWS_SECRET_ACCESS_KEY").envs(env.iter().copied());
+        let out = c.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let creds = [("AWS_ACCESS_KEY_ID", "GKexample"), ("AWS_SECRET_ACCESS_KEY", "shh-secret")];
+    let (code, err) = run(dir.path(), &creds);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not empty"), "{err}");
+    let (code, err) = run(&dir.path().join("new"), &[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no object-store credentials"), "{err}");
+    let (code, err) = run(&dir.path().join("new"), &creds);
+    assert_eq!(code, Some(1));
+    assert!(err.starts_with("sluice restore: ") && err.lines().count() == 1, "{err}");
+    assert!(!err.contains("shh-secret"), "{err}");
+    assert!(!dir.path().join("new").exists(), "a failed restore leaves no data dir");
+    let creds_file = dir.path().join("creds");
+    std::fs::write(&creds_file, "only-one-line\n").unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(["restore", "--from", "s3://bkt/p", "--data-dir", "/nonexistent/new", "--tier-credentials-file"]);
+    let out = c.arg(&creds_file).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("two lines"));
+}
+
+#[test]
+fn serve_refuses_to_start_without_a_usable_store() {
+    let dir = TempDir::new("tier-serve-refusals");
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let flags = ["--tier-url", "s3://bkt/p", "--tier-endpoint", endpoint.as_str()];
+    let mut l = Launch::quick(1, &flags);
+    l.env.push(("AWS_ACCESS_KEY_ID".into(), "GKexample".into()));
+    l.env.push(("AWS_SECRET_ACCESS_KEY".into(), "shh-secret".into()));
+    let (status, out) = match Server::try_launch(&dir.path().join("data"), l) {
+        Err(refused) => refused,
+        Ok(_) => panic!("started against a closed port"),
+    };
+    assert!(!status.success());
+    assert!(out.contains("object store s3://bkt/p unusable"), "{out}");
+    assert!(!out.contains("shh-secret"), "{out}");
+    let (status, err) = run_to_exit(&["serve", "--tier-url", "http://bkt"]);
+    assert!(!status.success());
+    assert!(err.contains("s3://"), "{err}");
+}
