@@ -323,9 +323,13 @@ fn a_connection_writing_one_remote_stream_moves_to_its_owner() {
         }
     }
     assert!(c.buffered().is_empty());
-    // The scrape itself may be forwarded to gather other shards: count appends only.
+    // Each stream's appends are forwarded at most 7 times before the
+    // connection moves (160 appends, 3 in 4 remote, would forward ~120).
+    // A scrape gathers the other shards' counters over the mesh and counts
+    // up to 2 per other shard, landing in the count on either side of it.
     let forwarded = metric_total(&s, "sluice_cross_shard_requests_total") - before;
-    assert!(forwarded <= (streams.len() * 7 + 4) as f64, "{forwarded} forwarded requests");
+    let scrapes = 2 * 2 * 3;
+    assert!(forwarded <= (streams.len() * 7 + scrapes) as f64, "{forwarded} forwarded requests");
     let want: String = (0..RUN).map(|i| format!("{i};")).collect();
     for n in &streams {
         assert_eq!(s.get(&format!("/v1/stream/{n}?offset=-1")).expect(200).text(), want, "stream {n}");

@@ -338,6 +338,11 @@ fn the_retry_schedule_survives_kill_9_and_a_down_receiver_gets_it_later() {
     eventually("two failed attempts", || s.get(&sub_path("down")).json()["status"] == "failed");
     let before = s.get(&sub_path("down")).json();
     assert!(before["next_attempt_at"].is_string(), "{before}");
+    // A delivery outcome is written in the background (persist::soon): the
+    // persister is kicked at once and commits within milliseconds; a kill
+    // before that would lose only this outcome, and the retry would run
+    // again from the state before it.
+    std::thread::sleep(std::time::Duration::from_millis(300));
     s.restart_after_kill();
     let after = s.get(&sub_path("down")).expect(200).json();
     assert_eq!(after["status"], "failed", "the retry state survives: {after}");
