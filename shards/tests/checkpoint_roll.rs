@@ -4,39 +4,16 @@
 
 mod sim;
 
-use sim::key;
-use sluice_shards::core::append::AppendInput;
+use sim::{append_input, crash, key, one_shard, NO_BACKGROUND_FLUSH};
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::log::{FsyncMode, LogConfig};
-use sluice_shards::storage::Storage;
-use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StoreError};
+use sluice_shards::store::{Shard, ShardConfig, StoreError};
 use std::path::Path;
-use std::time::Duration;
 
 const SEGMENT: u64 = 8 << 10;
 const OCTET: &str = "application/octet-stream";
 
 fn config(root: &Path) -> ShardConfig {
-    ShardConfig {
-        log: LogConfig { dir: root.join("shard-0"), segment_size: SEGMENT, fsync: FsyncMode::Always },
-        open_files: sluice_shards::store::files::MIN_OPEN_FILES,
-        max_producers: 16,
-        flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
-        storage: Storage::Real,
-        shards: 1,
-    }
-}
-
-fn append_input(body: &[u8]) -> AppendInput<'_> {
-    AppendInput { content_type: Some(OCTET), body, close: false, stream_seq: None, producer: None, record_match: None }
-}
-
-/// Ends `shard` as a crash would: nothing more is written for it (its log's
-/// tasks stay parked; what they buffered is lost), once the segment it was
-/// preparing exists.
-async fn crash(shard: Shard) {
-    glommio::timer::sleep(Duration::from_millis(50)).await;
-    std::mem::forget(shard);
+    one_shard(root, SEGMENT, NO_BACKGROUND_FLUSH)
 }
 
 #[test]

@@ -6,11 +6,8 @@
 
 mod sim;
 
-use sim::key;
-use sluice_shards::core::append::AppendInput;
+use sim::{append_input, key, one_shard};
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::log::{FsyncMode, LogConfig};
-use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
 use sluice_shards::tuning::{MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
 use std::path::Path;
@@ -19,18 +16,7 @@ use std::time::Duration;
 const OCTET: &str = "application/octet-stream";
 
 fn config(root: &Path, every: Duration) -> ShardConfig {
-    ShardConfig {
-        log: LogConfig { dir: root.join("shard-0"), segment_size: 4 << 20, fsync: FsyncMode::Always },
-        open_files: sluice_shards::store::files::MIN_OPEN_FILES,
-        max_producers: 16,
-        flush: FlushConfig { bytes: MIN_FLUSH_BYTES, every },
-        storage: Storage::Real,
-        shards: 1,
-    }
-}
-
-fn append_input(body: &[u8]) -> AppendInput<'_> {
-    AppendInput { content_type: Some(OCTET), body, close: false, stream_seq: None, producer: None, record_match: None }
+    one_shard(root, 4 << 20, FlushConfig { bytes: MIN_FLUSH_BYTES, every })
 }
 
 #[test]

@@ -1,14 +1,18 @@
-//! What the seeded simulations share: a reproducible random source with
-//! JSON generators, the stream key of the built-in bucket, canonical JSON
-//! records, and the driver that runs seeds (`SLUICE_SIM_SEED=S` reruns one;
+//! What the seeded simulations and the single-shard tests share: a
+//! reproducible random source with JSON generators, the stream key of the
+//! built-in bucket, canonical JSON records, one real shard's settings, an
+//! append's input and a crash, and the driver that runs seeds (`SLUICE_SIM_SEED=S` reruns one;
 //! `SLUICE_SIM_SECONDS=N` runs seeds for N seconds from
 //! `SLUICE_SIM_FIRST_SEED`; otherwise `SLUICE_SIM_SEEDS`, default 64, of
 //! `SLUICE_SIM_STEPS` steps each).
 
 #![allow(dead_code)]
 
+use sluice_shards::core::append::AppendInput;
 use sluice_shards::ids::BUILTIN_BUCKET;
-use sluice_shards::store::StreamKey;
+use sluice_shards::log::{FsyncMode, LogConfig};
+use sluice_shards::storage::Storage;
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StreamKey};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -106,6 +110,42 @@ pub fn scratch_root(name: &str) -> std::path::PathBuf {
     let root = base.join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     root
+}
+
+/// Settings of shard 0 of a one-shard data dir at `root`: durable commits,
+/// `segment`-byte journal segments, the fewest open files, real storage.
+pub fn one_shard(root: &std::path::Path, segment: u64, flush: FlushConfig) -> ShardConfig {
+    ShardConfig {
+        log: LogConfig { dir: root.join("shard-0"), segment_size: segment, fsync: FsyncMode::Always },
+        open_files: sluice_shards::store::files::MIN_OPEN_FILES,
+        max_producers: 16,
+        flush,
+        storage: Storage::Real,
+        shards: 1,
+    }
+}
+
+/// A flush that never runs by itself (tests flush when they decide to).
+pub const NO_BACKGROUND_FLUSH: FlushConfig = FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) };
+
+/// An octet-stream append of `body`.
+pub fn append_input(body: &[u8]) -> AppendInput<'_> {
+    AppendInput {
+        content_type: Some("application/octet-stream"),
+        body,
+        close: false,
+        stream_seq: None,
+        producer: None,
+        record_match: None,
+    }
+}
+
+/// Ends `shard` as a crash would: nothing more is written for it (its log's
+/// tasks stay parked; what they buffered is lost), once the segment it was
+/// preparing exists.
+pub async fn crash(shard: Shard) {
+    glommio::timer::sleep(Duration::from_millis(50)).await;
+    std::mem::forget(shard);
 }
 
 pub fn key(name: &str) -> StreamKey {
