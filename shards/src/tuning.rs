@@ -72,6 +72,9 @@ pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
 /// checkpoint byte, and a trickle of appends to many streams then rewrites
 /// their state at most this many times per journal byte.
 pub const CHECKPOINT_LAG: u64 = 4;
+/// The most an idle stream's in-memory entry may take, inline (its name,
+/// content type and the map's slot come on top): checked at compile time.
+pub const STREAM_ENTRY_BYTES: usize = 456;
 /// The smallest stream tail buffer a flush keeps for the next capture
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.

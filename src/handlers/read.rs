@@ -459,11 +459,12 @@ async fn long_poll(
     loop {
         ctx.shard.settle(key).await.map_err(Error::Log)?;
         let (signal, seen, tail, closed, records) = {
-            let st = ctx.shard.store.borrow();
-            let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
+            let mut st = ctx.shard.store.borrow_mut();
+            let e = st.streams.get_mut(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
+            let (signal, seen) = e.park();
             let s = &e.state;
             let records = s.json.then_some((s.first_message, s.visible.messages));
-            (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, records)
+            (signal, seen, s.visible.tail, s.visible.closed, records)
         };
         if tail > from {
             let b = read_batch(ctx, key, from, limit).await?;

@@ -63,7 +63,7 @@ fn current(ctx: &Ctx, key: &StreamKey) -> Result<Current, Error> {
     let mut st = ctx.shard.store.borrow_mut();
     let s = &st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?.state;
     let records = s.json.then_some((s.first_message, s.visible.messages));
-    Ok(Current { snapshot: s.snapshot.clone(), tail: s.visible.tail, records })
+    Ok(Current { snapshot: s.snapshot.as_deref().cloned(), tail: s.visible.tail, records })
 }
 
 /// Adds a JSON stream's record bounds (extension section 6.10).

@@ -287,7 +287,7 @@ impl Shard {
                 }
                 jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
             }
-            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = &s.snapshot {
+            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
                 snapshots.push((s.handle, b.clone()));
             }
             // Retention is given back one flush after it moved, so a read

@@ -40,16 +40,18 @@ use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
+use crate::tuning::STREAM_ENTRY_BYTES;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-/// `(bucket_id, stream_id)`.
-pub type StreamKey = (String, String);
+pub use crate::core::stream::StreamKey;
 
 /// A live stream and the signal its live readers park on.
 pub struct Entry {
     pub state: StreamState,
-    pub signal: Rc<Signal>,
+    /// What live readers park on: made when the first one parks, dropped
+    /// at a change that no parked reader holds it any more.
+    signal: Option<Rc<Signal>>,
     /// The newest live event, encoded once for every reader at its position.
     pub shared_event: Option<Rc<SharedEvent>>,
     /// Commit number of the newest change readers can observe outside the
@@ -66,7 +68,31 @@ pub struct Entry {
     queued_ms: u64,
 }
 
+// A stream's in-memory cost (issue 25): rare parts (fork origin, snapshot,
+// producer table, closing stamp) are boxed and the name is shared with the
+// map, so an idle stream's entry stays within this.
+const _: () = assert!(std::mem::size_of::<Entry>() <= STREAM_ENTRY_BYTES);
+
 impl Entry {
+    /// The signal a live reader parks on, and its generation now (the
+    /// reader waits until it moves on).
+    pub fn park(&mut self) -> (Rc<Signal>, u64) {
+        let signal = self.signal.get_or_insert_with(Rc::default).clone();
+        let seen = signal.generation();
+        (signal, seen)
+    }
+
+    /// Wakes the live readers parked on this stream, if any; a signal
+    /// nobody holds any more goes (an idle stream keeps none).
+    pub fn notify(&mut self) {
+        if let Some(signal) = &self.signal {
+            signal.notify();
+            if Rc::strong_count(signal) == 1 {
+                self.signal = None;
+            }
+        }
+    }
+
     /// Whether a bucket listing taken at durable mark `durable` (see
     /// [`Shard::listing_mark`]) shows this stream at `now_ms`: its create is
     /// durable, and no durable delete or expiry hides it.
@@ -258,7 +284,7 @@ impl Store {
             Record::SoftDelete { handle } => {
                 if let Some(e) = self.by_handle(handle) {
                     e.state.deleted = true;
-                    e.signal.notify();
+                    e.notify();
                 }
             }
             Record::Attrs { handle, attrs } => {
@@ -342,7 +368,7 @@ impl Store {
         self.bury_snapshot(r.handle, old);
     }
 
-    fn bury_snapshot(&mut self, handle: u64, old: Option<crate::core::stream::Snapshot>) {
+    fn bury_snapshot(&mut self, handle: u64, old: Option<Box<crate::core::stream::Snapshot>>) {
         if let Some(Blob::Stored(generation)) = old.map(|s| s.blob) {
             self.graveyard.push(files::snapshot_name(handle, generation));
         }
@@ -359,7 +385,7 @@ impl Store {
     /// Inserts a stream (created, or restored from a checkpoint), replacing
     /// any of the same name.
     pub(crate) fn insert(&mut self, state: StreamState) {
-        let key = Rc::new((state.bucket.clone(), state.name.clone()));
+        let key = state.key.clone();
         if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
             self.census.removed(&key.0, old.state.handle, old.queued_ms);
@@ -371,7 +397,7 @@ impl Store {
             key,
             Box::new(Entry {
                 state,
-                signal: Rc::new(Signal::default()),
+                signal: None,
                 shared_event: None,
                 settle: 0,
                 created: 0,
@@ -408,7 +434,7 @@ impl Store {
         if expired && e.state.forks > 0 {
             // Forks still read its bytes: keep it as a tombstone.
             e.state.deleted = true;
-            e.signal.notify();
+            e.notify();
             return None;
         }
         if expired {
@@ -430,10 +456,10 @@ impl Store {
     /// it referenced, if any, as `(shard, handle)`.
     fn remove(&mut self, handle: u64) -> Option<(u32, u64)> {
         let key = self.handles.remove(&handle)?;
-        let e = self.streams.remove(&key)?;
+        let mut e = self.streams.remove(&key)?;
         self.census.removed(&key.0, handle, e.queued_ms);
         self.bury(&e);
-        e.signal.notify();
+        e.notify();
         e.state.fork.as_ref().map(|f| (f.parent_shard, f.parent_handle))
     }
 
@@ -459,7 +485,7 @@ impl Store {
             .census
             .due(now_ms)
             .filter_map(|(_, handle)| self.handles.get(&handle).and_then(|k| self.streams.get(&**k)))
-            .filter(|e| e.state.bucket == bucket && e.state.lifetime.expired(now_ms))
+            .filter(|e| e.state.key.0 == bucket && e.state.lifetime.expired(now_ms))
             .count() as u64;
         let held = self.census.streams(bucket);
         debug_assert!(expired <= held, "expired streams of a bucket are streams it holds");

@@ -394,7 +394,7 @@ impl Shard {
     fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
         if let Some(e) = self.store.borrow_mut().by_handle(handle) {
             e.state.publish(tail, records, closed);
-            e.signal.notify();
+            e.notify();
         }
     }
 
