@@ -75,6 +75,13 @@ pub const CHECKPOINT_LAG: u64 = 4;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
 pub const STREAM_ENTRY_BYTES: usize = 456;
+/// Distinct content types a shard's streams share one copy of (most nodes
+/// use a few); streams of further types keep their own.
+pub const MAX_SHARED_CONTENT_TYPES: usize = 1024;
+/// Unlinks a flush's clean-up makes before it lets the shard's other tasks
+/// run (each is a metadata change of tens of microseconds on the executor:
+/// a mass delete must not hold requests for the whole batch).
+pub const UNLINKS_PER_YIELD: usize = 32;
 /// The smallest stream tail buffer a flush keeps for the next capture
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.

@@ -233,7 +233,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                 .map(|(k, e)| Listed {
                     stream_id: k.1.clone(),
                     closed: e.state.visible.closed,
-                    content_type: e.state.content_type.clone(),
+                    content_type: e.state.content_type.to_string(),
                     tail: e.state.visible.tail,
                     created_ms: e.state.created_ms,
                     last_write_ms: e.state.last_write_ms,

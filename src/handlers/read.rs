@@ -143,7 +143,7 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
         up_to_date,
         closed,
         json: s.json,
-        content_type: s.content_type.clone(),
+        content_type: s.content_type.to_string(),
         etag,
         records: (s.first_message, span.first, span.next),
     })
@@ -186,7 +186,7 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
     let (up_to_date, closed) = (end == tail, end == tail && closed);
     let etag = span_etag(ctx.id, handle, from, end, closed);
     let mut head = Response::new(200)
-        .header(h::CONTENT_TYPE, content_type)
+        .header(h::CONTENT_TYPE, content_type.to_string())
         .header(h::STREAM_NEXT_OFFSET, Offset(end).to_string())
         .header(h::ETAG, etag.clone())
         .header(h::CACHE_CONTROL, if up_to_date { "no-cache" } else { CACHEABLE });

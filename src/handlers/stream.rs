@@ -83,7 +83,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         crate::handlers::subs::wake::notify_append(ctx, key, tail);
     }
     let content_type =
-        ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.clone());
+        ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.to_string());
     let mut r = Response::new(if created { 201 } else { 200 })
         .header(h::CONTENT_TYPE, content_type)
         .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
@@ -183,7 +183,7 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     let e = st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?;
     let s = &e.state;
     let mut r = Response::new(200)
-        .header(h::CONTENT_TYPE, s.content_type.clone())
+        .header(h::CONTENT_TYPE, s.content_type.to_string())
         .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail).to_string())
         .header(h::CACHE_CONTROL, "no-store");
     if let Some(ttl) = s.lifetime.ttl_secs {

@@ -30,7 +30,8 @@ pub struct StreamState {
     pub handle: u64,
     /// Bucket and stream id (one allocation, shared with the store's map).
     pub key: Rc<StreamKey>,
-    pub content_type: String,
+    /// Shared by the streams of one content type (the store holds each once).
+    pub content_type: Rc<str>,
     pub json: bool,
     pub created_ms: u64,
     pub last_write_ms: u64,
@@ -97,7 +98,7 @@ impl StreamState {
             handle: c.handle,
             key: Rc::new((c.bucket.clone(), c.stream.clone())),
             json: crate::media::is_json(&c.content_type),
-            content_type: c.content_type.clone(),
+            content_type: Rc::from(c.content_type.as_str()),
             created_ms: c.created_ms,
             last_write_ms: c.created_ms,
             lifetime: Lifetime { ttl_secs: c.ttl_secs, expires_at_ms: c.expires_at_ms, last_access_ms: c.created_ms },

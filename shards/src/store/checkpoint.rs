@@ -83,7 +83,7 @@ pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a Str
 
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_u64(s.handle);
-    for v in [&s.key.0, &s.key.1, &s.content_type] {
+    for v in [&s.key.0[..], &s.key.1, &s.content_type] {
         out.put_bytes(v.as_bytes());
     }
     out.put_u64(s.created_ms);
@@ -233,7 +233,7 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         handle,
         key: Rc::new((bucket, name)),
         json: crate::core::is_json(&content_type),
-        content_type,
+        content_type: content_type.into(),
         created_ms,
         last_write_ms,
         lifetime,

@@ -40,8 +40,8 @@ use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
-use crate::tuning::STREAM_ENTRY_BYTES;
-use std::collections::{BTreeMap, HashMap};
+use crate::tuning::{MAX_SHARED_CONTENT_TYPES, STREAM_ENTRY_BYTES};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 pub use crate::core::stream::StreamKey;
@@ -157,6 +157,8 @@ pub struct Store {
     max_producers: usize,
     /// Streams per bucket and expiry deadlines.
     census: census::Census,
+    /// The content types streams share (see [`Store::shared_content_type`]).
+    content_types: HashSet<Rc<str>>,
 }
 
 /// What a parent shard hands a new fork: the ancestors' files it reads, the
@@ -384,7 +386,8 @@ impl Store {
 
     /// Inserts a stream (created, or restored from a checkpoint), replacing
     /// any of the same name.
-    pub(crate) fn insert(&mut self, state: StreamState) {
+    pub(crate) fn insert(&mut self, mut state: StreamState) {
+        state.content_type = self.shared_content_type(&state.content_type);
         let key = state.key.clone();
         if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
@@ -406,6 +409,23 @@ impl Store {
                 queued_ms,
             }),
         );
+    }
+
+    /// The one copy of content type `ct` that streams share. At most
+    /// [`MAX_SHARED_CONTENT_TYPES`] are kept: when full, those no stream
+    /// holds any more go, and if none does, the stream keeps its own.
+    fn shared_content_type(&mut self, ct: &Rc<str>) -> Rc<str> {
+        if let Some(held) = self.content_types.get(ct) {
+            return held.clone();
+        }
+        if self.content_types.len() >= MAX_SHARED_CONTENT_TYPES {
+            self.content_types.retain(|c| Rc::strong_count(c) > 1);
+        }
+        if self.content_types.len() < MAX_SHARED_CONTENT_TYPES {
+            self.content_types.insert(ct.clone());
+        }
+        debug_assert!(self.content_types.len() <= MAX_SHARED_CONTENT_TYPES);
+        ct.clone()
     }
 
     /// Producers each stream remembers.
@@ -532,5 +552,42 @@ impl Store {
             .range::<StreamKey, _>((start, Bound::Unbounded))
             .take_while(move |(k, _)| k.0 == bucket && k.1.starts_with(prefix))
             .map(|(k, e)| (&**k, &**e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(s: &mut Store, handle: u64, content_type: &str) {
+        s.apply(Record::Create(CreateRecord::bare(handle, "b", &format!("s{handle}"), content_type, 0)));
+    }
+
+    fn content_type(s: &mut Store, handle: u64) -> Rc<str> {
+        s.by_handle(handle).expect("held").state.content_type.clone()
+    }
+
+    #[test]
+    fn streams_share_one_copy_of_a_content_type_up_to_the_cap() {
+        let mut s = Store::new(0, 4);
+        create(&mut s, 1, "text/plain");
+        create(&mut s, 2, "text/plain");
+        assert!(Rc::ptr_eq(&content_type(&mut s, 1), &content_type(&mut s, 2)));
+        // Past the cap, while every shared type is held, a stream keeps its own.
+        for h in 3..(3 + MAX_SHARED_CONTENT_TYPES as u64) {
+            create(&mut s, h, &format!("x/t{h}"));
+        }
+        assert_eq!(s.content_types.len(), MAX_SHARED_CONTENT_TYPES);
+        let last = 2 + MAX_SHARED_CONTENT_TYPES as u64;
+        assert!(!s.content_types.contains(&*format!("x/t{last}")), "the type past the cap is not shared");
+        create(&mut s, 10_000, &format!("x/t{last}"));
+        assert!(!Rc::ptr_eq(&content_type(&mut s, last), &content_type(&mut s, 10_000)));
+        // Once a type's streams are gone, its slot goes to the next new type.
+        s.apply(Record::Delete { handle: 3 });
+        create(&mut s, 10_001, "y/new");
+        create(&mut s, 10_002, "y/new");
+        assert!(Rc::ptr_eq(&content_type(&mut s, 10_001), &content_type(&mut s, 10_002)));
+        assert!(!s.content_types.contains("x/t3"));
+        assert!(s.content_types.len() <= MAX_SHARED_CONTENT_TYPES);
     }
 }
