@@ -353,7 +353,7 @@ async fn handoff(ctx: &Ctx, sock: TcpStream, buf: Vec<u8>, owner: usize) {
     if fd < 0 {
         return;
     }
-    if ctx.senders.send_to(owner, Message::Handoff { fd, buffered: buf }).await.is_err() {
+    if ctx.link.send_to(owner, Message::Handoff { fd, buffered: buf }).await.is_err() {
         // The owner is gone (shutting down): close our copy.
         unsafe { libc::close(fd) };
     }

@@ -41,3 +41,6 @@ mod sse;
 mod subscriptions;
 pub mod tier;
 mod watchdog;
+
+#[cfg(test)]
+mod tests;
