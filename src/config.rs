@@ -2,7 +2,7 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
-use crate::edge_limits::MIN_LOCKED_MEMORY;
+use crate::edge_limits::{DEFAULT_BODY_MEMORY, MAX_SHARDS_PER_CORE, MIN_LOCKED_MEMORY};
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use sluice::http::cors::CorsPolicy;
@@ -364,14 +364,6 @@ impl Config {
         Ok(warning)
     }
 }
-
-/// `--max-body-memory` unless set (raised to one largest body per shard).
-const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
-
-/// Shards allowed per usable CPU. Beyond it nothing gets faster, while
-/// start-up time, memory and threads grow with every shard (256 shards on 2
-/// cores never finished starting).
-pub const MAX_SHARDS_PER_CORE: usize = 4;
 
 /// The `SLUICE_*` variable a refused value came from: set in the
 /// environment, and its flag not on the command line.

@@ -3,9 +3,9 @@
 //! SIGHUP reloads), and the start/stop/refused log events.
 
 use crate::auth::Access;
-use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
+use crate::config::{Config, HostLimits};
 use crate::dirlock::DirLock;
-use crate::edge_limits::{START_POLL, STOP_MARGIN};
+use crate::edge_limits::{BIND_RETRY, BIND_WAIT, MAX_SHARDS_PER_CORE, START_POLL, STOP_MARGIN};
 use crate::mesh::Message;
 use crate::notify::Notifier;
 use crate::reload::Reloads;
@@ -355,11 +355,6 @@ fn bind_exclusive(cfg: &Config) -> Result<socket2::Socket, String> {
         }
     }
 }
-
-/// How long a port in use is retried at start (see [`bind_exclusive`]).
-const BIND_WAIT: Duration = Duration::from_secs(2);
-/// How often it is retried meanwhile.
-const BIND_RETRY: Duration = Duration::from_millis(10);
 
 fn bind(cfg: &Config, reuse_port: bool) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};

@@ -77,7 +77,9 @@ impl Pattern {
             return Ok(Pattern::Any);
         }
         match s.strip_suffix('*') {
-            Some(prefix) if !prefix.is_empty() && prefix.len() < MAX_BUCKET_ID && id_chars(prefix) => {
+            Some(prefix)
+                if !prefix.is_empty() && prefix.len() < sluice_shards::ids::MAX_BUCKET_ID && id_chars(prefix) =>
+            {
                 Ok(Pattern::Prefix(prefix.to_string()))
             }
             None if sluice_shards::ids::valid_bucket_id(s) => Ok(Pattern::Exact(s.to_string())),
@@ -95,9 +97,6 @@ impl Pattern {
         }
     }
 }
-
-/// Longest bucket id (ids are 4-64 characters).
-const MAX_BUCKET_ID: usize = 64;
 
 /// One line of the tokens file: a pattern and the actions allowed on it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -21,15 +21,9 @@ use sluice::http::Method;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::Duration;
 
 /// The key file in the data dir.
 pub const KEY_FILE: &str = "read-tokens.key";
-/// Shortest and longest lifetime a read token may be minted with.
-pub const MIN_TTL: Duration = Duration::from_secs(1);
-pub const MAX_TTL: Duration = Duration::from_secs(3600);
-/// The lifetime of a token minted without `ttl`.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
 
 const KEY_LEN: usize = 32;
 const PREFIX: &str = "sr1";

@@ -11,13 +11,9 @@
 
 use super::ct::{ct_find, HASH_LEN};
 use super::scope::{Action, Actions, Grants, Pattern, Scope};
+use crate::edge_limits::{MAX_SCOPES, MAX_TOKENS_FILE_BYTES};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-
-/// Largest tokens file accepted (it is read whole at start and on SIGHUP).
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-/// Most scope lines in one file.
-pub const MAX_SCOPES: usize = 10_000;
 
 /// The tokens in force: hashes and their grants.
 #[derive(Debug, Default)]
@@ -46,9 +42,9 @@ impl TokenTable {
             tracing::warn!(file = %name, mode = %format!("{mode:o}"), "tokens file is readable by group or others (chmod 600 it)");
         }
         // Read at most one byte past the limit, however large the file is.
-        file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!("tokens file {name} is larger than {MAX_FILE_BYTES} bytes"));
+        file.take(MAX_TOKENS_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
+        if text.len() as u64 > MAX_TOKENS_FILE_BYTES {
+            return Err(format!("tokens file {name} is larger than {MAX_TOKENS_FILE_BYTES} bytes"));
         }
         let table = TokenTable::parse(&text).map_err(|e| format!("tokens file {name}: {e}"))?;
         if table.len() == 0 {
@@ -178,7 +174,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let big = dir.join("big");
-        std::fs::write(&big, vec![b'#'; MAX_FILE_BYTES as usize + 1]).unwrap();
+        std::fs::write(&big, vec![b'#'; MAX_TOKENS_FILE_BYTES as usize + 1]).unwrap();
         assert!(TokenTable::load(&big).unwrap_err().contains("larger than"));
         assert!(TokenTable::load(&dir.join("missing")).unwrap_err().contains("missing"));
         std::fs::remove_dir_all(&dir).unwrap();

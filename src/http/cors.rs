@@ -4,11 +4,7 @@
 
 use super::error::HttpError;
 use super::{date, headers as h, Response};
-
-/// Longest origin accepted in `--cors-origins`.
-const MAX_ORIGIN: usize = 256;
-/// Most origins in `--cors-origins`.
-const MAX_ORIGINS: usize = 64;
+use crate::edge_limits::{MAX_ORIGINS, MAX_ORIGIN_BYTES};
 
 /// The origins allowed to read responses in a browser.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +27,7 @@ impl CorsPolicy {
             let (scheme, rest) = o.split_once("://").unwrap_or(("", o));
             let host_ok = !rest.is_empty()
                 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
-            if !matches!(scheme, "http" | "https") || !host_ok || o.len() > MAX_ORIGIN {
+            if !matches!(scheme, "http" | "https") || !host_ok || o.len() > MAX_ORIGIN_BYTES {
                 return Err(format!("'{o}' is not an origin (http://host[:port] or https://host[:port], no path)"));
             }
             list.push(o.to_ascii_lowercase());
@@ -130,7 +126,7 @@ mod tests {
         }
         let many = vec!["http://a"; MAX_ORIGINS + 1].join(",");
         assert!(CorsPolicy::parse(&many).unwrap_err().contains("more than"));
-        assert!(CorsPolicy::parse(&format!("http://{}", "a".repeat(MAX_ORIGIN))).is_err());
+        assert!(CorsPolicy::parse(&format!("http://{}", "a".repeat(MAX_ORIGIN_BYTES))).is_err());
     }
 
     #[test]

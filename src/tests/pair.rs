@@ -83,7 +83,8 @@ impl Pair {
         let mut shards = Vec::new();
         for (id, boot) in boots.into_iter().enumerate() {
             let link = Link::Held(Outlet { from: id, held: held.clone() });
-            shards.push(crate::shard::detached(id, cfg.clone(), link, access.clone(), boot).await.expect("shard opens"));
+            shards
+                .push(crate::shard::detached(id, cfg.clone(), link, access.clone(), boot).await.expect("shard opens"));
         }
         let shards = shards.try_into().unwrap_or_else(|_| unreachable!("two shards"));
         Rc::new(Pair { shards, held })
