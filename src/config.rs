@@ -3,6 +3,7 @@
 //! here once; `Config::check` adds the checks that span several flags.
 
 use crate::edge_limits::{DEFAULT_BODY_MEMORY, MAX_SHARDS_PER_CORE, MIN_LOCKED_MEMORY};
+use crate::start_error::StartError;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use sluice::http::cors::CorsPolicy;
@@ -266,7 +267,7 @@ impl Config {
     /// (`max_connections` and `open_files` may come down). Returns the
     /// warnings worth logging; a configuration that cannot work is an
     /// error (one line).
-    pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, String> {
+    pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, StartError> {
         if self.shards > host.max_shards() {
             return Err(format!(
                 "--shards {} is too many for this host: at most {MAX_SHARDS_PER_CORE} per core, {} on {} \
@@ -274,7 +275,8 @@ impl Config {
                 self.shards,
                 host.max_shards(),
                 host.cpus()
-            ));
+            )
+            .into());
         }
         let mut warnings = Vec::new();
         if self.body_memory_per_shard() < self.max_body_bytes {
@@ -286,7 +288,8 @@ impl Config {
                 format_size(self.body_memory_per_shard()),
                 format_size(self.max_body_bytes),
                 format_size(self.shards as u64 * self.max_body_bytes)
-            ));
+            )
+            .into());
         }
         warnings.extend(self.share_descriptors(host.open_files)?);
         let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
@@ -297,7 +300,8 @@ impl Config {
                      (raise LimitMEMLOCK / ulimit -l, see tuning/README.md)",
                     format_size(memlock),
                     format_size(MIN_LOCKED_MEMORY)
-                ));
+                )
+                .into());
             }
             if locked > memlock {
                 warnings.push(format!(
@@ -443,7 +447,7 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn parse_fsync(s: &str) -> Result<FsyncMode, String> {
+fn parse_fsync(s: &str) -> Result<FsyncMode, StartError> {
     match s {
         "always" => Ok(FsyncMode::Always),
         "never" => Ok(FsyncMode::Never),
@@ -464,35 +468,35 @@ const fn hours(n: u64) -> Duration {
 }
 
 /// A duration parser accepting `min..=max`.
-fn duration(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+fn duration(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, StartError> + Clone + Send + Sync {
     move |s: &str| {
         let d = parse_duration(s)?;
         if d < min || d > max {
-            return Err(format!("must be between {} and {}", format_duration(min), format_duration(max)));
+            return Err(format!("must be between {} and {}", format_duration(min), format_duration(max)).into());
         }
         Ok(d)
     }
 }
 
 /// A size parser (units allowed) accepting `min..=max` bytes.
-fn size<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+fn size<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, StartError> + Clone + Send + Sync {
     move |s: &str| {
         let n = parse_size(s)?;
         if n < min || n > max {
-            return Err(format!("must be between {} and {}", format_size(min), format_size(max)));
+            return Err(format!("must be between {} and {}", format_size(min), format_size(max)).into());
         }
-        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+        Ok(T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))?)
     }
 }
 
 /// A plain count parser accepting `min..=max`.
-fn count<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+fn count<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, StartError> + Clone + Send + Sync {
     move |s: &str| {
         let n: u64 = s.trim().parse().map_err(|_| format!("'{s}' is not a whole number"))?;
         if n < min || n > max {
-            return Err(format!("must be between {min} and {max}"));
+            return Err(format!("must be between {min} and {max}").into());
         }
-        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+        Ok(T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))?)
     }
 }
 
@@ -594,7 +598,7 @@ mod tests {
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
         assert_eq!((c.max_connections, c.open_files), (168, 56), "1024 / 4 - 32 = 224: a quarter to files");
         let mut lean = serve("serve --shards 4 --max-body-bytes 64MiB --max-body-memory 255MiB").expect("parses");
-        let e = lean.check(&roomy_host()).expect_err("a shard's part below one body");
+        let e = lean.check(&roomy_host()).expect_err("a shard's part below one body").to_string();
         assert_eq!(
             e,
             "--max-body-memory 255MiB gives each of the 4 shards 65280KiB, below --max-body-bytes 64MiB: \
@@ -608,10 +612,10 @@ mod tests {
         let small = HostLimits { cores: 1, ..roomy_host() };
         let e = c.check(&small).expect("4 shards on one core are allowed");
         assert!(e[0].contains("exceeds the 1 cores"), "{e:?}");
-        let e = serve("serve --shards 5").unwrap().check(&small).expect_err("5 shards on one core");
+        let e = serve("serve --shards 5").unwrap().check(&small).expect_err("5 shards on one core").to_string();
         assert!(e.starts_with("--shards 5 is too many") && e.contains("at most 4 per core, 4 on 1 usable CPU "), "{e}");
         let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
-        let e = c.check(&starved).expect_err("below glommio's minimum");
+        let e = c.check(&starved).expect_err("below glommio's minimum").to_string();
         assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");
     }
 

@@ -28,9 +28,9 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
         if batch.is_empty() {
             return;
         }
-        if let Err(PeerGone(lost)) = ctx.link.send_to(to, Message::Batch(batch)).await {
+        if let Err(PeerGone(Some(lost))) = ctx.link.send_to(to, Message::Batch(batch)).await {
             // The peer is gone (shutting down): its requests cannot be served.
-            if let Some(Message::Batch(lost)) = lost {
+            if let Message::Batch(lost) = *lost {
                 for env in lost {
                     if let Envelope::Forward(f) = env {
                         let _ = ctx.waiting.complete(f.id, unavailable(&ctx, "shard is shutting down"));

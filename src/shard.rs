@@ -9,6 +9,7 @@ use crate::ctx::Ctx;
 use crate::edge_limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
 use crate::handlers::bucket::{serve_here, serve_request};
 use crate::mesh::{BucketReq, Link, Message};
+use crate::start_error::StartError;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
 use sluice_shards::every::Every;
@@ -38,7 +39,7 @@ pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
     /// Recovery's outcome, or why the shard cannot start.
-    pub ready: mpsc::Sender<Result<Recovered, String>>,
+    pub ready: mpsc::Sender<Result<Recovered, StartError>>,
     pub synced: Arc<AtomicUsize>,
     /// Shards whose in-flight requests have all been answered after SIGTERM.
     pub drained: Arc<AtomicUsize>,
@@ -64,7 +65,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let (senders, receivers) = match mesh.join().await {
         Ok(pair) => pair,
         Err(e) => {
-            let _ = start.ready.send(Err(format!("shard {id}: cannot join the cross-shard mesh: {e}")));
+            let _ = start.ready.send(Err(format!("shard {id}: cannot join the cross-shard mesh: {e}").into()));
             return;
         }
     };
@@ -74,7 +75,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
         Err(e) => {
-            let _ = start.ready.send(Err(format!("shard {id}: {e}")));
+            let _ = start.ready.send(Err(format!("shard {id}: {e}").into()));
             return;
         }
     };
@@ -176,7 +177,7 @@ fn background(ctx: &Rc<Ctx>) {
 /// the request-level fuzz target drives the real handlers through it,
 /// request by request (`serve::admit`, `serve::respond`). Call it inside a
 /// glommio executor.
-pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
+pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, StartError> {
     assert_eq!(cfg.shards, 1, "a shard alone is the only shard");
     let access = Arc::new(Access::from_config(&cfg)?);
     let (senders, _) = MeshBuilder::<Message, Full>::full(1, 1)
@@ -200,7 +201,7 @@ pub(crate) async fn detached(
     link: Link,
     access: Arc<Access>,
     subs: crate::subscriptions::Boot,
-) -> Result<Rc<Ctx>, String> {
+) -> Result<Rc<Ctx>, StartError> {
     let shard_cfg = shard_config(id, &cfg);
     let dir = &shard_cfg.log.dir;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

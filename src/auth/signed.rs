@@ -13,6 +13,7 @@
 use super::scope::Action;
 use super::verdict::{Need, Refusal};
 use crate::route::{ReadScope, Route};
+use crate::start_error::StartError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -46,7 +47,7 @@ pub struct ReadKey([u8; KEY_LEN]);
 
 impl ReadKey {
     /// Reads `dir/KEY_FILE`, or creates it (random, mode 0600) if missing.
-    pub fn load_or_create(dir: &Path) -> Result<ReadKey, String> {
+    pub fn load_or_create(dir: &Path) -> Result<ReadKey, StartError> {
         let path = dir.join(KEY_FILE);
         let failed = |e: std::io::Error| format!("read-token key {}: {e}", path.display());
         match std::fs::read(&path) {
@@ -56,7 +57,8 @@ impl ReadKey {
                     return Err(format!(
                         "read-token key {} is open to group or others (mode {mode:o}): chmod 600 it",
                         path.display()
-                    ));
+                    )
+                    .into());
                 }
                 let key = bytes.try_into().map_err(|_| {
                     format!(
@@ -80,7 +82,7 @@ impl ReadKey {
                 std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(failed)?;
                 Ok(ReadKey(key))
             }
-            Err(e) => Err(failed(e)),
+            Err(e) => Err(failed(e).into()),
         }
     }
 

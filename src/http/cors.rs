@@ -5,6 +5,7 @@
 use super::error::HttpError;
 use super::{date, headers as h, Response};
 use crate::edge_limits::{MAX_ORIGINS, MAX_ORIGIN_BYTES};
+use crate::start_error::StartError;
 
 /// The origins allowed to read responses in a browser.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub enum CorsPolicy {
 
 impl CorsPolicy {
     /// Parses `*` or a comma-separated list of `http(s)://host[:port]` origins.
-    pub fn parse(s: &str) -> Result<CorsPolicy, String> {
+    pub fn parse(s: &str) -> Result<CorsPolicy, StartError> {
         if s.trim() == "*" {
             return Ok(CorsPolicy::Any);
         }
@@ -28,12 +29,14 @@ impl CorsPolicy {
             let host_ok = !rest.is_empty()
                 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
             if !matches!(scheme, "http" | "https") || !host_ok || o.len() > MAX_ORIGIN_BYTES {
-                return Err(format!("'{o}' is not an origin (http://host[:port] or https://host[:port], no path)"));
+                return Err(
+                    format!("'{o}' is not an origin (http://host[:port] or https://host[:port], no path)").into()
+                );
             }
             list.push(o.to_ascii_lowercase());
         }
         if list.len() > MAX_ORIGINS {
-            return Err(format!("more than {MAX_ORIGINS} origins"));
+            return Err(format!("more than {MAX_ORIGINS} origins").into());
         }
         Ok(CorsPolicy::Origins(list))
     }
@@ -125,7 +128,7 @@ mod tests {
             assert!(CorsPolicy::parse(bad).is_err(), "{bad:?} should be refused");
         }
         let many = vec!["http://a"; MAX_ORIGINS + 1].join(",");
-        assert!(CorsPolicy::parse(&many).unwrap_err().contains("more than"));
+        assert!(CorsPolicy::parse(&many).unwrap_err().to_string().contains("more than"));
         assert!(CorsPolicy::parse(&format!("http://{}", "a".repeat(MAX_ORIGIN_BYTES))).is_err());
     }
 

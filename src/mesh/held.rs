@@ -34,7 +34,7 @@ impl Outlet {
     pub fn send_to(&self, to: usize, msg: Message) -> Result<(), PeerGone> {
         assert_ne!(to, self.from, "a shard never sends to itself");
         if self.held.closed.borrow().contains(&to) {
-            return Err(PeerGone(Some(msg)));
+            return Err(PeerGone(Some(Box::new(msg))));
         }
         self.held.queue.borrow_mut().push_back(InFlight { from: self.from, to, msg });
         Ok(())

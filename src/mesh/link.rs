@@ -17,15 +17,16 @@ pub enum Link {
 }
 
 /// A message its peer did not take (it is stopping); the message itself
-/// when the channel gave it back.
-pub struct PeerGone(pub Option<Message>);
+/// when the channel gave it back (boxed: a send that fails is rare, and
+/// the result of every send stays small).
+pub struct PeerGone(pub Option<Box<Message>>);
 
 impl Link {
     /// Sends `msg` to shard `to` (never this shard itself).
     pub async fn send_to(&self, to: usize, msg: Message) -> Result<(), PeerGone> {
         match self {
             Link::Mesh(senders) => senders.send_to(to, msg).await.map_err(|e| match e {
-                GlommioError::Closed(ResourceType::Channel(msg)) => PeerGone(Some(msg)),
+                GlommioError::Closed(ResourceType::Channel(msg)) => PeerGone(Some(Box::new(msg))),
                 _ => PeerGone(None),
             }),
             #[cfg(test)]
