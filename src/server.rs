@@ -33,10 +33,10 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     // glommio opens directories through io_uring, where a relative path does
     // not resolve: every path the shards use starts from an absolute one.
     cfg.data_dir = std::path::absolute(&cfg.data_dir)
-        .map_err(|e| refused(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display()).into()))?;
+        .map_err(|e| refused_to_start(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display()).into()))?;
     crate::metrics::mark_start();
     let host = HostLimits::read();
-    let warnings = cfg.check(&host).map_err(refused)?;
+    let warnings = cfg.check(&host).map_err(refused_to_start)?;
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -48,9 +48,9 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
-    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(|e| refused(e.into()))?;
+    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(|e| refused_to_start(e.into()))?;
     let notifier = Arc::new(Notifier::from_env());
-    let running = match start(&cfg, &host, &notifier).map_err(refused)? {
+    let running = match start(&cfg, &host, &notifier).map_err(refused_to_start)? {
         Started::Running(r) => r,
         Started::Stopped(signal) => {
             // Every step of a start survives being cut short, as a crash
@@ -106,7 +106,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     Ok(())
 }
 
-fn refused(reason: StartError) -> i32 {
+/// Logs the one `refused to start` line; the process's exit status.
+fn refused_to_start(reason: StartError) -> i32 {
     tracing::error!(%reason, "refused to start");
     1
 }

@@ -241,7 +241,7 @@ pub(crate) fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
             if ctx.connections.get() >= ctx.cfg.max_connections {
                 // Handed-off connections count against the limit like accepted ones.
-                spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
+                spawn(conn::turn_away(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                 return;
             }
             spawn(conn::serve(ctx.clone(), sock, buffered)).detach();
@@ -283,8 +283,8 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
             None => return,
             Some(Ok(sock)) => {
                 if ctx.connections.get() >= ctx.cfg.max_connections {
-                    // Over the limit: refuse cleanly; existing clients are unaffected.
-                    spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
+                    // Over the limit: turned away cleanly; existing clients are unaffected.
+                    spawn(conn::turn_away(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                     continue;
                 }
                 spawn(conn::serve(ctx.clone(), sock, Vec::new())).detach();

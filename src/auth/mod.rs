@@ -186,7 +186,7 @@ impl Gate {
             }
         }
         match decided {
-            Err(refusal) => Some(refusal.error().into()),
+            Err(denial) => Some(denial.error().into()),
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),
             Ok(()) => None,
         }

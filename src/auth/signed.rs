@@ -11,7 +11,7 @@
 //! deleted (which revokes every token at the next start).
 
 use super::scope::Action;
-use super::verdict::{Need, Refusal};
+use super::verdict::{Denial, Need};
 use crate::route::{ReadScope, Route};
 use crate::start_error::StartError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -139,15 +139,15 @@ pub fn decide(
     method: Method,
     need: &Need,
     route: &Route,
-) -> Result<(), Refusal> {
-    let scope = key.verify(token, now_ms).map_err(Refusal::BadToken)?;
+) -> Result<(), Denial> {
+    let scope = key.verify(token, now_ms).map_err(Denial::BadToken)?;
     if !matches!(method, Method::Get | Method::Head) {
-        return Err(Refusal::ReadToken("a ?token= read token only reads (GET, HEAD): send writes with Authorization"));
+        return Err(Denial::ReadToken("a ?token= read token only reads (GET, HEAD): send writes with Authorization"));
     }
     match need {
         Need::Public | Need::Authenticated => Ok(()),
         Need::Bucket { bucket, action: Action::Read, fork_source: None } if scope.covers(bucket, route) => Ok(()),
-        _ => Err(Refusal::ReadToken("the read token is for another stream or bucket")),
+        _ => Err(Denial::ReadToken("the read token is for another stream or bucket")),
     }
 }
 
@@ -176,15 +176,15 @@ mod tests {
         let d = |need: &Need, route: &Route, m| decide(&key(), &t, 1_000, m, need, route);
         assert_eq!(d(&read("orders"), &stream("orders", "s1"), Method::Get), Ok(()));
         assert_eq!(d(&read("orders"), &stream("orders", "s1"), Method::Head), Ok(()));
-        assert!(matches!(d(&read("orders"), &stream("orders", "s2"), Method::Get), Err(Refusal::ReadToken(_))));
-        assert!(matches!(d(&read("billing"), &stream("billing", "s1"), Method::Get), Err(Refusal::ReadToken(_))));
+        assert!(matches!(d(&read("orders"), &stream("orders", "s2"), Method::Get), Err(Denial::ReadToken(_))));
+        assert!(matches!(d(&read("billing"), &stream("billing", "s1"), Method::Get), Err(Denial::ReadToken(_))));
         assert!(matches!(
             d(&read("orders"), &Route::BucketList("orders".into()), Method::Get),
-            Err(Refusal::ReadToken(_))
+            Err(Denial::ReadToken(_))
         ));
         let write = Need::Bucket { bucket: "orders", action: Action::Write, fork_source: None };
-        assert!(matches!(d(&write, &stream("orders", "s1"), Method::Post), Err(Refusal::ReadToken(_))));
-        assert!(matches!(d(&Need::Operator, &Route::Metrics, Method::Get), Err(Refusal::ReadToken(_))));
+        assert!(matches!(d(&write, &stream("orders", "s1"), Method::Post), Err(Denial::ReadToken(_))));
+        assert!(matches!(d(&Need::Operator, &Route::Metrics, Method::Get), Err(Denial::ReadToken(_))));
         let all = key().mint(&ReadScope { bucket: "orders".into(), stream: None }, 2_000);
         let d = |need: &Need, route: &Route| decide(&key(), &all, 1_000, Method::Get, need, route);
         assert_eq!(d(&read("orders"), &Route::BucketList("orders".into())), Ok(()));

@@ -1,7 +1,7 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
 use super::lookup::bucket_exists;
-use super::refuse::refuse;
+use super::refusal::refusal;
 use crate::ctx::Ctx;
 use crate::edge_limits::MAX_ATTRS_BYTES;
 use sluice::http::error::HttpError;
@@ -17,7 +17,7 @@ pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -
         Method::Put => replace(ctx, head, key, body).await,
         _ => return HttpError::MethodNotAllowed.into(),
     };
-    done.unwrap_or_else(|e| refuse(ctx, key, e))
+    done.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 fn read(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
