@@ -23,6 +23,12 @@ impl From<String> for StartError {
     }
 }
 
+impl From<sluice_shards::log::recovery::RecoveryError> for StartError {
+    fn from(e: sluice_shards::log::recovery::RecoveryError) -> StartError {
+        StartError(e.to_string())
+    }
+}
+
 impl From<&str> for StartError {
     fn from(why: &str) -> StartError {
         StartError(why.to_string())
