@@ -51,27 +51,13 @@ use super::marks::{self, LOG_HEAD, LOG_START};
 use super::record::{read_frame, Frame, Record, FRAME_HEADER, MAX_KIND};
 use super::segment::{list_segments, segment_path};
 use crate::tuning::SECTOR;
-use std::fmt;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// Why a shard's files cannot be recovered (opened, scanned, repaired):
-/// one line naming the file and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryError(String);
-
-impl fmt::Display for RecoveryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RecoveryError {}
-
-impl From<String> for RecoveryError {
-    fn from(why: String) -> RecoveryError {
-        RecoveryError(why)
-    }
+sluice_core::line_error! {
+    /// Why a shard's files cannot be recovered (opened, scanned, repaired),
+    /// naming the file and what is wrong with it.
+    pub struct RecoveryError;
 }
 
 /// A shard's log files as the scan sees them: real files in a directory
