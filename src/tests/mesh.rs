@@ -31,6 +31,16 @@ fn append(stream: &str, seq: Option<&str>, body: &str) -> String {
     )
 }
 
+fn read(stream: &str) -> String {
+    format!("GET /v1/stream/{stream}?offset=-1 HTTP/1.1\r\n\r\n")
+}
+
+/// The response to `raw` started on shard `on`, with no message delivered
+/// on its way (it is served there, or its peer is closed).
+async fn undelivered(p: &Pair, on: usize, raw: &str) -> (u16, String) {
+    p.answer(p.request(on, raw)).await.response()
+}
+
 /// The visible tail of `stream` on shard `on` (`None`: not there).
 fn tail(p: &Pair, on: usize, stream: &str) -> Option<u64> {
     p.shards[on].shard.store.borrow().streams.get(&key(stream)).map(|e| e.state.visible.tail)
@@ -60,16 +70,15 @@ fn a_forwarded_append_and_read_are_served_by_the_owner() {
         assert_eq!(p.answer(post).await.response().0, 204);
         assert_eq!(tail(&p, 1, &s), Some(5), "the owner holds the bytes");
         assert_eq!(tail(&p, 0, &s), None, "the accepting shard holds nothing");
-        let get = p.request(0, &format!("GET /v1/stream/{s}?offset=-1 HTTP/1.1\r\n\r\n"));
+        let get = p.request(0, &read(&s));
         assert_eq!(p.step().await, "0->1 forward");
         assert_eq!(p.step().await, "1->0 answer");
         let (status, wire) = p.answer(get).await.response();
         assert_eq!(status, 200);
         assert!(wire.ends_with("\r\n\r\nhello"), "{wire}");
         // Served where it lives, the same read sends nothing.
-        let (status, here) =
-            p.answer(p.request(1, &format!("GET /v1/stream/{s}?offset=-1 HTTP/1.1\r\n\r\n"))).await.response();
-        assert_eq!((status, here.ends_with("hello")), (200, true));
+        let (status, wire) = undelivered(&p, 1, &read(&s)).await;
+        assert_eq!((status, wire.ends_with("hello")), (200, true));
         assert!(p.pending().is_empty());
     });
 }
@@ -78,7 +87,7 @@ fn a_forwarded_append_and_read_are_served_by_the_owner() {
 fn forwarded_appends_delivered_out_of_order_are_decided_in_arrival_order() {
     run("reorder", |p| async move {
         let s = owned_by(1, "seq");
-        assert_eq!(p.answer(p.request(1, &create(&s))).await.response().0, 201);
+        assert_eq!(undelivered(&p, 1, &create(&s)).await.0, 201);
         let first = p.request(0, &append(&s, Some("0001"), "a"));
         assert_eq!(p.sent(1).await, ["0->1 forward"]);
         let second = p.request(0, &append(&s, Some("0002"), "b"));
@@ -99,15 +108,14 @@ fn forwarded_appends_delivered_out_of_order_are_decided_in_arrival_order() {
 fn an_answer_after_the_requester_gave_up_is_let_go() {
     run("gave-up", |p| async move {
         let s = owned_by(1, "late");
-        assert_eq!(p.answer(p.request(1, &create(&s))).await.response().0, 201);
+        assert_eq!(undelivered(&p, 1, &create(&s)).await.0, 201);
         let post = p.request(0, &append(&s, None, "kept"));
         assert_eq!(p.step().await, "0->1 forward");
         assert_eq!(p.sent(1).await, ["1->0 answer"]);
         post.cancel().await;
         assert_eq!(p.deliver(0), "1->0 answer");
         assert_eq!(tail(&p, 1, &s), Some(4), "the append stands though nobody reads its answer");
-        let (status, wire) =
-            p.answer(p.request(1, &format!("GET /v1/stream/{s}?offset=-1 HTTP/1.1\r\n\r\n"))).await.response();
+        let (status, wire) = undelivered(&p, 1, &read(&s)).await;
         assert_eq!((status, wire.ends_with("kept")), (200, true));
         assert!(p.pending().is_empty());
     });
@@ -145,9 +153,9 @@ fn a_request_to_a_stopping_peer_is_answered_unavailable() {
     run("stopping", |p| async move {
         p.close(1);
         let b = homed_on(1, "gone");
-        assert_eq!(p.answer(p.request(0, &format!("PUT /{b} HTTP/1.1\r\n\r\n"))).await.response().0, 503);
+        assert_eq!(undelivered(&p, 0, &format!("PUT /{b} HTTP/1.1\r\n\r\n")).await.0, 503);
         let s = owned_by(1, "gone");
-        assert_eq!(p.answer(p.request(0, &create(&s))).await.response().0, 503);
+        assert_eq!(undelivered(&p, 0, &create(&s)).await.0, 503);
         assert!(p.pending().is_empty());
         assert_eq!(tail(&p, 1, &s), None);
     });
@@ -157,7 +165,7 @@ fn a_request_to_a_stopping_peer_is_answered_unavailable() {
 fn a_relayed_sse_subscriber_joins_receives_and_leaves() {
     run("relay", |p| async move {
         let s = owned_by(1, "sse");
-        assert_eq!(p.answer(p.request(1, &create(&s))).await.response().0, 201);
+        assert_eq!(undelivered(&p, 1, &create(&s)).await.0, 201);
         let read = p.request(0, &format!("GET /v1/stream/{s}?offset=-1&live=sse HTTP/1.1\r\n\r\n"));
         assert_eq!(p.step().await, "0->1 forward");
         assert_eq!(p.sent(1).await, ["1->0 answer"]);
@@ -165,7 +173,7 @@ fn a_relayed_sse_subscriber_joins_receives_and_leaves() {
         assert_eq!(p.deliver(0), "1->0 answer");
         let Got::Live(sub) = p.answer(read).await else { panic!("a relayed read") };
         assert_eq!(fed(&p, 0, &s), Some(1));
-        assert_eq!(p.answer(p.request(1, &append(&s, None, "ping"))).await.response().0, 204);
+        assert_eq!(undelivered(&p, 1, &append(&s, None, "ping")).await.0, 204);
         assert_eq!(p.step().await, "1->0 event");
         let event = sub.feed.events.borrow().back().cloned().expect("the event arrived");
         assert_eq!((event.from, event.end), (0, 4));
@@ -175,7 +183,7 @@ fn a_relayed_sse_subscriber_joins_receives_and_leaves() {
         assert_eq!(p.step().await, "0->1 leave");
         assert_eq!(pumped(&p, 1, &s), Some(vec![0, 0]), "the owner counts nobody");
         // Its next append ends the pump, which sends nothing.
-        assert_eq!(p.answer(p.request(1, &append(&s, None, "pong"))).await.response().0, 204);
+        assert_eq!(undelivered(&p, 1, &append(&s, None, "pong")).await.0, 204);
         p.until("the pump ends", || pumped(&p, 1, &s).is_none()).await;
         assert!(p.pending().is_empty());
     });
@@ -185,7 +193,7 @@ fn a_relayed_sse_subscriber_joins_receives_and_leaves() {
 fn a_live_answer_after_the_subscriber_gave_up_leaves_the_owner_again() {
     run("relay-late", |p| async move {
         let s = owned_by(1, "sse-late");
-        assert_eq!(p.answer(p.request(1, &create(&s))).await.response().0, 201);
+        assert_eq!(undelivered(&p, 1, &create(&s)).await.0, 201);
         let read = p.request(0, &format!("GET /v1/stream/{s}?offset=-1&live=sse HTTP/1.1\r\n\r\n"));
         assert_eq!(p.step().await, "0->1 forward");
         assert_eq!(p.sent(1).await, ["1->0 answer"]);
@@ -196,7 +204,7 @@ fn a_live_answer_after_the_subscriber_gave_up_leaves_the_owner_again() {
         assert_eq!(p.step().await, "0->1 leave");
         assert_eq!(pumped(&p, 1, &s), Some(vec![0, 0]), "the owner counts nobody");
         // The stream's next append reaches no shard, and ends the pump.
-        assert_eq!(p.answer(p.request(1, &append(&s, None, "x"))).await.response().0, 204);
+        assert_eq!(undelivered(&p, 1, &append(&s, None, "x")).await.0, 204);
         p.until("the pump ends", || pumped(&p, 1, &s).is_none()).await;
         assert!(p.pending().is_empty());
     });
