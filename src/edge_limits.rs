@@ -21,8 +21,9 @@ pub const LARGE_BODY: usize = 64 * 1024;
 /// newest event always stays): a subscriber further behind ends its response
 /// at an event boundary, and its client resumes from the last offset it got.
 pub const RECENT_BYTES: usize = 1 << 20;
-/// How often a shard deletes expired streams that nobody accessed.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+/// How often a shard deletes expired streams that nobody accessed (the
+/// sweep looks only at the streams due by then: see `store::census`).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// How often the accept loop looks whether the server is stopping.
 pub const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 /// How often a recovered shard looks whether every shard has recovered.

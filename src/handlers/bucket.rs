@@ -226,8 +226,8 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             };
             let st = ctx.shard.store.borrow();
             let out = st
-                .bucket_range(&bucket)
-                .filter(|(k, e)| k.1.starts_with(&prefix) && k.1 > after && e.listed(durable, now))
+                .bucket_page(&bucket, &prefix, &after)
+                .filter(|(_, e)| e.listed(durable, now))
                 .take(limit)
                 .map(|(k, e)| Listed {
                     stream_id: k.1.clone(),

@@ -12,12 +12,15 @@
 //! - [`checkpoint`]: the checkpoint's encoding;
 //! - [`restore`]: recovery, as a decision table over the checkpoint, the
 //!   stream files and the journal;
-//! - [`forks`]: fork grants and references.
+//! - [`forks`]: fork grants and references;
+//! - [`census`]: streams per bucket and the expiry deadlines, kept as
+//!   streams come and go so that nothing counts by scanning.
 //!
 //! Everything here runs on the shard's own executor thread; no state is shared
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
+mod census;
 pub mod checkpoint;
 pub mod decide;
 pub mod files;
@@ -59,6 +62,8 @@ pub struct Entry {
     /// (hole-punched), and the retention the next flush gives back.
     pub punched: (u64, u64),
     pub punch_next: (u64, u64),
+    /// The deadline the census queues it under (`census::NOT_QUEUED`: never expires).
+    queued_ms: u64,
 }
 
 impl Entry {
@@ -124,6 +129,8 @@ pub struct Store {
     pub(crate) removed: u64,
     /// Producers each stream remembers (see `core::producer::Producers`).
     max_producers: usize,
+    /// Streams per bucket and expiry deadlines.
+    census: census::Census,
 }
 
 /// What a parent shard hands a new fork: the ancestors' files it reads, the
@@ -355,8 +362,10 @@ impl Store {
         let key = Rc::new((state.bucket.clone(), state.name.clone()));
         if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
+            self.census.removed(&key.0, old.state.handle, old.queued_ms);
         }
         self.handles.insert(state.handle, key.clone());
+        let queued_ms = self.census.added(&key.0, state.handle, state.lifetime.deadline_ms());
         let punched = (state.retained, state.first_message);
         self.streams.insert(
             key,
@@ -368,6 +377,7 @@ impl Store {
                 created: 0,
                 punched: (0, 0),
                 punch_next: punched,
+                queued_ms,
             }),
         );
     }
@@ -421,6 +431,7 @@ impl Store {
     fn remove(&mut self, handle: u64) -> Option<(u32, u64)> {
         let key = self.handles.remove(&handle)?;
         let e = self.streams.remove(&key)?;
+        self.census.removed(&key.0, handle, e.queued_ms);
         self.bury(&e);
         e.signal.notify();
         e.state.fork.as_ref().map(|f| (f.parent_shard, f.parent_handle))
@@ -440,16 +451,60 @@ impl Store {
         self.streams.get(key).is_some_and(|e| e.state.deleted)
     }
 
-    /// Number of live streams in a bucket at `now_ms`.
+    /// Number of streams a bucket holds at `now_ms` (tombstones that forks
+    /// still read included, expired streams not yet swept excluded): the
+    /// census's count less the due streams of the bucket that have expired.
     pub fn count_in_bucket(&self, bucket: &str, now_ms: u64) -> u64 {
-        self.bucket_range(bucket).filter(|(_, e)| !e.state.lifetime.expired(now_ms)).count() as u64
+        let expired = self
+            .census
+            .due(now_ms)
+            .filter_map(|(_, handle)| self.handles.get(&handle).and_then(|k| self.streams.get(&**k)))
+            .filter(|e| e.state.bucket == bucket && e.state.lifetime.expired(now_ms))
+            .count() as u64;
+        let held = self.census.streams(bucket);
+        debug_assert!(expired <= held, "expired streams of a bucket are streams it holds");
+        held - expired
     }
 
-    /// Streams of a bucket, in stream-id order.
-    pub fn bucket_range<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+    /// The live streams that have expired at `now_ms`, for the sweep to
+    /// delete; due streams touched since they were queued move to their
+    /// new deadline, and tombstones stay due (forks still read them).
+    pub fn expired(&mut self, now_ms: u64) -> Vec<StreamKey> {
+        let due: Vec<(u64, u64)> = self.census.due(now_ms).collect();
+        let mut expired = Vec::new();
+        for (queued_ms, handle) in due {
+            let key = self.handles.get(&handle).expect("a queued stream is held").clone();
+            let e = self.streams.get_mut(&*key).expect("a held handle names a stream");
+            let deadline = e.state.lifetime.deadline_ms();
+            debug_assert!(deadline.is_some_and(|d| d >= queued_ms), "a stream is queued at or before its deadline");
+            if !e.state.lifetime.expired(now_ms) {
+                e.queued_ms = self.census.requeue(handle, queued_ms, deadline);
+            } else if !e.state.deleted {
+                expired.push(StreamKey::clone(&key));
+            }
+        }
+        expired
+    }
+
+    /// Streams of a bucket whose ids start with `prefix` and sort after
+    /// `after`, in stream-id order: one range scan from the first of them,
+    /// so a page costs its length plus a lookup, however deep it starts.
+    pub fn bucket_page<'a>(
+        &'a self,
+        bucket: &'a str,
+        prefix: &'a str,
+        after: &'a str,
+    ) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+        use std::ops::Bound;
+        // Ids with the prefix are contiguous from the prefix itself on.
+        let start = if after >= prefix {
+            Bound::Excluded((bucket.to_string(), after.to_string()))
+        } else {
+            Bound::Included((bucket.to_string(), prefix.to_string()))
+        };
         self.streams
-            .range::<StreamKey, _>((bucket.to_string(), String::new())..)
-            .take_while(move |(k, _)| k.0 == bucket)
+            .range::<StreamKey, _>((start, Bound::Unbounded))
+            .take_while(move |(k, _)| k.0 == bucket && k.1.starts_with(prefix))
             .map(|(k, e)| (&**k, &**e))
     }
 }

@@ -494,14 +494,7 @@ impl Shard {
     /// Deletes every stream whose TTL or Expires-At has passed, so streams
     /// nobody touches again still give their space back. Returns how many.
     pub async fn sweep_expired(&self, now_ms: u64) -> usize {
-        let expired: Vec<StreamKey> = self
-            .store
-            .borrow()
-            .streams
-            .iter()
-            .filter(|(_, e)| !e.state.deleted && e.state.lifetime.expired(now_ms))
-            .map(|(k, _)| StreamKey::clone(k))
-            .collect();
+        let expired = self.store.borrow_mut().expired(now_ms);
         for key in &expired {
             if self.reserve(16, Room::Frees).await.is_err() {
                 return 0;
