@@ -1,7 +1,7 @@
 //! Where a shard's messages to its peers go: the glommio channel mesh
 //! between the shards' executors in the server, or (in tests) a queue the
 //! test delivers from one message at a time, in the order it picks
-//! ([`held`](super::held)). Every send of the server goes through [`Link`].
+//! (`held`). Every send of the server goes through [`Link`].
 
 use super::Message;
 use glommio::channels::channel_mesh::Senders;

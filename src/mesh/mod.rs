@@ -4,7 +4,7 @@
 //! per-shard state: the types of what travels ([`envelope`]), the tables
 //! that match replies to their askers ([`replies`]), the per-destination
 //! queues ([`batches`]), the relays' state ([`relays`]), and the sending
-//! end every message leaves by ([`link`]; [`held`] in tests).
+//! end every message leaves by ([`link`]; `held` in tests).
 
 pub mod batches;
 pub mod envelope;
