@@ -3,6 +3,7 @@
 //! `sluice_shards::tuning`, the protocol core's `sluice_shards::core::limits`;
 //! the limits an operator sets are flags, `config`).
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// Read sizes: small for request heads (most requests are a few hundred
@@ -86,6 +87,28 @@ pub const MAX_LISTED_STREAMS: usize = 1000;
 /// streams); more are counted, not listed.
 pub const MAX_CONSOLE_BUCKETS: usize = 100;
 
+/// What each flag accepts (its default is in its declaration, `config`);
+/// the flags whose ranges the store depends on take them from
+/// `sluice_shards::tuning`.
+pub const SHARDS_RANGE: RangeInclusive<u64> = 1..=256;
+pub const LONG_POLL_TIMEOUT_RANGE: RangeInclusive<Duration> = Duration::from_millis(10)..=Duration::from_secs(3600);
+pub const SSE_RECONNECT_RANGE: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
+pub const MAX_HEAD_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=1 << 20;
+pub const MAX_HEADERS_RANGE: RangeInclusive<u64> = 8..=1024;
+pub const MAX_BODY_BYTES_RANGE: RangeInclusive<u64> = 1 << 10..=1 << 30;
+pub const MAX_BODY_MEMORY_RANGE: RangeInclusive<u64> = 1 << 10..=1 << 44;
+pub const MAX_CONNECTIONS_RANGE: RangeInclusive<u64> = 1..=1_000_000;
+pub const MAX_WAITERS_RANGE: RangeInclusive<u64> = 1..=10_000_000;
+pub const MAX_BATCH_FRAMES_RANGE: RangeInclusive<u64> = 1..=65_536;
+pub const MAX_PRODUCERS_RANGE: RangeInclusive<u64> = 1..=1_000_000;
+pub const MAX_PRODUCER_ID_BYTES_RANGE: RangeInclusive<u64> = 1..=64 << 10;
+pub const MAX_READ_BYTES_RANGE: RangeInclusive<u64> = 4 << 10..=1 << 30;
+pub const MAX_RESPONSE_BYTES_RANGE: RangeInclusive<u64> = 4 << 10..=1 << 40;
+pub const IDLE_TIMEOUT_RANGE: RangeInclusive<Duration> = Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
+pub const REQUEST_TIMEOUT_RANGE: RangeInclusive<Duration> = Duration::from_millis(100)..=Duration::from_secs(3600);
+pub const IO_MEMORY_RANGE: RangeInclusive<u64> = 64 << 10..=4 << 30;
+pub const DRAIN_TIMEOUT_RANGE: RangeInclusive<Duration> = Duration::from_millis(100)..=Duration::from_secs(5 * 60);
+
 const _: () = {
     assert!(HEAD_READ <= BODY_READ, "a head is read in smaller pieces than a body");
     assert!(LARGE_BODY <= SEND_PIECE, "a body written apart from its head is sent in whole pieces");
@@ -96,6 +119,16 @@ const _: () = {
     assert!(MIN_READ_TOKEN_TTL.as_secs() <= DEFAULT_READ_TOKEN_TTL.as_secs());
     assert!(DEFAULT_READ_TOKEN_TTL.as_secs() <= MAX_READ_TOKEN_TTL.as_secs());
     assert!(MAX_SCOPES as u64 <= MAX_TOKENS_FILE_BYTES, "every scope line fits in a tokens file");
+    assert!(
+        *MAX_BODY_MEMORY_RANGE.start() <= DEFAULT_BODY_MEMORY && DEFAULT_BODY_MEMORY <= *MAX_BODY_MEMORY_RANGE.end()
+    );
+    assert!(*MAX_BODY_BYTES_RANGE.end() <= DEFAULT_BODY_MEMORY, "the default body memory holds the largest body");
+    assert!(*MAX_READ_BYTES_RANGE.end() <= *MAX_RESPONSE_BYTES_RANGE.end(), "a read fits in a response");
+    assert!(
+        *SHARDS_RANGE.start() >= 1 && *MAX_HEADERS_RANGE.start() >= 1,
+        "a server runs a shard, and a request has a header"
+    );
+    assert!(MIN_LOCKED_MEMORY <= *IO_MEMORY_RANGE.end(), "--io-memory can ask for what glommio needs at least");
 };
 
 #[cfg(test)]
