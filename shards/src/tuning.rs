@@ -86,6 +86,11 @@ pub const UNLINKS_PER_YIELD: usize = 32;
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
 pub const MIN_SPARE_TAIL: usize = 64 << 10;
+/// How often a repeated warning is logged at most (`every`).
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How often the backup, holding a shard, looks whether its clean-ups
+/// have ended (`hold`; off the shard threads).
+pub const HOLD_POLL: Duration = Duration::from_millis(1);
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery
 /// tells a torn journal tail from damage by it (`log::recovery`); a disk
@@ -107,4 +112,5 @@ const _: () = {
     assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
 };

@@ -45,7 +45,7 @@ use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::stream::Blob;
 use sluice_shards::ids::BUILTIN_BUCKET;
 use sluice_shards::log::record::{Seal, SEAL_FRAME};
-use sluice_shards::log::recovery::{scan_files, LogFiles, Mode};
+use sluice_shards::log::recovery::{scan_files, LogFiles, Mode, RecoveryError};
 use sluice_shards::log::{Appended, ProducerStamp, Record};
 use sluice_shards::store::decide::Journal;
 use sluice_shards::store::{Store, StoreError};
@@ -216,29 +216,29 @@ impl SimJournal {
 struct MemFiles<'a>(&'a mut Disk);
 
 impl LogFiles for MemFiles<'_> {
-    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), RecoveryError> {
         Ok((None, self.0.head))
     }
 
-    fn list(&self) -> Result<Vec<u32>, String> {
+    fn list(&self) -> Result<Vec<u32>, RecoveryError> {
         Ok(self.0.segments.keys().copied().collect())
     }
 
-    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
-        self.0.segments.get(&no).cloned().ok_or_else(|| format!("segment {no} missing"))
+    fn read(&self, no: u32) -> Result<Vec<u8>, RecoveryError> {
+        self.0.segments.get(&no).cloned().ok_or_else(|| format!("segment {no} missing").into())
     }
 
     fn name(&self, segment: Option<u32>, mark: &str) -> String {
         segment.map_or_else(|| mark.to_string(), |n| format!("segment {n}"))
     }
 
-    fn remove(&mut self, no: u32) -> Result<(), String> {
+    fn remove(&mut self, no: u32) -> Result<(), RecoveryError> {
         self.0.segments.remove(&no);
         Ok(())
     }
 
-    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
-        let seg = self.0.segments.get_mut(&no).ok_or("no such segment")?;
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), RecoveryError> {
+        let seg = self.0.segments.get_mut(&no).ok_or_else(|| RecoveryError::from("no such segment".to_string()))?;
         seg[at as usize..at as usize + len].fill(0);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! through the bucket's home shard and replicated to every shard.
 
 use crate::ctx::Ctx;
+use crate::edge_limits::MAX_LISTED_STREAMS;
 use crate::mesh::{BucketRep, BucketReq, Listed};
 use sluice::http::error::HttpError;
 use sluice::http::headers as h;
@@ -15,8 +16,6 @@ use sluice_shards::store::BucketInfo;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-
-const MAX_LIST: usize = 1000;
 
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
     if !matches!(method, Method::Put | Method::Delete | Method::Get | Method::Head) {
@@ -81,8 +80,8 @@ pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
 /// query `t` pages and filters it).
 pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_json::Value, Error> {
     let limit = match t.param("limit").map(parse_uint) {
-        None => MAX_LIST,
-        Some(Some(n)) if (1..=MAX_LIST as u64).contains(&n) => n as usize,
+        None => MAX_LISTED_STREAMS,
+        Some(Some(n)) if (1..=MAX_LISTED_STREAMS as u64).contains(&n) => n as usize,
         Some(_) => return Err(Error::Invalid("limit must be an integer in 1..=1000")),
     };
     if known(ctx, bucket).is_none() {

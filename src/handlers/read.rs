@@ -5,7 +5,7 @@
 //! or envelopes.
 
 use super::lookup::{bucket_exists, json_stream};
-use super::refuse::{read_failed, refuse};
+use super::refusal::{read_failed, refusal};
 use super::Reply;
 use crate::catchup::{char_width, unfinished_char, Catchup};
 use crate::ctx::Ctx;
@@ -396,7 +396,7 @@ pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<R
 pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
     match read(ctx, head, t, key).await {
         Ok(reply) => reply,
-        Err(e) => Reply::Full(refuse(ctx, key, e)),
+        Err(e) => Reply::Full(refusal(ctx, key, e)),
     }
 }
 

@@ -4,7 +4,7 @@
 use super::attrs::canonical_attrs;
 use super::fork::fork_plan;
 use super::lookup::{bucket_exists, json_stream};
-use super::refuse::refuse;
+use super::refusal::refusal;
 use super::{read, Reply};
 use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
@@ -36,7 +36,7 @@ pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, bod
         Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,
         _ => return Reply::Full(HttpError::MethodNotAllowed.into()),
     };
-    Reply::Full(done.unwrap_or_else(|e| refuse(ctx, key, e)))
+    Reply::Full(done.unwrap_or_else(|e| refusal(ctx, key, e)))
 }
 
 fn header_true(head: &Head, name: &str) -> Result<bool, Error> {

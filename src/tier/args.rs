@@ -99,7 +99,7 @@ pub fn parse_url(s: &str) -> Result<TierUrl, String> {
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_BACKUP_INTERVAL || d > MAX_BACKUP_INTERVAL {
         return Err(format!("{s}: must be between 100ms and 1h"));
     }

@@ -8,7 +8,7 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::log::recovery::Mode;
+use crate::log::recovery::{Mode, RecoveryError};
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
 use crate::storage::Storage;
@@ -84,7 +84,7 @@ pub struct Shard {
 impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
-    pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
+    pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, RecoveryError> {
         let ShardConfig { log: cfg, open_files, max_producers, flush, shards, storage } = cfg;
         assert!(shards > id, "shard {id} of {shards}");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
