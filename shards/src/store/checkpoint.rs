@@ -11,6 +11,7 @@ use crate::core::body::{Body, Chunk};
 use crate::core::producer::{ProducerState, Producers};
 use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
+use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -130,7 +131,11 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
 
 /// Decodes a checkpoint file; streams remember at most `max_producers`
 /// producers each. Errors name what is wrong.
-pub fn decode(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, String> {
+pub fn decode(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, RecoveryError> {
+    decode_checked(buf, shard, max_producers).map_err(RecoveryError::from)
+}
+
+fn decode_checked(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, String> {
     let body_len = buf.len().checked_sub(4).ok_or("it is shorter than its checksum")?;
     let crc = u32::from_le_bytes(buf[body_len..].try_into().expect("4 bytes"));
     if crc32c::crc32c(&buf[..body_len]) != crc {
@@ -290,7 +295,8 @@ mod tests {
         s.attrs = b"{\"a\":1}".to_vec();
         s.retain_from(0, 0);
         let blob = Blob::Pending(std::rc::Rc::new(b"snap".to_vec()));
-        s.snapshot = Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
+        s.snapshot =
+            Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
         s.body.freeze();
@@ -344,7 +350,7 @@ mod tests {
         assert!(decode(&bytes, 0, 1).is_ok());
         let mut flipped = bytes.clone();
         flipped[12] ^= 1;
-        assert!(decode(&flipped, 0, 1).unwrap_err().contains("checksum"));
+        assert!(decode(&flipped, 0, 1).unwrap_err().to_string().contains("checksum"));
         assert!(decode(&bytes[..bytes.len() - 1], 0, 1).is_err());
         assert!(decode(&vec![0; bytes.len()], 0, 1).is_err());
         assert!(decode(&[], 0, 1).is_err());
