@@ -2,7 +2,7 @@
 //! every range is declared and checked here, once.
 
 use clap::Args;
-use sluice::units::parse_duration;
+use sluice::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,6 +18,24 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes a pack part holds before it is uploaded (multipart part size).
 pub const PART_BYTES: usize = 8 << 20;
+/// Smallest and largest `--local-bytes` (stream data kept on local disk).
+pub const MIN_LOCAL_BYTES: u64 = 1 << 20;
+pub const MAX_LOCAL_BYTES: u64 = 1 << 50;
+/// Shortest and longest `--tier-after`.
+pub const MIN_TIER_AFTER: Duration = Duration::from_secs(1);
+pub const MAX_TIER_AFTER: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// Smallest, default and largest `--cache-bytes` (tiered bytes kept in memory).
+pub const MIN_CACHE_BYTES: u64 = 16 << 20;
+pub const DEFAULT_CACHE_BYTES: &str = "256MiB";
+pub const MAX_CACHE_BYTES: u64 = 1 << 40;
+/// Tiered bytes are fetched and cached in blocks of this many bytes of a pack.
+pub const BLOCK_BYTES: u64 = 4 << 20;
+/// A tiered read also fetches this many bytes of the file after it
+/// (a catch-up reads on); a quarter of the smallest cache.
+pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 4;
+/// One range GET of a tiered read gives up after this long: the read is
+/// then answered 503, never left hanging.
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Manifests kept behind the newest one (a restore racing a cycle still
 /// finds every object of the one it read).
 pub const KEEP_MANIFESTS: usize = 2;
@@ -53,6 +71,22 @@ pub struct TierArgs {
     #[arg(long, env = "SLUICE_BACKUP_INTERVAL", value_name = "DUR", default_value = "1s",
           value_parser = interval)]
     pub backup_interval: Duration,
+
+    /// Cold tier: once stream data files hold more than this, the oldest
+    /// bytes a confirmed backup holds are dropped locally and read back from
+    /// the object store (1MiB..1024TiB; off when unset; needs --tier-url).
+    #[arg(long, env = "SLUICE_LOCAL_BYTES", value_name = "SIZE", value_parser = local_bytes)]
+    pub local_bytes: Option<u64>,
+
+    /// Cold tier: stream bytes a confirmed backup has held for this long are
+    /// dropped locally (1s..10y; off when unset; needs --tier-url).
+    #[arg(long, env = "SLUICE_TIER_AFTER", value_name = "DUR", value_parser = tier_after)]
+    pub tier_after: Option<Duration>,
+
+    /// Memory for tiered bytes read back from the object store, least recently used dropped first (16MiB..1TiB).
+    #[arg(long, env = "SLUICE_CACHE_BYTES", value_name = "SIZE", default_value = DEFAULT_CACHE_BYTES,
+          value_parser = cache_bytes)]
+    pub cache_bytes: u64,
 }
 
 /// `sluice restore`: rebuild a data dir from the object store alone.
@@ -106,6 +140,37 @@ fn interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if n < min || n > max {
+        return Err(format!("{s}: must be between {} and {}", sluice::units::format_size(min), sluice::units::format_size(max)));
+    }
+    Ok(n)
+}
+
+fn local_bytes(s: &str) -> Result<u64, String> {
+    sized(s, MIN_LOCAL_BYTES, MAX_LOCAL_BYTES)
+}
+
+fn cache_bytes(s: &str) -> Result<u64, String> {
+    sized(s, MIN_CACHE_BYTES, MAX_CACHE_BYTES)
+}
+
+fn tier_after(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < MIN_TIER_AFTER || d > MAX_TIER_AFTER {
+        return Err(format!("{s}: must be between 1s and 10 years"));
+    }
+    Ok(d)
+}
+
+impl TierArgs {
+    /// Whether local copies may be dropped (the cold tier is on).
+    pub fn tiering(&self) -> bool {
+        self.local_bytes.is_some() || self.tier_after.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +194,17 @@ mod tests {
         assert!(interval("10ms").is_err());
         assert!(interval("2h").is_err());
         assert!(interval("x").is_err());
+    }
+
+    #[test]
+    fn cold_tier_limits() {
+        assert_eq!(local_bytes("64MiB").unwrap(), 64 << 20);
+        assert!(local_bytes("1KiB").unwrap_err().contains("between 1MiB and"));
+        assert_eq!(cache_bytes(DEFAULT_CACHE_BYTES).unwrap(), 256 << 20);
+        assert!(cache_bytes("1MiB").is_err());
+        assert!(cache_bytes("2TiB").is_err());
+        assert_eq!(tier_after("1h").unwrap(), Duration::from_secs(3600));
+        assert!(tier_after("10ms").is_err());
+        assert!(READ_AHEAD_BYTES + BLOCK_BYTES <= MIN_CACHE_BYTES / 2, "read-ahead fits in any cache");
     }
 }

@@ -212,10 +212,29 @@ impl StreamFiles {
         Ok(out)
     }
 
-    /// Appends the bytes of `[layer.start, layer.end)` to `out`.
+    /// Appends the bytes of `[layer.start, layer.end)` to `out`: those below
+    /// the data file's tiered boundary from the object store (see
+    /// [`crate::tiered`]), the rest from the file. The boundary is published
+    /// before the bytes under it are punched, and only rises: when it has not
+    /// moved by the end of a local read, no punch reached those bytes before
+    /// they were read; when it has, the read is made again.
     pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let (pos, len) = (layer.start - layer.origin, (layer.end - layer.start) as usize);
-        self.read_into(layer.shard, FileName::Data(layer.handle), pos, len, out).await
+        let (pos, end) = (layer.start - layer.origin, layer.end - layer.origin);
+        let before = out.len();
+        loop {
+            let remote = crate::tiered::boundary(layer.shard, layer.handle).clamp(pos, end);
+            if remote > pos {
+                out.extend(crate::tiered::fetch(layer.shard, layer.handle, pos, (remote - pos) as usize).await?);
+            }
+            if remote == end {
+                return Ok(());
+            }
+            self.read_into(layer.shard, FileName::Data(layer.handle), remote, (end - remote) as usize, out).await?;
+            if crate::tiered::boundary(layer.shard, layer.handle).clamp(pos, end) == remote {
+                return Ok(());
+            }
+            out.truncate(before);
+        }
     }
 
     /// The length of `layer`'s index: known for this shard's own streams,
