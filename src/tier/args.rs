@@ -36,6 +36,9 @@ pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 4;
 /// One range GET of a tiered read gives up after this long: the read is
 /// then answered 503, never left hanging.
 pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Confirmation times of cycles remembered for `--tier-after` (older
+/// cycles count as confirmed when this run's first was).
+pub const MAX_CYCLE_TIMES: usize = 1 << 16;
 /// Manifests kept behind the newest one (a restore racing a cycle still
 /// finds every object of the one it read).
 pub const KEEP_MANIFESTS: usize = 2;
