@@ -417,7 +417,9 @@ fn serve_refuses_to_start_without_a_usable_store() {
 fn local_data_bytes(data: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
-    for shard in std::fs::read_dir(data).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("shard-")) {
+    for shard in
+        std::fs::read_dir(data).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("shard-"))
+    {
         let Ok(files) = std::fs::read_dir(shard.path().join("streams")) else { continue };
         for f in files.flatten().filter(|f| f.file_name().to_string_lossy().ends_with(".data")) {
             total += f.metadata().unwrap().blocks() * 512;
@@ -430,8 +432,7 @@ fn local_data_bytes(data: &Path) -> u64 {
 /// unique to the stream and offset; returns the bytes.
 fn fill(server: &Server, stream: &str, total: usize, piece: usize) -> Vec<u8> {
     let seed = stream.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-    let all: Vec<u8> =
-        (0..total as u64).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8).collect();
+    let all: Vec<u8> = (0..total as u64).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8).collect();
     for chunk in all.chunks(piece) {
         server.post(stream, "application/octet-stream", chunk).expect(204);
     }

@@ -25,14 +25,15 @@ pub const MAX_LOCAL_BYTES: u64 = 1 << 50;
 pub const MIN_TIER_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_TIER_AFTER: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// Smallest, default and largest `--cache-bytes` (tiered bytes kept in memory).
-pub const MIN_CACHE_BYTES: u64 = 16 << 20;
+pub const MIN_CACHE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_CACHE_BYTES: &str = "256MiB";
 pub const MAX_CACHE_BYTES: u64 = 1 << 40;
 /// Tiered bytes are fetched and cached in blocks of this many bytes of a pack.
 pub const BLOCK_BYTES: u64 = 4 << 20;
-/// A tiered read also fetches this many bytes of the file after it
-/// (a catch-up reads on); a quarter of the smallest cache.
-pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 4;
+/// A tiered read also fetches this many bytes of the file after it, all
+/// at once (a catch-up reads on); half of the smallest cache.
+pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 2;
+const _: () = assert!(READ_AHEAD_BYTES + 2 * BLOCK_BYTES <= MIN_CACHE_BYTES, "read-ahead fits in any cache");
 /// One range GET of a tiered read gives up after this long: the read is
 /// then answered 503, never left hanging.
 pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -86,7 +87,7 @@ pub struct TierArgs {
     #[arg(long, env = "SLUICE_TIER_AFTER", value_name = "DUR", value_parser = tier_after)]
     pub tier_after: Option<Duration>,
 
-    /// Memory for tiered bytes read back from the object store, least recently used dropped first (16MiB..1TiB).
+    /// Memory for tiered bytes read back from the object store, least recently used dropped first (64MiB..1TiB).
     #[arg(long, env = "SLUICE_CACHE_BYTES", value_name = "SIZE", default_value = DEFAULT_CACHE_BYTES,
           value_parser = cache_bytes)]
     pub cache_bytes: u64,
@@ -146,7 +147,11 @@ fn interval(s: &str) -> Result<Duration, String> {
 fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
     let n = parse_size(s)?;
     if n < min || n > max {
-        return Err(format!("{s}: must be between {} and {}", sluice::units::format_size(min), sluice::units::format_size(max)));
+        return Err(format!(
+            "{s}: must be between {} and {}",
+            sluice::units::format_size(min),
+            sluice::units::format_size(max)
+        ));
     }
     Ok(n)
 }
@@ -204,10 +209,9 @@ mod tests {
         assert_eq!(local_bytes("64MiB").unwrap(), 64 << 20);
         assert!(local_bytes("1KiB").unwrap_err().contains("between 1MiB and"));
         assert_eq!(cache_bytes(DEFAULT_CACHE_BYTES).unwrap(), 256 << 20);
-        assert!(cache_bytes("1MiB").is_err());
+        assert!(cache_bytes("16MiB").unwrap_err().contains("between 64MiB and 1TiB"));
         assert!(cache_bytes("2TiB").is_err());
         assert_eq!(tier_after("1h").unwrap(), Duration::from_secs(3600));
         assert!(tier_after("10ms").is_err());
-        assert!(READ_AHEAD_BYTES + BLOCK_BYTES <= MIN_CACHE_BYTES / 2, "read-ahead fits in any cache");
     }
 }

@@ -21,10 +21,10 @@
 use super::args::{TierArgs, FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, MAX_CYCLE_TIMES, PART_BYTES};
 use super::client::Remote;
 use super::extents::Resolved;
-use super::tiering::{self, Marks};
-use super::{fetch, status::now_ms};
 use super::layout::{self, Extent, Journal, Manifest, MANIFESTS, MAX_PACK_BYTES, PACKS};
 use super::scan::{self, Found, Stat, Tracked};
+use super::tiering::{self, Marks};
+use super::{fetch, status::now_ms};
 use super::{progress, status};
 use bytes::Bytes;
 use sluice_shards::log::marks;
@@ -325,7 +325,8 @@ impl Backup {
         let (mut paths, mut candidates) = (Vec::new(), Vec::new());
         if self.local_limit.is_some() || self.tier_after.is_some() {
             let first = self.confirmed_at.values().next().copied().unwrap_or(0);
-            let when = |seq| self.confirmed_at.get(&seq).copied().unwrap_or(if seq < self.seq { first } else { u64::MAX });
+            let when =
+                |seq| self.confirmed_at.get(&seq).copied().unwrap_or(if seq < self.seq { first } else { u64::MAX });
             for (rel, t) in &self.files {
                 let Some((shard, handle)) = tiering::data_file(rel) else { continue };
                 let boundary = self.marks.get(rel).map_or(0, |(_, m)| m.boundary);
@@ -432,7 +433,12 @@ fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), Str
 /// Every shard's cold-tier marks, published for the shards, with the
 /// extents of their files for the reading thread. Refuses a data dir whose
 /// tiered bytes the newest manifest does not hold (a wiped or other bucket).
-fn tiered_marks(dir: &Path, shards: usize, files: &BTreeMap<String, Tracked>, map: &fetch::Map) -> Result<Marks, String> {
+fn tiered_marks(
+    dir: &Path,
+    shards: usize,
+    files: &BTreeMap<String, Tracked>,
+    map: &fetch::Map,
+) -> Result<Marks, String> {
     let mut marks = Marks::new();
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
     for shard in 0..shards as u32 {

@@ -67,7 +67,12 @@ impl Resolved {
 /// The part `[from, to)` of `e` (within it).
 fn slice(e: &Extent, from: u64, to: u64) -> Extent {
     assert!(e.file_offset <= from && from < to && to <= e.file_offset + e.len, "a slice inside the extent");
-    Extent { pack: e.pack.clone(), pack_offset: e.pack_offset + (from - e.file_offset), file_offset: from, len: to - from }
+    Extent {
+        pack: e.pack.clone(),
+        pack_offset: e.pack_offset + (from - e.file_offset),
+        file_offset: from,
+        len: to - from,
+    }
 }
 
 #[cfg(test)]

@@ -54,8 +54,12 @@ struct Reader {
 /// installs it as the shards' reader; returns the map the backup keeps up to date.
 pub fn start(remote: Remote, cache_bytes: u64) -> Map {
     let map = Map::default();
-    let reader =
-        Arc::new(Reader { remote, map: map.clone(), cache: Mutex::new(Lru::new(cache_bytes)), inflight: Mutex::default() });
+    let reader = Arc::new(Reader {
+        remote,
+        map: map.clone(),
+        cache: Mutex::new(Lru::new(cache_bytes)),
+        inflight: Mutex::default(),
+    });
     let (tx, rx) = mpsc::unbounded_channel::<Request>();
     std::thread::Builder::new()
         .name("sluice-tier-read".into())
@@ -101,7 +105,8 @@ fn blocks(reader: &Reader, path: &str, from: u64, to: u64) -> Vec<Block> {
     let Some(file) = map.get(path) else { return Vec::new() };
     let mut out: Vec<Block> = Vec::new();
     for e in file.pieces().filter(|e| e.file_offset < to && e.file_offset + e.len > from) {
-        let (a, b) = (e.pack_offset + from.saturating_sub(e.file_offset), e.pack_offset + (to - e.file_offset).min(e.len));
+        let (a, b) =
+            (e.pack_offset + from.saturating_sub(e.file_offset), e.pack_offset + (to - e.file_offset).min(e.len));
         for n in a / BLOCK_BYTES..b.div_ceil(BLOCK_BYTES) {
             if out.last() != Some(&(e.pack.clone(), n)) {
                 out.push((e.pack.clone(), n));
@@ -118,8 +123,10 @@ async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Ve
         map.get(path).and_then(|f| f.range(from, to))
     };
     let pieces = pieces.ok_or_else(|| format!("{path}: no backup holds bytes {from}..{to}"))?;
-    let fetches: HashMap<Block, _> =
-        blocks(reader, path, from, to).into_iter().map(|b| (b.clone(), tokio::spawn(block(reader.clone(), b, true)))).collect();
+    let fetches: HashMap<Block, _> = blocks(reader, path, from, to)
+        .into_iter()
+        .map(|b| (b.clone(), tokio::spawn(block(reader.clone(), b, true))))
+        .collect();
     let mut got = HashMap::new();
     for (b, f) in fetches {
         got.insert(b, f.await.map_err(|e| format!("a block fetch failed: {e}"))??);

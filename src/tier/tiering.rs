@@ -58,7 +58,12 @@ pub fn candidate(entry: &FileEntry, shipped: u64, boundary: u64, confirmed_ms: i
 /// New boundaries (by candidate index) given `local` bytes held locally:
 /// the oldest chunks first while `local` exceeds `limit`, and every chunk
 /// confirmed at or before `older_than_ms`.
-pub fn choose(files: &[Candidate], mut local: u64, limit: Option<u64>, older_than_ms: Option<u64>) -> BTreeMap<usize, u64> {
+pub fn choose(
+    files: &[Candidate],
+    mut local: u64,
+    limit: Option<u64>,
+    older_than_ms: Option<u64>,
+) -> BTreeMap<usize, u64> {
     let mut order: Vec<(u64, usize, u64)> =
         files.iter().enumerate().flat_map(|(i, c)| c.chunks.iter().map(move |&(end, when)| (when, i, end))).collect();
     order.sort_unstable();
@@ -105,7 +110,8 @@ pub fn local_bytes(dir: &Path, shards: usize) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
     for i in 0..shards {
-        let Ok(entries) = std::fs::read_dir(dir.join(format!("shard-{i}")).join(sluice_shards::store::files::STREAMS_DIR))
+        let Ok(entries) =
+            std::fs::read_dir(dir.join(format!("shard-{i}")).join(sluice_shards::store::files::STREAMS_DIR))
         else {
             continue;
         };
@@ -150,8 +156,11 @@ mod tests {
 
     #[test]
     fn candidates_are_confirmed_whole_pages_above_the_boundary() {
-        let entry =
-            FileEntry { size: 5 * PAGE + 10, extents: vec![ext(1, 0, 2 * PAGE), ext(2, 2 * PAGE, 3 * PAGE + 10)], local: None };
+        let entry = FileEntry {
+            size: 5 * PAGE + 10,
+            extents: vec![ext(1, 0, 2 * PAGE), ext(2, 2 * PAGE, 3 * PAGE + 10)],
+            local: None,
+        };
         let when = |seq| seq * 100;
         let c = candidate(&entry, 5 * PAGE + 10, 0, when);
         assert_eq!(c.chunks, vec![(2 * PAGE, 100), (5 * PAGE, 200)], "the last part page stays");
@@ -160,7 +169,8 @@ mod tests {
         let c = candidate(&entry, 5 * PAGE, 5 * PAGE, when);
         assert!(c.chunks.is_empty(), "all dropped already");
         // A later cycle re-shipped the last page of the first: the prefix is as new as it.
-        let entry = FileEntry { size: 4 * PAGE, extents: vec![ext(1, 0, 2 * PAGE), ext(3, PAGE, 3 * PAGE)], local: None };
+        let entry =
+            FileEntry { size: 4 * PAGE, extents: vec![ext(1, 0, 2 * PAGE), ext(3, PAGE, 3 * PAGE)], local: None };
         assert_eq!(candidate(&entry, 4 * PAGE, 0, when).chunks, vec![(PAGE, 100), (4 * PAGE, 300)]);
     }
 
@@ -202,7 +212,9 @@ mod tests {
         assert_eq!(m.len(), 64 * PAGE);
         assert!(m.blocks() * 512 <= before * 512 - 32 * PAGE, "{} blocks of {before} left", m.blocks());
         let bytes = std::fs::read(&d).unwrap();
-        assert!(bytes[..32 * PAGE as usize].iter().all(|&b| b == 0) && bytes[32 * PAGE as usize..].iter().all(|&b| b == 7));
+        assert!(
+            bytes[..32 * PAGE as usize].iter().all(|&b| b == 0) && bytes[32 * PAGE as usize..].iter().all(|&b| b == 7)
+        );
         std::fs::remove_file(&d).unwrap();
     }
 }
