@@ -445,7 +445,7 @@ fn tiered_marks(
         let mine = tiering::load(dir, shard)?;
         for m in &mine {
             let path = fetch::data_path(shard, m.handle);
-            let held = files.get(&path).map(|t| Resolved::new(&t.entry.extents));
+            let held = files.get(&path).filter(|t| t.stat.ino == m.ino).map(|t| Resolved::new(&t.entry.extents));
             if held.as_ref().and_then(|r| r.range(0, m.boundary)).is_none() {
                 return Err(format!(
                     "{path}: its first {} bytes are tiered (dropped locally), but the newest backup manifest \
