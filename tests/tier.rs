@@ -536,7 +536,7 @@ fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
     let mut want = fill(&server, src, 8 * MIB, 256 << 10);
     wait_for("the source tiered", Duration::from_secs(60), || local_data_bytes(&data) <= MIB as u64);
     let fork = "/v1/stream/coldfork-fork";
-    server.req("PUT", fork, &[("Stream-Forked-From", src.as_str())], b"").expect(201);
+    server.req("PUT", fork, &[("Stream-Forked-From", src.as_str()), ("Content-Type", "application/octet-stream")], b"").expect(201);
     server.post(fork, "application/octet-stream", b"the fork's own").expect(204);
     want.extend_from_slice(b"the fork's own");
     assert!(server.read_all(fork).0 == want, "the fork reads its source's tiered bytes");
