@@ -415,17 +415,23 @@ fn serve_refuses_to_start_without_a_usable_store() {
 
 /// Bytes the stream data files of `data` take on disk (allocated blocks).
 fn local_data_bytes(data: &Path) -> u64 {
+    data_files(data).0
+}
+
+/// Bytes the stream data files of `data` take on disk, and their sizes.
+fn data_files(data: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
+    let (mut total, mut size) = (0, 0);
     for shard in
         std::fs::read_dir(data).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("shard-"))
     {
         let Ok(files) = std::fs::read_dir(shard.path().join("streams")) else { continue };
         for f in files.flatten().filter(|f| f.file_name().to_string_lossy().ends_with(".data")) {
-            total += f.metadata().unwrap().blocks() * 512;
+            let m = f.metadata().unwrap();
+            (total, size) = (total + m.blocks() * 512, size + m.len());
         }
     }
-    total
+    (total, size)
 }
 
 /// Appends `total` bytes to `stream` in `piece`-byte appends of a pattern
@@ -464,12 +470,12 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     let (Setup { s, data, .. }, mut server, paths) = start("cold", 2, &extra);
     let want: Vec<Vec<u8>> = paths.iter().map(|p| fill(&server, p, 20 * MIB, 256 << 10)).collect();
     server.wait_flushed();
-    let before = local_data_bytes(&data);
-    assert!(before >= 30 * MIB as u64, "written: {before} bytes of data files");
     wait_for("local data within --local-bytes", Duration::from_secs(60), || local_data_bytes(&data) <= limit);
-    let after = local_data_bytes(&data);
-    println!("local stream data: {} KiB written, {} KiB once tiered (--local-bytes 8MiB)", before >> 10, after >> 10);
-    assert!(metric(&server, "sluice_tier_tiered_bytes") >= (before - limit) as f64);
+    let (after, written) = data_files(&data);
+    assert_eq!(written, 40 * MIB as u64, "the data files hold every byte written");
+    println!("local stream data: {} KiB written, {} KiB on disk once tiered (--local-bytes 8MiB)", written >> 10, after >> 10);
+    assert!(after > limit / 2, "only the oldest bytes go: {after} bytes left local");
+    assert!(metric(&server, "sluice_tier_tiered_bytes") >= (written - limit) as f64);
     assert!(metric(&server, "sluice_tier_local_bytes") <= limit as f64);
     for (p, w) in paths.iter().zip(&want) {
         assert!(read_from(&server, p, 0) == *w, "{p}: catch-up from the start differs");

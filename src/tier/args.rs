@@ -24,6 +24,9 @@ pub const MAX_LOCAL_BYTES: u64 = 1 << 50;
 /// Shortest and longest `--tier-after`.
 pub const MIN_TIER_AFTER: Duration = Duration::from_secs(1);
 pub const MAX_TIER_AFTER: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// Local copies are dropped in steps of at most this many bytes of a file
+/// (whole pages), so a drop frees about what `--local-bytes` asks.
+pub const DROP_STEP: u64 = 1 << 20;
 /// Smallest, default and largest `--cache-bytes` (tiered bytes kept in memory).
 pub const MIN_CACHE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_CACHE_BYTES: &str = "256MiB";

@@ -14,6 +14,7 @@
 //! published (`sluice_shards::tiered`), then the pages are punched. A crash
 //! between any two steps leaves bytes both local and remote, never neither.
 
+use super::args::DROP_STEP;
 use super::extents::Resolved;
 use super::layout::{self, FileEntry};
 use sluice_shards::tiered::Mark;
@@ -52,7 +53,15 @@ pub fn candidate(entry: &FileEntry, shipped: u64, boundary: u64, confirmed_ms: i
             _ => chunks.push((end, when)),
         }
     }
-    Candidate { boundary, chunks }
+    // At most DROP_STEP a chunk: a drop frees about what it must, no more.
+    let mut steps = Vec::with_capacity(chunks.len());
+    let mut from = boundary;
+    for (end, when) in chunks {
+        steps.extend((from + DROP_STEP..end).step_by(DROP_STEP as usize).map(|e| (e, when)));
+        steps.push((end, when));
+        from = end;
+    }
+    Candidate { boundary, chunks: steps }
 }
 
 /// New boundaries (by candidate index) given `local` bytes held locally:
@@ -172,6 +181,10 @@ mod tests {
         let entry =
             FileEntry { size: 4 * PAGE, extents: vec![ext(1, 0, 2 * PAGE), ext(3, PAGE, 3 * PAGE)], local: None };
         assert_eq!(candidate(&entry, 4 * PAGE, 0, when).chunks, vec![(PAGE, 100), (4 * PAGE, 300)]);
+        // Long runs are cut in steps of DROP_STEP.
+        let entry = FileEntry { size: 3 * DROP_STEP, extents: vec![ext(1, 0, 3 * DROP_STEP)], local: None };
+        let steps = candidate(&entry, 3 * DROP_STEP, PAGE, when).chunks;
+        assert_eq!(steps, vec![(PAGE + DROP_STEP, 100), (PAGE + 2 * DROP_STEP, 100), (3 * DROP_STEP, 100)]);
     }
 
     #[test]
