@@ -462,6 +462,24 @@ fn read_from(server: &Server, stream: &str, from: u64) -> Vec<u8> {
 
 const MIB: usize = 1 << 20;
 
+/// Waits until what `server` wrote is in its data files and they hold at
+/// most `limit` bytes locally, some of them dropped to the tier.
+fn wait_tiered(server: &Server, data: &Path, limit: u64, within: Duration) {
+    server.wait_flushed();
+    wait_for("local data within --local-bytes", within, || {
+        local_data_bytes(data) <= limit && metric(server, "sluice_tier_tiered_bytes") > 0.0
+    });
+}
+
+/// Starts the store again when dropped (a failed test leaves it running for the next).
+struct Started<'a>(&'a Store);
+
+impl Drop for Started<'_> {
+    fn drop(&mut self) {
+        self.0.garage("start");
+    }
+}
+
 #[test]
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
@@ -469,8 +487,7 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB", "--cache-bytes", "64MiB"];
     let (Setup { s, data, .. }, mut server, paths) = start("cold", 2, &extra);
     let want: Vec<Vec<u8>> = paths.iter().map(|p| fill(&server, p, 20 * MIB, 256 << 10)).collect();
-    server.wait_flushed();
-    wait_for("local data within --local-bytes", Duration::from_secs(60), || local_data_bytes(&data) <= limit);
+    wait_tiered(&server, &data, limit, Duration::from_secs(60));
     let (after, written) = data_files(&data);
     assert_eq!(written, 40 * MIB as u64, "the data files hold every byte written");
     println!("local stream data: {} KiB written, {} KiB on disk once tiered (--local-bytes 8MiB)", written >> 10, after >> 10);
@@ -508,9 +525,10 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
     let (Setup { s, data, .. }, server, paths) = start("colddown", 1, &extra);
     let p = &paths[0];
     let mut want = fill(&server, p, 12 * MIB, 256 << 10);
-    wait_for("local data within --local-bytes", Duration::from_secs(60), || local_data_bytes(&data) <= limit);
+    wait_tiered(&server, &data, limit, Duration::from_secs(60));
     let tiered = metric(&server, "sluice_tier_tiered_bytes");
     s.garage("stop");
+    let started = Started(&s);
     // Writes go on, and stay local: nothing unconfirmed is dropped.
     let at = want.len();
     want.extend(fill(&server, p, 12 * MIB, 256 << 10));
@@ -526,7 +544,7 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
     assert!(t.elapsed() < Duration::from_secs(15), "a tiered read hung for {:?}", t.elapsed());
     assert!(!r.text().is_empty());
     assert!(metric(&server, "sluice_tier_download_errors_total") > 0.0);
-    s.garage("start");
+    drop(started);
     wait_for("the backlog to drain and local data within --local-bytes", Duration::from_secs(90), || {
         metric(&server, "sluice_tier_degraded") == 0.0 && local_data_bytes(&data) <= limit
     });
@@ -540,7 +558,7 @@ fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
     let (Setup { data, .. }, server, paths) = start("coldfork", 1, &extra);
     let src = &paths[0];
     let mut want = fill(&server, src, 8 * MIB, 256 << 10);
-    wait_for("the source tiered", Duration::from_secs(60), || local_data_bytes(&data) <= MIB as u64);
+    wait_tiered(&server, &data, MIB as u64, Duration::from_secs(60));
     let fork = "/v1/stream/coldfork-fork";
     server.req("PUT", fork, &[("Stream-Forked-From", src.as_str()), ("Content-Type", "application/octet-stream")], b"").expect(201);
     server.post(fork, "application/octet-stream", b"the fork's own").expect(204);
@@ -566,7 +584,7 @@ fn a_long_catch_up_from_the_tier() {
     let (Setup { data, .. }, mut server, paths) = start("coldcatchup", 1, &extra);
     let p = &paths[0];
     let want = fill(&server, p, total, MIB);
-    wait_for("the stream tiered", Duration::from_secs(180), || local_data_bytes(&data) <= 16 * MIB as u64);
+    wait_tiered(&server, &data, 16 * MIB as u64, Duration::from_secs(180));
     // A restart empties the cache: the catch-up reads from the store.
     server.restart_after_kill();
     let downloaded = metric(&server, "sluice_tier_download_bytes_total");
