@@ -484,8 +484,8 @@ impl Drop for Started<'_> {
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     let limit = 8 * MIB as u64;
-    let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB", "--cache-bytes", "64MiB"];
-    let (Setup { s, data, .. }, mut server, paths) = start("cold", 2, &extra);
+    let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB", "--cache-bytes", "128MiB"];
+    let (Setup { s, data, dir: _dir, .. }, mut server, paths) = start("cold", 2, &extra);
     let want: Vec<Vec<u8>> = paths.iter().map(|p| fill(&server, p, 20 * MIB, 256 << 10)).collect();
     wait_tiered(&server, &data, limit, Duration::from_secs(60));
     let (after, written) = data_files(&data);
@@ -522,7 +522,7 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
 fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answer_503() {
     let limit = 4 * MIB as u64;
     let extra = ["--flush-interval", "200ms", "--local-bytes", "4MiB"];
-    let (Setup { s, data, .. }, server, paths) = start("colddown", 1, &extra);
+    let (Setup { s, data, dir: _dir, .. }, server, paths) = start("colddown", 1, &extra);
     let p = &paths[0];
     let mut want = fill(&server, p, 12 * MIB, 256 << 10);
     wait_tiered(&server, &data, limit, Duration::from_secs(60));
@@ -555,7 +555,7 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
     let extra = ["--flush-interval", "200ms", "--local-bytes", "1MiB"];
-    let (Setup { data, .. }, server, paths) = start("coldfork", 1, &extra);
+    let (Setup { data, dir: _dir, .. }, server, paths) = start("coldfork", 1, &extra);
     let src = &paths[0];
     let mut want = fill(&server, src, 8 * MIB, 256 << 10);
     wait_tiered(&server, &data, MIB as u64, Duration::from_secs(60));
@@ -581,7 +581,7 @@ fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
 fn a_long_catch_up_from_the_tier() {
     let total = 256 * MIB;
     let extra = ["--flush-interval", "200ms", "--local-bytes", "16MiB", "--max-read-bytes", "8MiB"];
-    let (Setup { data, .. }, mut server, paths) = start("coldcatchup", 1, &extra);
+    let (Setup { data, dir: _dir, .. }, mut server, paths) = start("coldcatchup", 1, &extra);
     let p = &paths[0];
     let want = fill(&server, p, total, MIB);
     wait_tiered(&server, &data, 16 * MIB as u64, Duration::from_secs(180));

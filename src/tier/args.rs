@@ -28,11 +28,11 @@ pub const MAX_TIER_AFTER: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// (whole pages), so a drop frees about what `--local-bytes` asks.
 pub const DROP_STEP: u64 = 1 << 20;
 /// Smallest, default and largest `--cache-bytes` (tiered bytes kept in memory).
-pub const MIN_CACHE_BYTES: u64 = 64 << 20;
+pub const MIN_CACHE_BYTES: u64 = 128 << 20;
 pub const DEFAULT_CACHE_BYTES: &str = "256MiB";
 pub const MAX_CACHE_BYTES: u64 = 1 << 40;
 /// Tiered bytes are fetched and cached in blocks of this many bytes of a pack.
-pub const BLOCK_BYTES: u64 = 4 << 20;
+pub const BLOCK_BYTES: u64 = 8 << 20;
 /// A tiered read also fetches this many bytes of the file after it, all
 /// at once (a catch-up reads on); half of the smallest cache.
 pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 2;
@@ -90,7 +90,7 @@ pub struct TierArgs {
     #[arg(long, env = "SLUICE_TIER_AFTER", value_name = "DUR", value_parser = tier_after)]
     pub tier_after: Option<Duration>,
 
-    /// Memory for tiered bytes read back from the object store, least recently used dropped first (64MiB..1TiB).
+    /// Memory for tiered bytes read back from the object store, least recently used dropped first (128MiB..1TiB).
     #[arg(long, env = "SLUICE_CACHE_BYTES", value_name = "SIZE", default_value = DEFAULT_CACHE_BYTES,
           value_parser = cache_bytes)]
     pub cache_bytes: u64,
@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(local_bytes("64MiB").unwrap(), 64 << 20);
         assert!(local_bytes("1KiB").unwrap_err().contains("between 1MiB and"));
         assert_eq!(cache_bytes(DEFAULT_CACHE_BYTES).unwrap(), 256 << 20);
-        assert!(cache_bytes("16MiB").unwrap_err().contains("between 64MiB and 1TiB"));
+        assert!(cache_bytes("64MiB").unwrap_err().contains("between 128MiB and 1TiB"));
         assert!(cache_bytes("2TiB").is_err());
         assert_eq!(tier_after("1h").unwrap(), Duration::from_secs(3600));
         assert!(tier_after("10ms").is_err());

@@ -41,7 +41,7 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if std::env::var_os("KEEP_TMP").is_none() { let _ = std::fs::remove_dir_all(&self.0); }
     }
 }
 
