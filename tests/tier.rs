@@ -490,7 +490,11 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     wait_tiered(&server, &data, limit, Duration::from_secs(60));
     let (after, written) = data_files(&data);
     assert_eq!(written, 40 * MIB as u64, "the data files hold every byte written");
-    println!("local stream data: {} KiB written, {} KiB on disk once tiered (--local-bytes 8MiB)", written >> 10, after >> 10);
+    println!(
+        "local stream data: {} KiB written, {} KiB on disk once tiered (--local-bytes 8MiB)",
+        written >> 10,
+        after >> 10
+    );
     assert!(after > limit / 2, "only the oldest bytes go: {after} bytes left local");
     assert!(metric(&server, "sluice_tier_tiered_bytes") >= (written - limit) as f64);
     assert!(metric(&server, "sluice_tier_local_bytes") <= limit as f64);
@@ -560,7 +564,9 @@ fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
     let mut want = fill(&server, src, 8 * MIB, 256 << 10);
     wait_tiered(&server, &data, MIB as u64, Duration::from_secs(60));
     let fork = "/v1/stream/coldfork-fork";
-    server.req("PUT", fork, &[("Stream-Forked-From", src.as_str()), ("Content-Type", "application/octet-stream")], b"").expect(201);
+    server
+        .req("PUT", fork, &[("Stream-Forked-From", src.as_str()), ("Content-Type", "application/octet-stream")], b"")
+        .expect(201);
     server.post(fork, "application/octet-stream", b"the fork's own").expect(204);
     want.extend_from_slice(b"the fork's own");
     assert!(server.read_all(fork).0 == want, "the fork reads its source's tiered bytes");

@@ -41,7 +41,9 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if std::env::var_os("KEEP_TMP").is_none() { let _ = std::fs::remove_dir_all(&self.0); }
+        if std::env::var_os("KEEP_TMP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
