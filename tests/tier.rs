@@ -445,21 +445,6 @@ fn fill(server: &Server, stream: &str, total: usize, piece: usize) -> Vec<u8> {
     all
 }
 
-/// Reads `stream` from byte `from` to its tail, in as few responses as the server makes.
-fn read_from(server: &Server, stream: &str, from: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut at = from;
-    loop {
-        let r = server.get(&format!("{stream}?offset={}", offset(at)));
-        assert_eq!(r.status, 200, "GET {stream} at {at}: {}", r.text());
-        out.extend_from_slice(&r.body);
-        at = offset_pos(&r.next_offset());
-        if r.header("stream-up-to-date") == Some("true") {
-            return out;
-        }
-    }
-}
-
 const MIB: usize = 1 << 20;
 
 /// Waits until what `server` wrote is in its data files and they hold at
@@ -485,7 +470,7 @@ impl Drop for Started<'_> {
 fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     let limit = 8 * MIB as u64;
     let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB", "--cache-bytes", "128MiB"];
-    let (Setup { s, data, dir: _dir, .. }, mut server, paths) = start("cold", 2, &extra);
+    let (Setup { s, url, data, dir, .. }, mut server, paths) = start("cold", 2, &extra);
     let want: Vec<Vec<u8>> = paths.iter().map(|p| fill(&server, p, 20 * MIB, 256 << 10)).collect();
     wait_tiered(&server, &data, limit, Duration::from_secs(60));
     let (after, written) = data_files(&data);
@@ -499,9 +484,9 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     assert!(metric(&server, "sluice_tier_tiered_bytes") >= (written - limit) as f64);
     assert!(metric(&server, "sluice_tier_local_bytes") <= limit as f64);
     for (p, w) in paths.iter().zip(&want) {
-        assert!(read_from(&server, p, 0) == *w, "{p}: catch-up from the start differs");
+        assert!(server.read_all(p).0 == *w, "{p}: catch-up from the start differs");
         let mid = (w.len() / 2 + 12345) as u64;
-        assert!(read_from(&server, p, mid) == w[mid as usize..], "{p}: a read from the middle differs");
+        assert!(server.read_from(p, mid).0 == w[mid as usize..], "{p}: a read from the middle differs");
     }
     assert!(metric(&server, "sluice_tier_download_bytes_total") >= 20.0 * MIB as f64);
     assert!(metric(&server, "sluice_tier_cache_hits_total") > 0.0, "read-ahead serves a catch-up");
@@ -518,7 +503,15 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     // Without its store, a tiered data dir refuses to start (its bytes are there).
     let (status, err) = run_to_exit(&["serve", "--data-dir", data.to_str().unwrap(), "--shards", "2"]);
     assert!(!status.success() && err.contains("--tier-url"), "{err}");
-    drop(s);
+    // A restore brings every byte back, local again.
+    let new = dir.path().join("restored");
+    let (ok, _, err) = restore(&s, &url, &new);
+    assert!(ok, "restore of a tiered node: {err}");
+    let restored = Server::launch(&new, Launch::quick(2, &[]));
+    for (p, w) in paths.iter().zip(&want) {
+        assert!(restored.read_all(p).0 == *w, "{p}: differs after a restore");
+    }
+    assert!(data_files(&new).0 >= 40 * MIB as u64, "a restored data dir holds every byte locally");
 }
 
 #[test]
@@ -540,7 +533,7 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(metric(&server, "sluice_tier_tiered_bytes"), tiered, "dropped while the store is down");
     assert!(local_data_bytes(&data) >= 12 * MIB as u64, "unconfirmed bytes left the disk");
-    assert!(read_from(&server, p, at as u64) == want[at..], "local reads go on");
+    assert!(server.read_from(p, at as u64).0 == want[at..], "local reads go on");
     // A tiered read answers 503 with a reason, soon.
     let t = Instant::now();
     let r = server.get(&format!("{p}?offset={}", offset(0)));
@@ -552,7 +545,7 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
     wait_for("the backlog to drain and local data within --local-bytes", Duration::from_secs(90), || {
         metric(&server, "sluice_tier_degraded") == 0.0 && local_data_bytes(&data) <= limit
     });
-    assert!(read_from(&server, p, 0) == want, "every byte back after the outage");
+    assert!(server.read_all(p).0 == want, "every byte back after the outage");
 }
 
 #[test]
@@ -595,7 +588,7 @@ fn a_long_catch_up_from_the_tier() {
     server.restart_after_kill();
     let downloaded = metric(&server, "sluice_tier_download_bytes_total");
     let t = Instant::now();
-    let got = read_from(&server, p, 0);
+    let got = server.read_all(p).0;
     let took = t.elapsed();
     assert!(got == want, "the catch-up differs");
     let fetched = metric(&server, "sluice_tier_download_bytes_total") - downloaded;
