@@ -595,7 +595,24 @@ fn a_long_catch_up_from_the_tier() {
     assert!(fetched >= (total - 16 * MIB) as f64, "only {fetched} bytes came from the store");
     let rate = total as f64 / took.as_secs_f64() / 1e6;
     println!("catch-up of {} MiB from the tier: {:.2} s, {rate:.0} MB/s", total >> 20, took.as_secs_f64());
+    let cached = metric(&server, "sluice_tier_cache_bytes");
+    assert!(cached > 0.0 && cached <= (256 * MIB) as f64, "the cache holds {cached} bytes, over --cache-bytes");
     let secs = metric(&server, "sluice_tier_download_seconds_total");
     let gets = metric(&server, "sluice_tier_downloads_total");
     println!("{gets} range GETs, mean {:.1} ms", secs / gets * 1e3);
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn tier_after_drops_what_the_store_has_held_that_long() {
+    let extra = ["--flush-interval", "200ms", "--tier-after", "2s"];
+    let (Setup { data, dir: _dir, .. }, server, paths) = start("coldage", 1, &extra);
+    let p = &paths[0];
+    let want = fill(&server, p, 4 * MIB, 256 << 10);
+    server.wait_flushed();
+    let written = Instant::now();
+    wait_for("the old bytes dropped", Duration::from_secs(30), || local_data_bytes(&data) < MIB as u64);
+    assert!(written.elapsed() >= Duration::from_secs(1), "dropped before --tier-after");
+    assert!(metric(&server, "sluice_tier_tiered_bytes") >= (3 * MIB) as f64);
+    assert!(server.read_all(p).0 == want, "every byte back");
 }
