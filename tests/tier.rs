@@ -552,7 +552,7 @@ fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answe
 #[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
 fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
     let extra = ["--flush-interval", "200ms", "--local-bytes", "1MiB"];
-    let (Setup { data, dir: _dir, .. }, server, paths) = start("coldfork", 1, &extra);
+    let (Setup { s, url, data, dir, .. }, server, paths) = start("coldfork", 1, &extra);
     let src = &paths[0];
     let mut want = fill(&server, src, 8 * MIB, 256 << 10);
     wait_tiered(&server, &data, MIB as u64, Duration::from_secs(60));
@@ -573,6 +573,16 @@ fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
         metric(&server, "sluice_tier_tiered_bytes") == 0.0
             && std::fs::read_to_string(data.join("shard-0/tiered")).is_ok_and(|m| m.is_empty())
     });
+    // The newest manifest names none of their files: their packs go once
+    // no kept manifest names them (shared packs: see the README).
+    let cycles = metric(&server, "sluice_tier_cycles_total");
+    wait_for("a cycle after the deletion", Duration::from_secs(20), || {
+        metric(&server, "sluice_tier_cycles_total") >= cycles + 1.0
+    });
+    let new = dir.path().join("restored");
+    let (ok, _, err) = restore(&s, &url, &new);
+    assert!(ok, "{err}");
+    assert_eq!(data_files(&new), (0, 0), "the deleted streams' data files are in the backup");
 }
 
 #[test]
