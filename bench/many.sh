@@ -4,8 +4,9 @@
 # --initial-bytes 10`), then: RSS per stream, files and disk in the data dir,
 # the bucket metadata request, what the server writes per second while 2
 # appends/s trickle in (flush every 1 s, once every created stream is in
-# its files), and restart to /v1/healthz warm and cold (page cache dropped;
-# root only, otherwise "-").
+# its files), restart to /v1/healthz warm and cold (page cache dropped;
+# root only, otherwise "-"), then N more streams created and deleted on the
+# restarted server (`--delete-all yes`): the delete rate.
 #
 #   bench/many.sh [N ...]          # default: 100000
 #
@@ -40,8 +41,8 @@ restart_secs() {
     python3 -c "import json; print(json.load(open('$WORK/restart.json'))['ready_secs'])"
 }
 
-echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | checkpoint KiB/s, 2 appends/s | disk KiB/s then | restart warm | restart cold | create rate |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | checkpoint KiB/s, 2 appends/s | disk KiB/s then | restart warm | restart cold | create rate | delete rate |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for n in "${@:-100000}"; do
     rm -rf "$WORK/data"
     serve
@@ -62,7 +63,9 @@ for n in "${@:-100000}"; do
     w0=$(checkpoint_bytes)
     d0=$(disk_sectors)
     for i in $(seq 40); do
-        curl -s -o /dev/null -X POST -H 'content-type: text/plain' --data "tick$i" "$URL/v1/stream/m$((i % 2))"
+        # The idle scenario names its streams {prefix}i{n}.
+        code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: text/plain' --data "tick$i" "$URL/v1/stream/mi$((i % 2))")
+        [ "$code" = 204 ] || { echo "append to mi$((i % 2)): $code" >&2; exit 1; }
         sleep 0.5
     done
     w1=$(checkpoint_bytes)
@@ -77,7 +80,14 @@ for n in "${@:-100000}"; do
         sync && echo 3 >/proc/sys/vm/drop_caches
         cold=$(restart_secs)
     fi
-    printf '| %s | %s B | %s | %s MiB (%s) | %.0f ms | %s | %s | %s s | %s s | %s/s |\n' \
+    serve
+    SERVER_PID=$!
+    wait_ready "$URL" "$WORK/sluice.log"
+    "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario idle --streams "$n" --prefix d --delete-all yes \
+        --json "$WORK/delete.json" >"$WORK/delete-$n.txt" 2>&1
+    deletes=$(python3 -c "import json; j=json.load(open('$WORK/delete.json')); print(round(j['deleted']/j['delete_secs']))")
+    stop_server
+    printf '| %s | %s B | %s | %s MiB (%s) | %.1f ms | %s | %s | %s s | %s s | %s/s | %s/s |\n' \
         "$n" "$per" "$files" "$disk" "$apparent" "$(echo "$meta * 1000" | bc -l)" \
-        "$(( (w1 - w0) / 20 / 1024 ))" "$(( (d1 - d0) * 512 / 20 / 1024 ))" "$warm" "$cold" "$rate"
+        "$(( (w1 - w0) / 20 / 1024 ))" "$(( (d1 - d0) * 512 / 20 / 1024 ))" "$warm" "$cold" "$rate" "$deletes"
 done

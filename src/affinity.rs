@@ -7,8 +7,7 @@
 //! qualifies (the chance is 1 in 2^8 per request on two shards), so it
 //! does not bounce between shards.
 
-/// Consecutive requests for one other shard after which a connection moves.
-pub const MOVE_AFTER: u32 = 8;
+use crate::edge_limits::MOVE_AFTER;
 
 /// The run of requests a connection sent to one other shard.
 #[derive(Default)]

@@ -2,7 +2,14 @@
 //! environment variable, its default and its accepted range are declared
 //! here once; `Config::check` adds the checks that span several flags.
 
-use crate::edge_limits::MIN_LOCKED_MEMORY;
+use crate::edge_limits::{
+    DEFAULT_BODY_MEMORY, DRAIN_TIMEOUT_RANGE, IDLE_TIMEOUT_RANGE, IO_MEMORY_RANGE, LONG_POLL_TIMEOUT_RANGE,
+    MAX_BATCH_FRAMES_RANGE, MAX_BODY_BYTES_RANGE, MAX_BODY_MEMORY_RANGE, MAX_CONNECTIONS_RANGE, MAX_HEADERS_RANGE,
+    MAX_HEAD_BYTES_RANGE, MAX_PRODUCERS_RANGE, MAX_PRODUCER_ID_BYTES_RANGE, MAX_READ_BYTES_RANGE,
+    MAX_RESPONSE_BYTES_RANGE, MAX_SHARDS_PER_CORE, MAX_WAITERS_RANGE, MIN_LOCKED_MEMORY, REQUEST_TIMEOUT_RANGE,
+    SHARDS_RANGE, SSE_RECONNECT_RANGE,
+};
+use crate::start_error::StartError;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use sluice::http::cors::CorsPolicy;
@@ -10,6 +17,7 @@ use sluice::units::{format_duration, format_size, parse_duration, parse_size};
 use sluice_shards::log::FsyncMode;
 use sluice_shards::tuning;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -59,7 +67,7 @@ pub struct Config {
 
     /// Shard (executor) count; shard i is pinned to the i-th CPU this process may use.
     /// At most 4 per usable CPU; fixed when the data dir is created [default: the number of usable CPUs].
-    #[arg(long, env = "SLUICE_SHARDS", value_name = "N", value_parser = count::<usize>(1, 256),
+    #[arg(long, env = "SLUICE_SHARDS", value_name = "N", value_parser = count::<usize>(SHARDS_RANGE),
           default_value_t = cores(), hide_default_value = true)]
     pub shards: usize,
 
@@ -70,107 +78,107 @@ pub struct Config {
 
     /// Long-poll wait before 204 (10ms..1h).
     #[arg(long, env = "SLUICE_LONG_POLL_TIMEOUT", value_name = "DUR", default_value = "20s",
-          value_parser = duration(ms(10), hours(1)))]
+          value_parser = duration(LONG_POLL_TIMEOUT_RANGE))]
     pub long_poll_timeout: Duration,
 
     /// SSE connection lifetime before the client reconnects (1s..1d).
     #[arg(long, env = "SLUICE_SSE_RECONNECT", value_name = "DUR", default_value = "60s",
-          value_parser = duration(ms(1_000), hours(24)))]
+          value_parser = duration(SSE_RECONNECT_RANGE))]
     pub sse_reconnect: Duration,
 
     /// Request head limit, 431 beyond (1KiB..1MiB).
     #[arg(long, env = "SLUICE_MAX_HEAD_BYTES", value_name = "SIZE", default_value = "16KiB",
-          value_parser = size::<usize>(1 << 10, 1 << 20))]
+          value_parser = size::<usize>(MAX_HEAD_BYTES_RANGE))]
     pub max_head_bytes: usize,
 
     /// Header count limit, 431 beyond (8..1024).
     #[arg(long, env = "SLUICE_MAX_HEADERS", value_name = "N", default_value = "64",
-          value_parser = count::<usize>(8, 1024))]
+          value_parser = count::<usize>(MAX_HEADERS_RANGE))]
     pub max_headers: usize,
 
     /// Request body limit, 413 beyond (1KiB..1GiB; a body is held in memory).
     #[arg(long, env = "SLUICE_MAX_BODY_BYTES", value_name = "SIZE", default_value = "64MiB",
-          value_parser = size::<u64>(1 << 10, 1 << 30))]
+          value_parser = size::<u64>(MAX_BODY_BYTES_RANGE))]
     pub max_body_bytes: u64,
 
     /// Memory all request bodies being received may hold, server-wide; a body that would
     /// exceed it gets 503 with Retry-After, unread. Split evenly: each shard owns
     /// this / --shards, which must be at least --max-body-bytes (1KiB..16TiB)
     /// [default: 1GiB, or --shards x --max-body-bytes when larger].
-    #[arg(long, env = "SLUICE_MAX_BODY_MEMORY", value_name = "SIZE", value_parser = size::<u64>(1 << 10, 1 << 44))]
+    #[arg(long, env = "SLUICE_MAX_BODY_MEMORY", value_name = "SIZE", value_parser = size::<u64>(MAX_BODY_MEMORY_RANGE))]
     pub max_body_memory: Option<u64>,
 
     /// Open connections per shard; more get 503 and are closed (1..1000000).
     #[arg(long, env = "SLUICE_MAX_CONNECTIONS", value_name = "N", default_value = "10000",
-          value_parser = count::<usize>(1, 1_000_000))]
+          value_parser = count::<usize>(MAX_CONNECTIONS_RANGE))]
     pub max_connections: usize,
 
     /// Parked long-poll/SSE readers per shard, 503 beyond (1..10000000).
     #[arg(long, env = "SLUICE_MAX_WAITERS", value_name = "N", default_value = "100000",
-          value_parser = count::<usize>(1, 10_000_000))]
+          value_parser = count::<usize>(MAX_WAITERS_RANGE))]
     pub max_waiters: usize,
 
     /// Frames per append-batch request, 413 beyond (1..65536).
     #[arg(long, env = "SLUICE_MAX_BATCH_FRAMES", value_name = "N", default_value = "512",
-          value_parser = count::<usize>(1, 65_536))]
+          value_parser = count::<usize>(MAX_BATCH_FRAMES_RANGE))]
     pub max_batch_frames: usize,
 
     /// Idempotent producers remembered per stream; beyond it the least recently
     /// written one is forgotten (1..1000000).
     #[arg(long, env = "SLUICE_MAX_PRODUCERS", value_name = "N", default_value = "1000",
-          value_parser = count::<usize>(1, 1_000_000))]
+          value_parser = count::<usize>(MAX_PRODUCERS_RANGE))]
     pub max_producers: usize,
 
     /// Producer-Id length, 400 beyond (1..64KiB).
     #[arg(long, env = "SLUICE_MAX_PRODUCER_ID_BYTES", value_name = "SIZE", default_value = "256",
-          value_parser = size::<usize>(1, 64 << 10))]
+          value_parser = size::<usize>(MAX_PRODUCER_ID_BYTES_RANGE))]
     pub max_producer_id_bytes: usize,
 
     /// Bytes one catch-up response or SSE event reads ahead of the socket; a JSON
     /// stream reads at least one whole message (4KiB..1GiB).
     #[arg(long, env = "SLUICE_MAX_READ_BYTES", value_name = "SIZE", default_value = "8MiB",
-          value_parser = size::<u64>(4 << 10, 1 << 30))]
+          value_parser = size::<u64>(MAX_READ_BYTES_RANGE))]
     pub max_read_bytes: u64,
 
     /// Largest catch-up response of a byte stream: a read with more than
     /// --max-read-bytes to catch up on is streamed in pieces of that size, up to this
     /// (4KiB..1TiB).
     #[arg(long, env = "SLUICE_MAX_RESPONSE_BYTES", value_name = "SIZE", default_value = "1GiB",
-          value_parser = size::<u64>(4 << 10, 1 << 40))]
+          value_parser = size::<u64>(MAX_RESPONSE_BYTES_RANGE))]
     pub max_response_bytes: u64,
 
     /// Keep-alive idle limit; also how long a peer may take to accept each 256KiB of a
     /// response before its connection is reset (1s..1d).
     #[arg(long, env = "SLUICE_IDLE_TIMEOUT", value_name = "DUR", default_value = "60s",
-          value_parser = duration(ms(1_000), hours(24)))]
+          value_parser = duration(IDLE_TIMEOUT_RANGE))]
     pub idle_timeout: Duration,
 
     /// Time to receive a whole request, 408 beyond (100ms..1h).
     #[arg(long, env = "SLUICE_REQUEST_TIMEOUT", value_name = "DUR", default_value = "30s",
-          value_parser = duration(ms(100), hours(1)))]
+          value_parser = duration(REQUEST_TIMEOUT_RANGE))]
     pub request_timeout: Duration,
 
     /// Log segment size, preallocated and zero-filled ahead of use (4KiB..64GiB).
     #[arg(long, env = "SLUICE_SEGMENT_BYTES", value_name = "SIZE", default_value = "64MiB",
-          value_parser = size::<u64>(tuning::MIN_SEGMENT_BYTES, tuning::MAX_SEGMENT_BYTES))]
+          value_parser = size::<u64>(tuning::MIN_SEGMENT_BYTES..=tuning::MAX_SEGMENT_BYTES))]
     pub segment_bytes: u64,
 
     /// Journal bytes after which a shard flushes its streams' new bytes into their stream
     /// files and checkpoints; writers wait beyond 4x this (1MiB..4GiB). Bounds the memory
     /// unflushed bytes hold and the journal a restart replays.
     #[arg(long, env = "SLUICE_FLUSH_BYTES", value_name = "SIZE", default_value = "32MiB",
-          value_parser = size::<u64>(tuning::MIN_FLUSH_BYTES, tuning::MAX_FLUSH_BYTES))]
+          value_parser = size::<u64>(tuning::MIN_FLUSH_BYTES..=tuning::MAX_FLUSH_BYTES))]
     pub flush_bytes: u64,
 
     /// Longest time between flushes while anything changed; deleted and retained-away
     /// bytes are given back to the file system within two of these (100ms..30s).
     #[arg(long, env = "SLUICE_FLUSH_INTERVAL", value_name = "DUR", default_value = "5s",
-          value_parser = duration(ms(tuning::MIN_FLUSH_INTERVAL_MS), ms(tuning::MAX_FLUSH_INTERVAL_MS)))]
+          value_parser = duration(ms(tuning::MIN_FLUSH_INTERVAL_MS)..=ms(tuning::MAX_FLUSH_INTERVAL_MS)))]
     pub flush_interval: Duration,
 
     /// io_uring registered buffer memory per shard, locked in RAM (64KiB..4GiB).
     #[arg(long, env = "SLUICE_IO_MEMORY", value_name = "SIZE", default_value = "2MiB",
-          value_parser = size::<usize>(64 << 10, 4 << 30))]
+          value_parser = size::<usize>(IO_MEMORY_RANGE))]
     pub io_memory: usize,
 
     /// Log verbosity when RUST_LOG is not set (RUST_LOG, if set, is a full filter and wins).
@@ -190,7 +198,7 @@ pub struct Config {
     /// After SIGTERM, how long in-flight requests may take to finish; live readers are told to
     /// reconnect at once (SSE ends at an event boundary, long-polls get 204) (100ms..5m).
     #[arg(long, env = "SLUICE_DRAIN_TIMEOUT", value_name = "DUR", default_value = "10s",
-          value_parser = duration(ms(100), minutes(5)))]
+          value_parser = duration(DRAIN_TIMEOUT_RANGE))]
     pub drain_timeout: Duration,
 
     /// A TOML file of settings named as the flags (`data-dir = "/var/lib/sluice"`); a flag or
@@ -223,7 +231,7 @@ pub struct Config {
     /// sweeps) run this many times faster, so a test covers days of timer
     /// periods in seconds. Not for service.
     #[arg(long, env = "SLUICE_TEST_TIME_SCALE", value_name = "N", default_value = "1", hide = true,
-          value_parser = count::<u32>(1, tuning::MAX_TIME_SCALE as u64))]
+          value_parser = count::<u32>(1..=tuning::MAX_TIME_SCALE as u64))]
     pub test_time_scale: u32,
 
     /// Stream-file descriptors each shard may keep open: not a flag, set by
@@ -266,7 +274,7 @@ impl Config {
     /// (`max_connections` and `open_files` may come down). Returns the
     /// warnings worth logging; a configuration that cannot work is an
     /// error (one line).
-    pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, String> {
+    pub fn check(&mut self, host: &HostLimits) -> Result<Vec<String>, StartError> {
         if self.shards > host.max_shards() {
             return Err(format!(
                 "--shards {} is too many for this host: at most {MAX_SHARDS_PER_CORE} per core, {} on {} \
@@ -274,7 +282,8 @@ impl Config {
                 self.shards,
                 host.max_shards(),
                 host.cpus()
-            ));
+            )
+            .into());
         }
         let mut warnings = Vec::new();
         if self.body_memory_per_shard() < self.max_body_bytes {
@@ -286,7 +295,8 @@ impl Config {
                 format_size(self.body_memory_per_shard()),
                 format_size(self.max_body_bytes),
                 format_size(self.shards as u64 * self.max_body_bytes)
-            ));
+            )
+            .into());
         }
         warnings.extend(self.share_descriptors(host.open_files)?);
         let locked = (self.shards as u64).saturating_mul(self.io_memory as u64);
@@ -297,7 +307,8 @@ impl Config {
                      (raise LimitMEMLOCK / ulimit -l, see tuning/README.md)",
                     format_size(memlock),
                     format_size(MIN_LOCKED_MEMORY)
-                ));
+                )
+                .into());
             }
             if locked > memlock {
                 warnings.push(format!(
@@ -364,14 +375,6 @@ impl Config {
         Ok(warning)
     }
 }
-
-/// `--max-body-memory` unless set (raised to one largest body per shard).
-const DEFAULT_BODY_MEMORY: u64 = 1 << 30;
-
-/// Shards allowed per usable CPU. Beyond it nothing gets faster, while
-/// start-up time, memory and threads grow with every shard (256 shards on 2
-/// cores never finished starting).
-pub const MAX_SHARDS_PER_CORE: usize = 4;
 
 /// The `SLUICE_*` variable a refused value came from: set in the
 /// environment, and its flag not on the command line.
@@ -451,7 +454,7 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn parse_fsync(s: &str) -> Result<FsyncMode, String> {
+fn parse_fsync(s: &str) -> Result<FsyncMode, StartError> {
     match s {
         "always" => Ok(FsyncMode::Always),
         "never" => Ok(FsyncMode::Never),
@@ -463,44 +466,39 @@ const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-const fn minutes(n: u64) -> Duration {
-    Duration::from_secs(n * 60)
-}
-
-const fn hours(n: u64) -> Duration {
-    Duration::from_secs(n * 3600)
-}
-
-/// A duration parser accepting `min..=max`.
-fn duration(min: Duration, max: Duration) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+/// A duration parser accepting `range`.
+fn duration(range: RangeInclusive<Duration>) -> impl Fn(&str) -> Result<Duration, StartError> + Clone + Send + Sync {
+    let (min, max) = range.into_inner();
     move |s: &str| {
         let d = parse_duration(s)?;
         if d < min || d > max {
-            return Err(format!("must be between {} and {}", format_duration(min), format_duration(max)));
+            return Err(format!("must be between {} and {}", format_duration(min), format_duration(max)).into());
         }
         Ok(d)
     }
 }
 
-/// A size parser (units allowed) accepting `min..=max` bytes.
-fn size<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+/// A size parser (units allowed) accepting `range` bytes.
+fn size<T: TryFrom<u64>>(range: RangeInclusive<u64>) -> impl Fn(&str) -> Result<T, StartError> + Clone + Send + Sync {
+    let (min, max) = range.into_inner();
     move |s: &str| {
         let n = parse_size(s)?;
         if n < min || n > max {
-            return Err(format!("must be between {} and {}", format_size(min), format_size(max)));
+            return Err(format!("must be between {} and {}", format_size(min), format_size(max)).into());
         }
-        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+        Ok(T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))?)
     }
 }
 
-/// A plain count parser accepting `min..=max`.
-fn count<T: TryFrom<u64>>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync {
+/// A plain count parser accepting `range`.
+fn count<T: TryFrom<u64>>(range: RangeInclusive<u64>) -> impl Fn(&str) -> Result<T, StartError> + Clone + Send + Sync {
+    let (min, max) = range.into_inner();
     move |s: &str| {
         let n: u64 = s.trim().parse().map_err(|_| format!("'{s}' is not a whole number"))?;
         if n < min || n > max {
-            return Err(format!("must be between {min} and {max}"));
+            return Err(format!("must be between {min} and {max}").into());
         }
-        T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))
+        Ok(T::try_from(n).map_err(|_| format!("{n} does not fit this platform"))?)
     }
 }
 
@@ -602,7 +600,7 @@ mod tests {
         assert!(w[2].contains("exceeds the 2 cores"), "{}", w[2]);
         assert_eq!((c.max_connections, c.open_files), (168, 56), "1024 / 4 - 32 = 224: a quarter to files");
         let mut lean = serve("serve --shards 4 --max-body-bytes 64MiB --max-body-memory 255MiB").expect("parses");
-        let e = lean.check(&roomy_host()).expect_err("a shard's part below one body");
+        let e = lean.check(&roomy_host()).expect_err("a shard's part below one body").to_string();
         assert_eq!(
             e,
             "--max-body-memory 255MiB gives each of the 4 shards 65280KiB, below --max-body-bytes 64MiB: \
@@ -616,10 +614,10 @@ mod tests {
         let small = HostLimits { cores: 1, ..roomy_host() };
         let e = c.check(&small).expect("4 shards on one core are allowed");
         assert!(e[0].contains("exceeds the 1 cores"), "{e:?}");
-        let e = serve("serve --shards 5").unwrap().check(&small).expect_err("5 shards on one core");
+        let e = serve("serve --shards 5").unwrap().check(&small).expect_err("5 shards on one core").to_string();
         assert!(e.starts_with("--shards 5 is too many") && e.contains("at most 4 per core, 4 on 1 usable CPU "), "{e}");
         let starved = HostLimits { locked_memory: Some(256 << 10), ..roomy_host() };
-        let e = c.check(&starved).expect_err("below glommio's minimum");
+        let e = c.check(&starved).expect_err("below glommio's minimum").to_string();
         assert!(e.contains("locked-memory limit 256KiB is below the 512KiB"), "{e}");
     }
 

@@ -7,12 +7,11 @@
 //! An unknown key is refused with one line.
 
 use crate::config::Cli;
+use crate::edge_limits::MAX_CONFIG_FILE_BYTES;
+use crate::start_error::StartError;
 use clap::CommandFactory;
 use std::ffi::OsString;
 use std::path::PathBuf;
-
-/// Largest config file read.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The file a command line took settings from, and which.
 #[derive(Debug, Default)]
@@ -30,7 +29,7 @@ impl Applied {
 }
 
 /// `args` (the whole command line) with the config file's settings added.
-pub fn apply(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Applied), String> {
+pub fn apply(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Applied), StartError> {
     if args.get(1).is_none_or(|a| a != "serve") {
         return Ok((args, Applied::default()));
     }
@@ -65,17 +64,17 @@ pub fn apply(mut args: Vec<OsString>) -> Result<(Vec<OsString>, Applied), String
     Ok((args, applied))
 }
 
-fn read(path: &std::path::Path) -> Result<toml::Table, String> {
+fn read(path: &std::path::Path) -> Result<toml::Table, StartError> {
     use std::io::Read;
     let failed = |why: String| format!("config file {}: {why}", path.display());
     let file = std::fs::File::open(path).map_err(|e| failed(e.to_string()))?;
     let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| failed(e.to_string()))?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(failed(format!("larger than {MAX_FILE_BYTES} bytes")));
+    file.take(MAX_CONFIG_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| failed(e.to_string()))?;
+    if text.len() as u64 > MAX_CONFIG_FILE_BYTES {
+        return Err(failed(format!("larger than {MAX_CONFIG_FILE_BYTES} bytes")).into());
     }
     // toml's message spans lines (a caret under the spot): keep its first.
-    text.parse::<toml::Table>().map_err(|e| failed(e.message().lines().next().unwrap_or("not TOML").to_string()))
+    Ok(text.parse::<toml::Table>().map_err(|e| failed(e.message().lines().next().unwrap_or("not TOML").to_string()))?)
 }
 
 fn unknown(key: &str) -> String {

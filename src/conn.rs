@@ -47,9 +47,9 @@ impl Drop for ConnGuard {
     }
 }
 
-/// Answers a connection over the limit with 503 and closes it.
-pub async fn refuse(ctx: Rc<Ctx>, mut sock: TcpStream, cors: Cors) {
-    refuse_with(&ctx, &mut sock, Error::Unavailable("too many connections").into(), &cors).await;
+/// Turns away a connection over the limit: 503, and it closes.
+pub async fn turn_away(ctx: Rc<Ctx>, mut sock: TcpStream, cors: Cors) {
+    end_with(&ctx, &mut sock, Error::Unavailable("too many connections").into(), &cors).await;
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
@@ -68,7 +68,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp: Response = e.into();
                 answered(&ctx, None, "invalid", resp.status, Instant::now());
-                refuse_with(&ctx, &mut sock, resp, &ctx.gate.cors(None)).await;
+                end_with(&ctx, &mut sock, resp, &ctx.gate.cors(None)).await;
                 return;
             }
         };
@@ -79,7 +79,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), "bad_request", resp.status, started);
-                refuse_with(&ctx, &mut sock, resp, &cors).await;
+                end_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -89,7 +89,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             // Draining: only requests received before the stop are served.
             let resp = refusal(&head, STOPPING);
             answered(&ctx, Some(&head), label, resp.status, started);
-            refuse_with(&ctx, &mut sock, resp, &cors).await;
+            end_with(&ctx, &mut sock, resp, &cors).await;
             return;
         }
         // Every request is decided here, parsed and routed, before any
@@ -130,7 +130,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             Err(e) => {
                 let resp = refusal(&head, e);
                 answered(&ctx, Some(&head), label, resp.status, started);
-                refuse_with(&ctx, &mut sock, resp, &cors).await;
+                end_with(&ctx, &mut sock, resp, &cors).await;
                 return;
             }
         };
@@ -200,7 +200,7 @@ async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
 }
 
 /// Writes an error response that ends the connection.
-async fn refuse_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
+async fn end_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) {
     let _ = write(ctx, sock, &Rendered::new(finish(resp, cors), true)).await;
 }
 
@@ -353,7 +353,7 @@ async fn handoff(ctx: &Ctx, sock: TcpStream, buf: Vec<u8>, owner: usize) {
     if fd < 0 {
         return;
     }
-    if ctx.senders.send_to(owner, Message::Handoff { fd, buffered: buf }).await.is_err() {
+    if ctx.link.send_to(owner, Message::Handoff { fd, buffered: buf }).await.is_err() {
         // The owner is gone (shutting down): close our copy.
         unsafe { libc::close(fd) };
     }

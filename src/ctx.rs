@@ -1,5 +1,5 @@
 //! The per-shard state every task on a shard shares ([`Ctx`]): the store,
-//! the mesh senders and reply table, the per-destination outbox, the relays,
+//! the link to its peers and the reply table, the per-destination outbox, the relays,
 //! the access gate, the metrics and the subscriptions. Typed only by the
 //! modules below it; what a shard does with it lives above.
 
@@ -9,9 +9,8 @@ use crate::mesh::batches::Outbox;
 use crate::mesh::envelope::Delivered;
 use crate::mesh::relays::Relays;
 use crate::mesh::replies::Replies;
-use crate::mesh::{BucketRep, BucketReq, Message};
+use crate::mesh::{BucketRep, BucketReq, Link, Message};
 use crate::metrics::ShardMetrics;
-use glommio::channels::channel_mesh::Senders;
 use glommio::{Latency, Shares};
 use sluice_shards::store::Shard;
 use std::cell::Cell;
@@ -26,7 +25,8 @@ pub struct Ctx {
     pub shards: usize,
     pub cfg: Config,
     pub shard: Shard,
-    pub senders: Senders<Message>,
+    /// Where messages to peer shards go.
+    pub link: Link,
     pub pending: Replies<BucketRep>,
     pub connections: Cell<usize>,
     pub in_flight: Cell<usize>,
@@ -74,7 +74,7 @@ impl Ctx {
         id: usize,
         cfg: Config,
         shard: Shard,
-        senders: Senders<Message>,
+        link: Link,
         access: Arc<Access>,
         subs: crate::subscriptions::Boot,
         serve_here: ServeHere,
@@ -86,7 +86,7 @@ impl Ctx {
             shards,
             cfg,
             shard,
-            senders,
+            link,
             pending: Replies::default(),
             connections: Cell::new(0),
             in_flight: Cell::new(0),
@@ -149,7 +149,7 @@ impl Ctx {
         }
         self.metrics.cross_shard.set(self.metrics.cross_shard.get() + 1);
         let (id, reply) = self.pending.open();
-        if self.senders.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
+        if self.link.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Done(Err(PEER_GONE));
         }
         reply.recv().await.unwrap_or(BucketRep::Done(Err(PEER_GONE)))

@@ -5,6 +5,7 @@
 //! held as long as the process runs; the kernel drops it when the process
 //! exits, however it exits, so a crash never leaves a stale lock behind.
 
+use crate::start_error::StartError;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -20,7 +21,7 @@ pub struct DirLock {
 
 impl DirLock {
     /// Takes the lock without waiting; another holder is an error in one line.
-    pub fn acquire(dir: &Path) -> Result<DirLock, String> {
+    pub fn acquire(dir: &Path) -> Result<DirLock, StartError> {
         let path = dir.join(LOCK_FILE);
         let file = OpenOptions::new()
             .create(true)
@@ -36,7 +37,8 @@ impl DirLock {
                     format!("data dir {} is in use by another sluice process (it holds {LOCK_FILE})", dir.display())
                 }
                 _ => format!("cannot lock {}: {e}", path.display()),
-            });
+            }
+            .into());
         }
         Ok(DirLock { _file: file })
     }

@@ -38,6 +38,10 @@ pub mod serve;
 pub mod server;
 pub mod shard;
 mod sse;
+pub mod start_error;
 mod subscriptions;
 pub mod tier;
 mod watchdog;
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,7 @@
 
 use crate::ctx::Ctx;
 use crate::mesh::envelope::{Delivered, Envelope};
-use crate::mesh::Message;
+use crate::mesh::{Message, PeerGone};
 use sluice::http::response::Rendered;
 use sluice_shards::core::Error;
 use std::rc::Rc;
@@ -28,10 +28,9 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = ctx.senders.send_to(to, Message::Batch(batch)).await {
+        if let Err(PeerGone(Some(lost))) = ctx.link.send_to(to, Message::Batch(batch)).await {
             // The peer is gone (shutting down): its requests cannot be served.
-            use glommio::{GlommioError, ResourceType};
-            if let GlommioError::Closed(ResourceType::Channel(Message::Batch(lost))) = e {
+            if let Message::Batch(lost) = *lost {
                 for env in lost {
                     if let Envelope::Forward(f) = env {
                         let _ = ctx.waiting.complete(f.id, unavailable(&ctx, "shard is shutting down"));

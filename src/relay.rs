@@ -92,17 +92,12 @@ async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
     loop {
         let shards: Vec<usize> =
             pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
-        let state = ctx.shard.store.borrow().streams.get(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
-            let s = &e.state;
-            (
-                e.signal.clone(),
-                e.signal.generation(),
-                s.visible.tail,
-                s.visible.closed,
-                s.deleted,
-                s.content_type.clone(),
-            )
-        });
+        let state =
+            ctx.shard.store.borrow_mut().streams.get_mut(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
+                let (signal, seen) = e.park();
+                let s = &e.state;
+                (signal, seen, s.visible.tail, s.visible.closed, s.deleted, s.content_type.clone())
+            });
         let live = state.filter(|st| !st.4 && !shards.is_empty() && current(&ctx));
         let Some((signal, seen, tail, closed, _, content_type)) = live else {
             if current(&ctx) {

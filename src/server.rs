@@ -3,13 +3,14 @@
 //! SIGHUP reloads), and the start/stop/refused log events.
 
 use crate::auth::Access;
-use crate::config::{Config, HostLimits, MAX_SHARDS_PER_CORE};
+use crate::config::{Config, HostLimits};
 use crate::dirlock::DirLock;
-use crate::edge_limits::{START_POLL, STOP_MARGIN};
+use crate::edge_limits::{BIND_RETRY, BIND_WAIT, MAX_SHARDS_PER_CORE, START_POLL, STOP_MARGIN};
 use crate::mesh::Message;
 use crate::notify::Notifier;
 use crate::reload::Reloads;
 use crate::shard;
+use crate::start_error::StartError;
 use crate::watchdog;
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
@@ -32,10 +33,10 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     // glommio opens directories through io_uring, where a relative path does
     // not resolve: every path the shards use starts from an absolute one.
     cfg.data_dir = std::path::absolute(&cfg.data_dir)
-        .map_err(|e| refused(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display())))?;
+        .map_err(|e| refused_to_start(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display()).into()))?;
     crate::metrics::mark_start();
     let host = HostLimits::read();
-    let warnings = cfg.check(&host).map_err(refused)?;
+    let warnings = cfg.check(&host).map_err(refused_to_start)?;
     for w in warnings {
         tracing::warn!("{w}");
     }
@@ -47,9 +48,9 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
-    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(refused)?;
+    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(|e| refused_to_start(e.into()))?;
     let notifier = Arc::new(Notifier::from_env());
-    let running = match start(&cfg, &host, &notifier).map_err(refused)? {
+    let running = match start(&cfg, &host, &notifier).map_err(refused_to_start)? {
         Started::Running(r) => r,
         Started::Stopped(signal) => {
             // Every step of a start survives being cut short, as a crash
@@ -105,7 +106,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     Ok(())
 }
 
-fn refused(reason: String) -> i32 {
+/// Logs the one `refused to start` line; the process's exit status.
+fn refused_to_start(reason: StartError) -> i32 {
     tracing::error!(%reason, "refused to start");
     1
 }
@@ -133,7 +135,7 @@ enum Started {
 
 /// Prepares the data dir, binds, starts every shard and waits for their
 /// recovery, or for SIGTERM/SIGINT, whichever comes first.
-fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<Started, String> {
+fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<Started, StartError> {
     let mut access = Access::from_config(cfg)?;
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
     access.load_read_key(&cfg.data_dir)?;
@@ -150,7 +152,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
     let synced = Arc::new(AtomicUsize::new(0));
     let drained = Arc::new(AtomicUsize::new(0));
     let reloads = Arc::new(Reloads::default());
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, String>>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<shard::Recovered, StartError>>();
     let mut handles = Vec::new();
     let mut pulses = Vec::new();
     // Before the shards: the delivery threads must not inherit a shard's core.
@@ -187,7 +189,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
                     Ok(ex) => ex.run(shard::run(i, cfg, fd, mesh, start)),
                     Err(e) => {
                         let why = format!("cannot start shard {i} executor (io_uring or locked memory): {e}");
-                        let _ = start.ready.send(Err(why));
+                        let _ = start.ready.send(Err(why.into()));
                     }
                 }
             })
@@ -258,10 +260,10 @@ pub fn read_shard_count(dir: &Path) -> Result<Option<usize>, String> {
 }
 
 /// Creates or checks the data directory and locks it for this process.
-fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirLock, String> {
+fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirLock, StartError> {
     let unwritable = |e: std::io::Error| format!("data dir {} is not writable: {e}", dir.display());
     if dir.exists() && !dir.is_dir() {
-        return Err(format!("data dir {} is a file, not a directory", dir.display()));
+        return Err(format!("data dir {} is a file, not a directory", dir.display()).into());
     }
     std::fs::create_dir_all(dir).map_err(unwritable)?;
     let lock = DirLock::acquire(dir)?;
@@ -287,13 +289,15 @@ fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirL
                     host.max_shards(),
                     host.cpus(),
                     found.div_ceil(MAX_SHARDS_PER_CORE)
-                ));
+                )
+                .into());
             }
             if found != shards {
                 return Err(format!(
                     "data dir {} was created with {found} shards; start with --shards {found} (asked for {shards})",
                     dir.display()
-                ));
+                )
+                .into());
             }
         }
         Ok(None) => {
@@ -303,7 +307,8 @@ fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirL
                     "data dir {} has {orphans} shard directories but no {META_FILE}: restore it \
                      (a line 'shards = {orphans}') instead of starting afresh, which would hide streams",
                     dir.display()
-                ));
+                )
+                .into());
             }
             let tmp = dir.join(".sluice.meta.tmp");
             let mut f = std::fs::File::create(&tmp).map_err(unwritable)?;
@@ -313,7 +318,7 @@ fn prepare_data_dir(dir: &Path, shards: usize, host: &HostLimits) -> Result<DirL
             std::fs::rename(&tmp, &meta).map_err(unwritable)?;
             std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(unwritable)?;
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
     for i in 0..shards {
         std::fs::create_dir_all(dir.join(format!("shard-{i}"))).map_err(unwritable)?;
@@ -344,22 +349,17 @@ fn shard_dirs(dir: &Path) -> std::io::Result<usize> {
 /// use is retried for [`BIND_WAIT`] before it is refused. Joining the dying
 /// listeners with SO_REUSEPORT instead would hand connections to a dead
 /// process.
-fn bind_exclusive(cfg: &Config) -> Result<socket2::Socket, String> {
+fn bind_exclusive(cfg: &Config) -> Result<socket2::Socket, StartError> {
     let deadline = Instant::now() + BIND_WAIT;
     loop {
         match bind(cfg, false) {
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
                 std::thread::sleep(BIND_RETRY);
             }
-            r => return r.map_err(|e| bind_error(cfg, e)),
+            r => return r.map_err(|e| bind_error(cfg, e).into()),
         }
     }
 }
-
-/// How long a port in use is retried at start (see [`bind_exclusive`]).
-const BIND_WAIT: Duration = Duration::from_secs(2);
-/// How often it is retried meanwhile.
-const BIND_RETRY: Duration = Duration::from_millis(10);
 
 fn bind(cfg: &Config, reuse_port: bool) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Protocol, Socket, Type};

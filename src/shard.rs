@@ -8,7 +8,8 @@ use crate::conn;
 use crate::ctx::Ctx;
 use crate::edge_limits::{ACCEPT_RETRY, DRAIN_POLL, INJECTED_PANIC_AFTER, SHUTDOWN_POLL, SWEEP_EVERY, SYNC_POLL};
 use crate::handlers::bucket::{serve_here, serve_request};
-use crate::mesh::{BucketReq, Message};
+use crate::mesh::{BucketReq, Link, Message};
+use crate::start_error::StartError;
 use glommio::channels::channel_mesh::{Full, MeshBuilder};
 use glommio::net::{TcpListener, TcpStream};
 use sluice_shards::every::Every;
@@ -38,7 +39,7 @@ pub struct Startup {
     /// Heartbeat for the executor watchdog.
     pub pulse: Arc<crate::watchdog::Pulse>,
     /// Recovery's outcome, or why the shard cannot start.
-    pub ready: mpsc::Sender<Result<Recovered, String>>,
+    pub ready: mpsc::Sender<Result<Recovered, StartError>>,
     pub synced: Arc<AtomicUsize>,
     /// Shards whose in-flight requests have all been answered after SIGTERM.
     pub drained: Arc<AtomicUsize>,
@@ -64,7 +65,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let (senders, receivers) = match mesh.join().await {
         Ok(pair) => pair,
         Err(e) => {
-            let _ = start.ready.send(Err(format!("shard {id}: cannot join the cross-shard mesh: {e}")));
+            let _ = start.ready.send(Err(format!("shard {id}: cannot join the cross-shard mesh: {e}").into()));
             return;
         }
     };
@@ -74,11 +75,11 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
     let shard = match Shard::open(id, shard_config(id, &cfg)).await {
         Ok(s) => s,
         Err(e) => {
-            let _ = start.ready.send(Err(format!("shard {id}: {e}")));
+            let _ = start.ready.send(Err(format!("shard {id}: {e}").into()));
             return;
         }
     };
-    let ctx = Ctx::new(id, cfg, shard, senders, start.access.clone(), start.subs, serve_here);
+    let ctx = Ctx::new(id, cfg, shard, Link::Mesh(senders), start.access.clone(), start.subs, serve_here);
     let shards = ctx.shards;
     ctx.metrics.recovery.set(recovering.elapsed());
     let torn = ctx.shard.log.stats.torn_bytes.get();
@@ -174,23 +175,38 @@ fn background(ctx: &Rc<Ctx>) {
 /// A one-shard server without listener or peers, with its background tasks,
 /// on the data dir `cfg` names (created if missing; `cfg.shards` must be 1):
 /// the request-level fuzz target drives the real handlers through it,
-/// request by request (`conn::admit`, `conn::respond`). Call it inside a
+/// request by request (`serve::admit`, `serve::respond`). Call it inside a
 /// glommio executor.
-pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, String> {
+pub async fn alone(cfg: Config) -> Result<Rc<Ctx>, StartError> {
     assert_eq!(cfg.shards, 1, "a shard alone is the only shard");
     let access = Arc::new(Access::from_config(&cfg)?);
     let (senders, _) = MeshBuilder::<Message, Full>::full(1, 1)
         .join()
         .await
         .map_err(|e| format!("cannot join a one-shard mesh: {e}"))?;
-    let shard_cfg = shard_config(0, &cfg);
-    let dir = &shard_cfg.log.dir;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let shard = Shard::open(0, shard_cfg).await?;
     let mut boots = crate::subscriptions::boot(&cfg.data_dir, 1, cfg.allow_local_webhooks)?;
-    let ctx = Ctx::new(0, cfg, shard, senders, access, boots.remove(0), serve_here);
+    let ctx = detached(0, cfg, Link::Mesh(senders), access, boots.remove(0)).await?;
     background(&ctx);
     Ok(ctx)
+}
+
+/// Shard `id` of `cfg.shards`, recovered from the data dir `cfg` names
+/// (its directory created if missing), with its context sending to its
+/// peers through `link`: no listener, and no task of its own runs yet.
+/// [`alone`] serves one; the two-shard mesh test (`tests::pair`) runs two
+/// on one executor.
+pub(crate) async fn detached(
+    id: usize,
+    cfg: Config,
+    link: Link,
+    access: Arc<Access>,
+    subs: crate::subscriptions::Boot,
+) -> Result<Rc<Ctx>, StartError> {
+    let shard_cfg = shard_config(id, &cfg);
+    let dir = &shard_cfg.log.dir;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let shard = Shard::open(id, shard_cfg).await?;
+    Ok(Ctx::new(id, cfg, shard, link, access, subs, serve_here))
 }
 
 /// Deletes expired streams that nobody accessed, now and then (the flusher
@@ -217,13 +233,15 @@ async fn release_pump(ctx: Rc<Ctx>) {
     }
 }
 
-fn on_message(ctx: &Rc<Ctx>, msg: Message) {
+/// Serves a message from a peer shard (the mesh receive loop's body; the
+/// two-shard mesh test delivers its held messages here).
+pub(crate) fn on_message(ctx: &Rc<Ctx>, msg: Message) {
     match msg {
         Message::Handoff { fd, buffered } => {
             let sock = unsafe { TcpStream::from_raw_fd(fd) };
             if ctx.connections.get() >= ctx.cfg.max_connections {
                 // Handed-off connections count against the limit like accepted ones.
-                spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
+                spawn(conn::turn_away(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                 return;
             }
             spawn(conn::serve(ctx.clone(), sock, buffered)).detach();
@@ -232,7 +250,7 @@ fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             let ctx = ctx.clone();
             spawn(async move {
                 let rep = serve_request(&ctx, req).await;
-                let _ = ctx.senders.send_to(from, Message::Reply { id, rep }).await;
+                let _ = ctx.link.send_to(from, Message::Reply { id, rep }).await;
             })
             .detach();
         }
@@ -265,8 +283,8 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
             None => return,
             Some(Ok(sock)) => {
                 if ctx.connections.get() >= ctx.cfg.max_connections {
-                    // Over the limit: refuse cleanly; existing clients are unaffected.
-                    spawn(conn::refuse(ctx.clone(), sock, ctx.gate.cors(None))).detach();
+                    // Over the limit: turned away cleanly; existing clients are unaffected.
+                    spawn(conn::turn_away(ctx.clone(), sock, ctx.gate.cors(None))).detach();
                     continue;
                 }
                 spawn(conn::serve(ctx.clone(), sock, Vec::new())).detach();

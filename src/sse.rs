@@ -40,12 +40,13 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         }
         out.clear();
         let (signal, seen, tail, closed, shared) = {
-            let st = ctx.shard.store.borrow();
-            let Some(e) = st.streams.get(&req.key) else {
+            let mut st = ctx.shard.store.borrow_mut();
+            let Some(e) = st.streams.get_mut(&req.key) else {
                 return;
             };
+            let (signal, seen) = e.park();
             let s = &e.state;
-            (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, e.shared_event.clone())
+            (signal, seen, s.visible.tail, s.visible.closed, e.shared_event.clone())
         };
         // Readers of the stored bytes at the tail share one encoded event
         // (read and encoded once), as long as their cursor is the interval's.

@@ -2,6 +2,7 @@
 //! `2h`, `7d`, or sums such as `1h30m`) and sizes (`4096`, `64KiB`, `64MiB`,
 //! `1GiB`, or decimal `64MB`). Integers only, overflow refused.
 
+use crate::start_error::StartError;
 use std::time::Duration;
 
 /// Duration units, longest suffix first so `ms` is not read as `m`.
@@ -21,11 +22,11 @@ const SIZE_UNITS: [(&str, u64); 9] = [
 ];
 
 /// Parses `500ms`, `30s`, `5m`, `2h`, `7d` or a sum of those (`1h30m`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, StartError> {
     let bad = || format!("'{s}' is not a duration (use e.g. 500ms, 30s, 5m, 2h, 7d)");
     let mut rest = s.trim();
     if rest.is_empty() {
-        return Err(bad());
+        return Err(bad().into());
     }
     let mut total_ms: u64 = 0;
     while !rest.is_empty() {
@@ -40,7 +41,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses `4096`, `64KiB`, `64MiB`, `64 MiB`, `1GiB`, `64MB` into bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, StartError> {
     let bad = || format!("'{s}' is not a size (use e.g. 4096, 64KiB, 64MiB, 1GiB)");
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -51,7 +52,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     } else {
         SIZE_UNITS.iter().find(|(u, _)| *u == unit).map(|(_, m)| *m).ok_or_else(bad)?
     };
-    n.checked_mul(mult).ok_or_else(bad)
+    Ok(n.checked_mul(mult).ok_or_else(bad)?)
 }
 
 /// Renders a duration the way the parser reads it (`90s` as `1m30s`).

@@ -148,6 +148,14 @@ fn listing_pages_sorted_with_prefix_and_after() {
     assert_eq!(v["has_more"], false);
     let v = s.get("/lister/streams?prefix=nothing").expect(200).json();
     assert_eq!(ids(&v), Vec::<String>::new());
+    // The page starts at the later of the prefix and `after`: an `after`
+    // before the prefix's range, inside it without naming a stream, past it.
+    let v = s.get("/lister/streams?prefix=run-2&after=job-b").expect(200).json();
+    assert_eq!(ids(&v), ["run-20", "run-21", "run-22", "run-23", "run-24"]);
+    let v = s.get("/lister/streams?prefix=run-&after=run-215&limit=2").expect(200).json();
+    assert_eq!(ids(&v), ["run-22", "run-23"]);
+    let v = s.get("/lister/streams?prefix=job-&after=run-00").expect(200).json();
+    assert_eq!(ids(&v), Vec::<String>::new());
     // `after` is exclusive, and may name a stream that does not exist.
     let v = s.get("/lister/streams?after=run-24").expect(200).json();
     assert_eq!(ids(&v), ["zeta"]);

@@ -297,7 +297,7 @@ fn metric_total(s: &Server, name: &str) -> f64 {
 }
 
 /// A connection that keeps writing one stream of another shard moves to
-/// that shard after a few forwarded requests (`affinity::MOVE_AFTER`, 8):
+/// that shard after a few forwarded requests (`edge_limits::MOVE_AFTER`, 8):
 /// runs of 40 pipelined appends to each shard's stream are forwarded at
 /// most 7 times per run (120 times if the connection stayed), and every
 /// append lands once, in order.

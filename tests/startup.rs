@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Shards allowed per usable CPU (`MAX_SHARDS_PER_CORE` in src/config.rs).
+/// Shards allowed per usable CPU (`MAX_SHARDS_PER_CORE` in src/edge_limits.rs).
 const PER_CORE: usize = 4;
 
 /// `sluice serve` on `data` with `args`, allowed only the first `cpus`

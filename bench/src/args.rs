@@ -29,6 +29,8 @@ usage: sluice-bench --scenario write|pool|batch|healthz|fanout|catchup|idle|rest
   --interleave N       catchup: fill N streams round-robin, read the first     [1]
   --initial-bytes N    idle: bytes each created stream starts with (one
                        message in its create request; 0: empty)             [0]
+  --delete-all yes|no  idle: then delete every created stream, report the
+                       delete rate and the RSS after                         [no]
   --connections N      pool: writer connections; idle/setup: concurrent
                        creating connections                                   [128]
   --threads N          client event-loop threads                                [2]
@@ -95,6 +97,8 @@ pub struct Config {
     pub interleave: usize,
     /// idle: bytes each created stream starts with.
     pub initial_bytes: usize,
+    /// idle: delete every created stream afterwards.
+    pub delete_all: bool,
     pub connections: usize,
     pub threads: usize,
     pub server_pid: Option<u32>,
@@ -124,6 +128,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         append_bytes: 1 << 20,
         interleave: 1,
         initial_bytes: 0,
+        delete_all: false,
         connections: 128,
         threads: 2,
         server_pid: None,
@@ -181,6 +186,13 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--append-bytes" => c.append_bytes = size(name, v)? as usize,
             "--interleave" => c.interleave = count(name, v)?,
             "--initial-bytes" => c.initial_bytes = size(name, v)? as usize,
+            "--delete-all" => {
+                c.delete_all = match v {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(format!("{name} must be yes or no")),
+                }
+            }
             "--connections" => c.connections = count(name, v)?,
             "--threads" => c.threads = count(name, v)?,
             "--server-pid" => c.server_pid = Some(count(name, v)? as u32),

@@ -2,11 +2,9 @@
 //! repeats (a flush retried every few milliseconds, accepts failing for
 //! want of descriptors) must not fill the disk with its log.
 
+pub use crate::tuning::WARN_EVERY;
 use std::cell::Cell;
-use std::time::{Duration, Instant};
-
-/// How often a repeated warning is logged at most.
-pub const WARN_EVERY: Duration = Duration::from_secs(10);
+use std::time::Instant;
 
 /// When a warning was last let through and how many were held back since.
 #[derive(Default)]
@@ -34,6 +32,7 @@ impl Every {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn one_warning_per_interval_with_the_count_held_back() {

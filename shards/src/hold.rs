@@ -12,7 +12,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 /// One shard's hold state.
 #[derive(Default)]
@@ -45,7 +44,7 @@ impl Hold {
     pub fn acquire(self: &Arc<Hold>) -> Held {
         self.held.store(true, SeqCst);
         while self.cleaning.load(SeqCst) > 0 {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(crate::tuning::HOLD_POLL);
         }
         Held(self.clone())
     }
@@ -72,6 +71,7 @@ pub fn begin_clean_up(shard: usize) -> Option<Cleaning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_held_shard_refuses_clean_ups_until_released() {

@@ -13,9 +13,13 @@ pub const MAX_STREAM_KEY: usize = 122;
 /// The stream id reserved for the bucket listing endpoint.
 pub const RESERVED_STREAM_ID: &str = "streams";
 
-/// Checks `^[a-z0-9_-]{4,64}$`.
+/// Shortest and longest bucket id.
+pub const MIN_BUCKET_ID: usize = 4;
+pub const MAX_BUCKET_ID: usize = 64;
+
+/// Checks `^[a-z0-9_-]{4,64}$` ([`MIN_BUCKET_ID`], [`MAX_BUCKET_ID`]).
 pub fn valid_bucket_id(id: &str) -> bool {
-    (4..=64).contains(&id.len())
+    (MIN_BUCKET_ID..=MAX_BUCKET_ID).contains(&id.len())
         && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 

@@ -72,10 +72,25 @@ pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
 /// checkpoint byte, and a trickle of appends to many streams then rewrites
 /// their state at most this many times per journal byte.
 pub const CHECKPOINT_LAG: u64 = 4;
+/// The most an idle stream's in-memory entry may take, inline (its name,
+/// content type and the map's slot come on top): checked at compile time.
+pub const STREAM_ENTRY_BYTES: usize = 456;
+/// Distinct content types a shard's streams share one copy of (most nodes
+/// use a few); streams of further types keep their own.
+pub const MAX_SHARED_CONTENT_TYPES: usize = 1024;
+/// Unlinks a flush's clean-up makes before it lets the shard's other tasks
+/// run (each is a metadata change of tens of microseconds on the executor:
+/// a mass delete must not hold requests for the whole batch).
+pub const UNLINKS_PER_YIELD: usize = 32;
 /// The smallest stream tail buffer a flush keeps for the next capture
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
 pub const MIN_SPARE_TAIL: usize = 64 << 10;
+/// How often a repeated warning is logged at most (`every`).
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How often the backup, holding a shard, looks whether its clean-ups
+/// have ended (`hold`; off the shard threads).
+pub const HOLD_POLL: Duration = Duration::from_millis(1);
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery
 /// tells a torn journal tail from damage by it (`log::recovery`); a disk
@@ -97,4 +112,5 @@ const _: () = {
     assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
 };

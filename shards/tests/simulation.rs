@@ -43,8 +43,9 @@ use sluice_shards::core::body::Point;
 use sluice_shards::core::coordinates::{self, RecordStart};
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::stream::Blob;
+use sluice_shards::ids::BUILTIN_BUCKET;
 use sluice_shards::log::record::{Seal, SEAL_FRAME};
-use sluice_shards::log::recovery::{scan_files, LogFiles, Mode};
+use sluice_shards::log::recovery::{scan_files, LogFiles, Mode, RecoveryError};
 use sluice_shards::log::{Appended, ProducerStamp, Record};
 use sluice_shards::store::decide::Journal;
 use sluice_shards::store::{Store, StoreError};
@@ -215,29 +216,29 @@ impl SimJournal {
 struct MemFiles<'a>(&'a mut Disk);
 
 impl LogFiles for MemFiles<'_> {
-    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), RecoveryError> {
         Ok((None, self.0.head))
     }
 
-    fn list(&self) -> Result<Vec<u32>, String> {
+    fn list(&self) -> Result<Vec<u32>, RecoveryError> {
         Ok(self.0.segments.keys().copied().collect())
     }
 
-    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
-        self.0.segments.get(&no).cloned().ok_or_else(|| format!("segment {no} missing"))
+    fn read(&self, no: u32) -> Result<Vec<u8>, RecoveryError> {
+        self.0.segments.get(&no).cloned().ok_or_else(|| format!("segment {no} missing").into())
     }
 
     fn name(&self, segment: Option<u32>, mark: &str) -> String {
         segment.map_or_else(|| mark.to_string(), |n| format!("segment {n}"))
     }
 
-    fn remove(&mut self, no: u32) -> Result<(), String> {
+    fn remove(&mut self, no: u32) -> Result<(), RecoveryError> {
         self.0.segments.remove(&no);
         Ok(())
     }
 
-    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
-        let seg = self.0.segments.get_mut(&no).ok_or("no such segment")?;
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), RecoveryError> {
+        let seg = self.0.segments.get_mut(&no).ok_or_else(|| RecoveryError::from("no such segment".to_string()))?;
         seg[at as usize..at as usize + len].fill(0);
         Ok(())
     }
@@ -366,7 +367,15 @@ impl World {
     fn step(&mut self, seed: u64) {
         let name = format!("s{}", self.rng.below(STREAMS as u64));
         // Expiry is logged as its own step (as the shard's sweep does), so
-        // each operation below logs only its own records.
+        // each operation below logs only its own records. Now and then the
+        // sweep's way: every stream the census finds expired, one record each.
+        if self.rng.chance(10) {
+            for k in self.store.expired(self.now) {
+                assert!(!live_in(&self.model, &k.1, self.now), "seed {seed}: the sweep found live {} expired", k.1);
+                self.store.expire(&self.journal, &k, self.now);
+                self.record();
+            }
+        }
         self.store.expire(&self.journal, &key(&name), self.now);
         self.record();
         let roll = self.rng.below(100);
@@ -771,6 +780,13 @@ impl World {
 
     /// Compares `store` with `model` at `now`.
     fn compare(store: &mut Store, model: &Model, now: u64) -> Result<(), String> {
+        // Counted before `live` below drops what it finds expired: the
+        // census's count must leave out expired streams nobody swept.
+        let live = model.keys().filter(|name| live_in(model, name, now)).count() as u64;
+        let counted = store.count_in_bucket(BUILTIN_BUCKET, now);
+        if counted != live {
+            return Err(format!("the bucket counts {counted} streams, the model {live}"));
+        }
         for i in 0..STREAMS {
             let name = format!("s{i}");
             let want = model.get(&name).filter(|_| live_in(model, &name, now));

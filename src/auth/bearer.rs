@@ -1,8 +1,7 @@
 //! The `Authorization` header: exactly one, scheme `Bearer` (any case), and
 //! a token in RFC 6750's b64token syntax no longer than [`MAX_TOKEN_BYTES`].
 
-/// Longest bearer token accepted (JWT-sized tokens fit; longer ones are refused before hashing).
-pub const MAX_TOKEN_BYTES: usize = 4096;
+use crate::edge_limits::MAX_TOKEN_BYTES;
 
 /// What the request's `Authorization` headers hold.
 #[derive(Debug, PartialEq, Eq)]

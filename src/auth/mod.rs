@@ -13,6 +13,7 @@ pub mod verdict;
 
 use crate::config::Config;
 use crate::route::Route;
+use crate::start_error::StartError;
 use sluice::http::cors::{Cors, CorsPolicy};
 use sluice::http::error::HttpError;
 use sluice::http::{headers as h, Head, Method, Response};
@@ -49,7 +50,7 @@ pub struct Access {
 
 impl Access {
     /// Builds the state from the configuration, loading the tokens file.
-    pub fn from_config(cfg: &Config) -> Result<Access, String> {
+    pub fn from_config(cfg: &Config) -> Result<Access, StartError> {
         assert!(!(cfg.tokens.is_some() && cfg.open), "the CLI refuses --tokens with --open");
         let (kind, table) = match &cfg.tokens {
             Some(path) => {
@@ -77,7 +78,7 @@ impl Access {
     }
 
     /// In tokens mode, loads (or creates) the read-token key in `data_dir`.
-    pub fn load_read_key(&mut self, data_dir: &std::path::Path) -> Result<(), String> {
+    pub fn load_read_key(&mut self, data_dir: &std::path::Path) -> Result<(), StartError> {
         if let Kind::Tokens(_) = self.kind {
             self.read_key = Some(signed::ReadKey::load_or_create(data_dir)?);
         }
@@ -185,7 +186,7 @@ impl Gate {
             }
         }
         match decided {
-            Err(refusal) => Some(refusal.error().into()),
+            Err(denial) => Some(denial.error().into()),
             Ok(()) if head.method == Method::Options => Some(cors.preflight()),
             Ok(()) => None,
         }

@@ -1,5 +1,7 @@
 //! Scopes: what one bearer token may do, as bucket patterns times actions.
 
+use crate::start_error::StartError;
+
 /// What a request does, from the table of actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -37,7 +39,7 @@ pub struct Actions(u8);
 
 impl Actions {
     /// Parses `read,write,...` (at least one, no unknown names).
-    pub fn parse(s: &str) -> Result<Actions, String> {
+    pub fn parse(s: &str) -> Result<Actions, StartError> {
         let mut set = Actions::default();
         for name in s.split(',') {
             let a = Action::ALL
@@ -70,20 +72,23 @@ pub enum Pattern {
 impl Pattern {
     /// Parses `orders`, `orders-*` or `*`. Only bucket-id characters are
     /// allowed, so a pattern can never match something no bucket is called.
-    pub fn parse(s: &str) -> Result<Pattern, String> {
+    pub fn parse(s: &str) -> Result<Pattern, StartError> {
         let id_chars =
             |p: &str| p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if s == "*" {
             return Ok(Pattern::Any);
         }
         match s.strip_suffix('*') {
-            Some(prefix) if !prefix.is_empty() && prefix.len() < MAX_BUCKET_ID && id_chars(prefix) => {
+            Some(prefix)
+                if !prefix.is_empty() && prefix.len() < sluice_shards::ids::MAX_BUCKET_ID && id_chars(prefix) =>
+            {
                 Ok(Pattern::Prefix(prefix.to_string()))
             }
             None if sluice_shards::ids::valid_bucket_id(s) => Ok(Pattern::Exact(s.to_string())),
             _ => Err(format!(
                 "bad bucket pattern '{s}' (a bucket id, a prefix ending in '*' such as 'orders-*', or '*')"
-            )),
+            )
+            .into()),
         }
     }
 
@@ -95,9 +100,6 @@ impl Pattern {
         }
     }
 }
-
-/// Longest bucket id (ids are 4-64 characters).
-const MAX_BUCKET_ID: usize = 64;
 
 /// One line of the tokens file: a pattern and the actions allowed on it.
 #[derive(Clone, Debug, PartialEq, Eq)]

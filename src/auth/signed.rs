@@ -11,8 +11,9 @@
 //! deleted (which revokes every token at the next start).
 
 use super::scope::Action;
-use super::verdict::{Need, Refusal};
+use super::verdict::{Denial, Need};
 use crate::route::{ReadScope, Route};
+use crate::start_error::StartError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -21,15 +22,9 @@ use sluice::http::Method;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::Duration;
 
 /// The key file in the data dir.
 pub const KEY_FILE: &str = "read-tokens.key";
-/// Shortest and longest lifetime a read token may be minted with.
-pub const MIN_TTL: Duration = Duration::from_secs(1);
-pub const MAX_TTL: Duration = Duration::from_secs(3600);
-/// The lifetime of a token minted without `ttl`.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
 
 const KEY_LEN: usize = 32;
 const PREFIX: &str = "sr1";
@@ -52,7 +47,7 @@ pub struct ReadKey([u8; KEY_LEN]);
 
 impl ReadKey {
     /// Reads `dir/KEY_FILE`, or creates it (random, mode 0600) if missing.
-    pub fn load_or_create(dir: &Path) -> Result<ReadKey, String> {
+    pub fn load_or_create(dir: &Path) -> Result<ReadKey, StartError> {
         let path = dir.join(KEY_FILE);
         let failed = |e: std::io::Error| format!("read-token key {}: {e}", path.display());
         match std::fs::read(&path) {
@@ -62,7 +57,8 @@ impl ReadKey {
                     return Err(format!(
                         "read-token key {} is open to group or others (mode {mode:o}): chmod 600 it",
                         path.display()
-                    ));
+                    )
+                    .into());
                 }
                 let key = bytes.try_into().map_err(|_| {
                     format!(
@@ -86,7 +82,7 @@ impl ReadKey {
                 std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(failed)?;
                 Ok(ReadKey(key))
             }
-            Err(e) => Err(failed(e)),
+            Err(e) => Err(failed(e).into()),
         }
     }
 
@@ -143,15 +139,15 @@ pub fn decide(
     method: Method,
     need: &Need,
     route: &Route,
-) -> Result<(), Refusal> {
-    let scope = key.verify(token, now_ms).map_err(Refusal::BadToken)?;
+) -> Result<(), Denial> {
+    let scope = key.verify(token, now_ms).map_err(Denial::BadToken)?;
     if !matches!(method, Method::Get | Method::Head) {
-        return Err(Refusal::ReadToken("a ?token= read token only reads (GET, HEAD): send writes with Authorization"));
+        return Err(Denial::ReadToken("a ?token= read token only reads (GET, HEAD): send writes with Authorization"));
     }
     match need {
         Need::Public | Need::Authenticated => Ok(()),
         Need::Bucket { bucket, action: Action::Read, fork_source: None } if scope.covers(bucket, route) => Ok(()),
-        _ => Err(Refusal::ReadToken("the read token is for another stream or bucket")),
+        _ => Err(Denial::ReadToken("the read token is for another stream or bucket")),
     }
 }
 
@@ -180,15 +176,15 @@ mod tests {
         let d = |need: &Need, route: &Route, m| decide(&key(), &t, 1_000, m, need, route);
         assert_eq!(d(&read("orders"), &stream("orders", "s1"), Method::Get), Ok(()));
         assert_eq!(d(&read("orders"), &stream("orders", "s1"), Method::Head), Ok(()));
-        assert!(matches!(d(&read("orders"), &stream("orders", "s2"), Method::Get), Err(Refusal::ReadToken(_))));
-        assert!(matches!(d(&read("billing"), &stream("billing", "s1"), Method::Get), Err(Refusal::ReadToken(_))));
+        assert!(matches!(d(&read("orders"), &stream("orders", "s2"), Method::Get), Err(Denial::ReadToken(_))));
+        assert!(matches!(d(&read("billing"), &stream("billing", "s1"), Method::Get), Err(Denial::ReadToken(_))));
         assert!(matches!(
             d(&read("orders"), &Route::BucketList("orders".into()), Method::Get),
-            Err(Refusal::ReadToken(_))
+            Err(Denial::ReadToken(_))
         ));
         let write = Need::Bucket { bucket: "orders", action: Action::Write, fork_source: None };
-        assert!(matches!(d(&write, &stream("orders", "s1"), Method::Post), Err(Refusal::ReadToken(_))));
-        assert!(matches!(d(&Need::Operator, &Route::Metrics, Method::Get), Err(Refusal::ReadToken(_))));
+        assert!(matches!(d(&write, &stream("orders", "s1"), Method::Post), Err(Denial::ReadToken(_))));
+        assert!(matches!(d(&Need::Operator, &Route::Metrics, Method::Get), Err(Denial::ReadToken(_))));
         let all = key().mint(&ReadScope { bucket: "orders".into(), stream: None }, 2_000);
         let d = |need: &Need, route: &Route| decide(&key(), &all, 1_000, Method::Get, need, route);
         assert_eq!(d(&read("orders"), &Route::BucketList("orders".into())), Ok(()));

@@ -11,13 +11,10 @@
 
 use super::ct::{ct_find, HASH_LEN};
 use super::scope::{Action, Actions, Grants, Pattern, Scope};
+use crate::edge_limits::{MAX_SCOPES, MAX_TOKENS_FILE_BYTES};
+use crate::start_error::StartError;
 use sha2::{Digest, Sha256};
 use std::path::Path;
-
-/// Largest tokens file accepted (it is read whole at start and on SIGHUP).
-pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
-/// Most scope lines in one file.
-pub const MAX_SCOPES: usize = 10_000;
 
 /// The tokens in force: hashes and their grants.
 #[derive(Debug, Default)]
@@ -28,7 +25,7 @@ pub struct TokenTable {
 
 impl TokenTable {
     /// Reads and parses `path`; errors name the file and the line.
-    pub fn load(path: &Path) -> Result<TokenTable, String> {
+    pub fn load(path: &Path) -> Result<TokenTable, StartError> {
         use std::io::Read;
         let name = path.display();
         let failed = |e: std::io::Error| format!("tokens file {name}: {e}");
@@ -40,15 +37,16 @@ impl TokenTable {
             return Err(format!(
                 "tokens file {name} is writable by group or others (mode {mode:o}): anyone who can write it \
                  can grant themselves access (chmod 600 it)"
-            ));
+            )
+            .into());
         }
         if mode & 0o044 != 0 {
             tracing::warn!(file = %name, mode = %format!("{mode:o}"), "tokens file is readable by group or others (chmod 600 it)");
         }
         // Read at most one byte past the limit, however large the file is.
-        file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            return Err(format!("tokens file {name} is larger than {MAX_FILE_BYTES} bytes"));
+        file.take(MAX_TOKENS_FILE_BYTES + 1).read_to_string(&mut text).map_err(failed)?;
+        if text.len() as u64 > MAX_TOKENS_FILE_BYTES {
+            return Err(format!("tokens file {name} is larger than {MAX_TOKENS_FILE_BYTES} bytes").into());
         }
         let table = TokenTable::parse(&text).map_err(|e| format!("tokens file {name}: {e}"))?;
         if table.len() == 0 {
@@ -58,7 +56,7 @@ impl TokenTable {
     }
 
     /// Parses the file's text.
-    pub fn parse(text: &str) -> Result<TokenTable, String> {
+    pub fn parse(text: &str) -> Result<TokenTable, StartError> {
         let mut table = TokenTable::default();
         let mut scopes = 0;
         for (n, line) in text.lines().enumerate() {
@@ -68,7 +66,7 @@ impl TokenTable {
             }
             scopes += 1;
             if scopes > MAX_SCOPES {
-                return Err(format!("more than {MAX_SCOPES} scope lines"));
+                return Err(format!("more than {MAX_SCOPES} scope lines").into());
             }
             let (hash, scope) = parse_line(line).map_err(|why| format!("line {}: {why}", n + 1))?;
             match ct_find(&hash, table.hashes.iter()) {
@@ -94,7 +92,7 @@ impl TokenTable {
     }
 }
 
-fn parse_line(line: &str) -> Result<([u8; HASH_LEN], Scope), String> {
+fn parse_line(line: &str) -> Result<([u8; HASH_LEN], Scope), StartError> {
     let fields: Vec<&str> = line.split_whitespace().collect();
     let [hash, pattern, actions] = fields[..] else {
         return Err("expected three fields: sha256-hex bucket-pattern actions".into());
@@ -164,7 +162,7 @@ mod tests {
             (format!("{TEST} ü read"), "bad bucket pattern"),
         ];
         for (line, why) in cases {
-            let err = TokenTable::parse(&format!("# header\n{line}\n")).unwrap_err();
+            let err = TokenTable::parse(&format!("# header\n{line}\n")).unwrap_err().to_string();
             assert!(err.starts_with("line 2: ") && err.contains(why), "{line:?}: {err}");
             assert!(!err.contains(TEST), "errors never repeat a hash: {err}");
         }
@@ -174,13 +172,13 @@ mod tests {
     fn limits() {
         let line = format!("{TEST} * read\n");
         assert!(TokenTable::parse(&line.repeat(MAX_SCOPES)).is_ok());
-        assert!(TokenTable::parse(&line.repeat(MAX_SCOPES + 1)).unwrap_err().contains("more than"));
+        assert!(TokenTable::parse(&line.repeat(MAX_SCOPES + 1)).unwrap_err().to_string().contains("more than"));
         let dir = std::env::temp_dir().join(format!("sluice-tokens-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let big = dir.join("big");
-        std::fs::write(&big, vec![b'#'; MAX_FILE_BYTES as usize + 1]).unwrap();
-        assert!(TokenTable::load(&big).unwrap_err().contains("larger than"));
-        assert!(TokenTable::load(&dir.join("missing")).unwrap_err().contains("missing"));
+        std::fs::write(&big, vec![b'#'; MAX_TOKENS_FILE_BYTES as usize + 1]).unwrap();
+        assert!(TokenTable::load(&big).unwrap_err().to_string().contains("larger than"));
+        assert!(TokenTable::load(&dir.join("missing")).unwrap_err().to_string().contains("missing"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

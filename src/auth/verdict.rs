@@ -1,6 +1,6 @@
 //! The access decision as a pure function: the mode in force, where the
 //! client connects from, its credential and what the request needs, in;
-//! admitted or the one refusal that explains why, out.
+//! admitted or the one denial that explains why, out.
 
 use super::bearer::Credential;
 use super::scope::{Action, Grants};
@@ -32,9 +32,10 @@ pub enum Need<'a> {
     Bucket { bucket: &'a str, action: Action, fork_source: Option<&'a str> },
 }
 
-/// Why a request is refused; each maps to one status and one short reason.
+/// Why access control denies a request (see ARCHITECTURE.md, "Refusals");
+/// each maps to one error, so to one status and one short reason.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Denial {
     /// 403: off loopback in protected mode.
     Protected,
     /// 401: no `Authorization` header.
@@ -54,69 +55,69 @@ pub enum Refusal {
 }
 
 /// Decides whether a request may proceed.
-pub fn decide(mode: &Mode, loopback: bool, credential: Credential, need: &Need) -> Result<(), Refusal> {
+pub fn decide(mode: &Mode, loopback: bool, credential: Credential, need: &Need) -> Result<(), Denial> {
     let table = match mode {
         Mode::Open => return Ok(()),
         Mode::Protected if loopback => return Ok(()),
-        Mode::Protected => return Err(Refusal::Protected),
+        Mode::Protected => return Err(Denial::Protected),
         Mode::Tokens(table) => table,
     };
     if *need == Need::Public {
         return Ok(());
     }
     let grants = match credential {
-        Credential::None => return Err(Refusal::NoToken),
-        Credential::Repeated => return Err(Refusal::RepeatedAuthorization),
-        Credential::Malformed(why) => return Err(Refusal::BadToken(why)),
-        Credential::Bearer(token) => table.lookup(token.as_bytes()).ok_or(Refusal::BadToken(UNKNOWN_TOKEN))?,
+        Credential::None => return Err(Denial::NoToken),
+        Credential::Repeated => return Err(Denial::RepeatedAuthorization),
+        Credential::Malformed(why) => return Err(Denial::BadToken(why)),
+        Credential::Bearer(token) => table.lookup(token.as_bytes()).ok_or(Denial::BadToken(UNKNOWN_TOKEN))?,
     };
     match *need {
         Need::Public | Need::Authenticated => Ok(()),
         Need::Operator if grants.operator() => Ok(()),
-        Need::Operator => Err(Refusal::Forbidden(Action::Operator)),
+        Need::Operator => Err(Denial::Forbidden(Action::Operator)),
         Need::Bucket { bucket, action, fork_source } => {
-            permit(grants, bucket, action, Refusal::Concealed { builtin: bucket == BUILTIN_BUCKET })?;
+            permit(grants, bucket, action, Denial::Concealed { builtin: bucket == BUILTIN_BUCKET })?;
             match fork_source {
-                Some(source) => permit(grants, source, Action::Read, Refusal::ConcealedForkSource),
+                Some(source) => permit(grants, source, Action::Read, Denial::ConcealedForkSource),
                 None => Ok(()),
             }
         }
     }
 }
 
-fn permit(grants: &Grants, bucket: &str, action: Action, concealed: Refusal) -> Result<(), Refusal> {
+fn permit(grants: &Grants, bucket: &str, action: Action, concealed: Denial) -> Result<(), Denial> {
     if !grants.sees(bucket) {
         return Err(concealed);
     }
     if !grants.allows(bucket, action) {
-        return Err(Refusal::Forbidden(action));
+        return Err(Denial::Forbidden(action));
     }
     Ok(())
 }
 
 const UNKNOWN_TOKEN: &str = "unknown or revoked bearer token";
 
-impl Refusal {
-    /// The error that carries the refusal (never echoing a token).
+impl Denial {
+    /// The error the denial is refused with (never echoing a token).
     pub fn error(&self) -> HttpError {
         match self {
-            Refusal::Protected => HttpError::Forbidden(
+            Denial::Protected => HttpError::Forbidden(
                 "protected mode: sluice serves only loopback clients until started with --tokens FILE or --open",
             ),
-            Refusal::NoToken => HttpError::Unauthenticated,
-            Refusal::BadToken(why) => HttpError::InvalidToken(why),
-            Refusal::RepeatedAuthorization => Error::Invalid("more than one Authorization header").into(),
-            Refusal::Forbidden(action) => HttpError::InsufficientScope(match action {
+            Denial::NoToken => HttpError::Unauthenticated,
+            Denial::BadToken(why) => HttpError::InvalidToken(why),
+            Denial::RepeatedAuthorization => Error::Invalid("more than one Authorization header").into(),
+            Denial::Forbidden(action) => HttpError::InsufficientScope(match action {
                 Action::Read => "token lacks the 'read' permission here",
                 Action::Write => "token lacks the 'write' permission here",
                 Action::Admin => "token lacks the 'admin' permission here",
                 Action::Operator => "token lacks the 'operator' permission",
             }),
             // Exactly what a missing bucket, stream or fork source answers.
-            Refusal::Concealed { builtin: false } => Error::NoBucket.into(),
-            Refusal::Concealed { builtin: true } => Error::NoStream.into(),
-            Refusal::ConcealedForkSource => Error::NotFound(FORK_SOURCE_NOT_FOUND).into(),
-            Refusal::ReadToken(why) => HttpError::InsufficientScope(why),
+            Denial::Concealed { builtin: false } => Error::NoBucket.into(),
+            Denial::Concealed { builtin: true } => Error::NoStream.into(),
+            Denial::ConcealedForkSource => Error::NotFound(FORK_SOURCE_NOT_FOUND).into(),
+            Denial::ReadToken(why) => HttpError::InsufficientScope(why),
         }
     }
 }
@@ -157,9 +158,9 @@ mod tests {
         let need = bucket("orders", Action::Admin);
         assert_eq!(decide(&Mode::Open, false, Credential::None, &need), Ok(()));
         assert_eq!(decide(&Mode::Protected, true, Credential::None, &need), Ok(()));
-        assert_eq!(decide(&Mode::Protected, false, Credential::None, &need), Err(Refusal::Protected));
+        assert_eq!(decide(&Mode::Protected, false, Credential::None, &need), Err(Denial::Protected));
         // Protected mode refuses off-loopback clients everything, probes included.
-        assert_eq!(decide(&Mode::Protected, false, Credential::Bearer("x"), &Need::Public), Err(Refusal::Protected));
+        assert_eq!(decide(&Mode::Protected, false, Credential::Bearer("x"), &Need::Public), Err(Denial::Protected));
     }
 
     #[test]
@@ -169,10 +170,10 @@ mod tests {
         let need = bucket("orders", Action::Read);
         assert_eq!(decide(&m, true, Credential::None, &Need::Public), Ok(()));
         // Loopback earns nothing once tokens are configured.
-        assert_eq!(decide(&m, true, Credential::None, &need), Err(Refusal::NoToken));
-        assert_eq!(decide(&m, true, Credential::Repeated, &need), Err(Refusal::RepeatedAuthorization));
-        assert_eq!(decide(&m, true, Credential::Malformed("m"), &need), Err(Refusal::BadToken("m")));
-        assert_eq!(decide(&m, true, Credential::Bearer("nope"), &need), Err(Refusal::BadToken(UNKNOWN_TOKEN)));
+        assert_eq!(decide(&m, true, Credential::None, &need), Err(Denial::NoToken));
+        assert_eq!(decide(&m, true, Credential::Repeated, &need), Err(Denial::RepeatedAuthorization));
+        assert_eq!(decide(&m, true, Credential::Malformed("m"), &need), Err(Denial::BadToken("m")));
+        assert_eq!(decide(&m, true, Credential::Bearer("nope"), &need), Err(Denial::BadToken(UNKNOWN_TOKEN)));
         let refused = decide(&m, true, Credential::Bearer("nope"), &Need::Authenticated);
         assert_eq!(refused.unwrap_err().error(), HttpError::InvalidToken(UNKNOWN_TOKEN));
         assert_eq!(decide(&m, false, Credential::Bearer("ops"), &Need::Authenticated), Ok(()));
@@ -184,17 +185,17 @@ mod tests {
         let m = Mode::Tokens(&t);
         let d = |token: &'static str, need: &Need| decide(&m, false, Credential::Bearer(token), need);
         assert_eq!(d("reader", &bucket("orders", Action::Read)), Ok(()));
-        assert_eq!(d("reader", &bucket("orders", Action::Write)), Err(Refusal::Forbidden(Action::Write)));
-        assert_eq!(d("reader", &bucket("billing", Action::Read)), Err(Refusal::Concealed { builtin: false }));
-        assert_eq!(d("reader", &bucket(BUILTIN_BUCKET, Action::Read)), Err(Refusal::Concealed { builtin: true }));
+        assert_eq!(d("reader", &bucket("orders", Action::Write)), Err(Denial::Forbidden(Action::Write)));
+        assert_eq!(d("reader", &bucket("billing", Action::Read)), Err(Denial::Concealed { builtin: false }));
+        assert_eq!(d("reader", &bucket(BUILTIN_BUCKET, Action::Read)), Err(Denial::Concealed { builtin: true }));
         assert_eq!(d("writer", &bucket(BUILTIN_BUCKET, Action::Write)), Ok(()));
-        assert_eq!(d("writer", &bucket("orders", Action::Admin)), Err(Refusal::Forbidden(Action::Admin)));
+        assert_eq!(d("writer", &bucket("orders", Action::Admin)), Err(Denial::Forbidden(Action::Admin)));
         assert_eq!(d("admin", &bucket("anything", Action::Admin)), Ok(()));
-        assert_eq!(d("admin", &bucket("anything", Action::Read)), Err(Refusal::Forbidden(Action::Read)));
-        assert_eq!(d("admin", &Need::Operator), Err(Refusal::Forbidden(Action::Operator)));
+        assert_eq!(d("admin", &bucket("anything", Action::Read)), Err(Denial::Forbidden(Action::Read)));
+        assert_eq!(d("admin", &Need::Operator), Err(Denial::Forbidden(Action::Operator)));
         assert_eq!(d("ops", &Need::Operator), Ok(()));
         // An operator token sees no bucket.
-        assert_eq!(d("ops", &bucket("orders", Action::Read)), Err(Refusal::Concealed { builtin: false }));
+        assert_eq!(d("ops", &bucket("orders", Action::Read)), Err(Denial::Concealed { builtin: false }));
     }
 
     #[test]
@@ -204,11 +205,11 @@ mod tests {
         let fork = |source| Need::Bucket { bucket: "logs-1", action: Action::Write, fork_source: Some(source) };
         let d = |token: &'static str, need: &Need| decide(&m, false, Credential::Bearer(token), need);
         assert_eq!(d("forker", &fork("orders")), Ok(()));
-        assert_eq!(d("forker", &fork("logs-0")), Err(Refusal::Forbidden(Action::Read)));
-        assert_eq!(d("forker", &fork("billing")), Err(Refusal::ConcealedForkSource));
+        assert_eq!(d("forker", &fork("logs-0")), Err(Denial::Forbidden(Action::Read)));
+        assert_eq!(d("forker", &fork("billing")), Err(Denial::ConcealedForkSource));
         // The target is checked first.
         let into_orders = Need::Bucket { bucket: "orders", action: Action::Write, fork_source: Some("billing") };
-        assert_eq!(d("forker", &into_orders), Err(Refusal::Forbidden(Action::Write)));
+        assert_eq!(d("forker", &into_orders), Err(Denial::Forbidden(Action::Write)));
     }
 
     #[test]

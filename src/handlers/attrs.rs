@@ -1,8 +1,9 @@
 //! Stream attributes (extension section 5): `GET`/`PUT {stream}/attrs`.
 
 use super::lookup::bucket_exists;
-use super::refuse::refuse;
+use super::refusal::refusal;
 use crate::ctx::Ctx;
+use crate::edge_limits::MAX_ATTRS_BYTES;
 use sluice::http::error::HttpError;
 use sluice::http::headers as h;
 use sluice::http::{Head, Method, Response};
@@ -10,16 +11,13 @@ use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
-/// Largest encoded attribute object (spec section 5.1).
-const MAX_ATTRS: usize = 16 * 1024;
-
 pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -> Response {
     let done = match head.method {
         Method::Get => read(ctx, key),
         Method::Put => replace(ctx, head, key, body).await,
         _ => return HttpError::MethodNotAllowed.into(),
     };
-    done.unwrap_or_else(|e| refuse(ctx, key, e))
+    done.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 fn read(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
@@ -45,7 +43,7 @@ async fn replace(ctx: &Ctx, head: &Head, key: &StreamKey, body: Vec<u8>) -> Resu
 /// `{}` (or no fields) is stored as no attributes.
 pub fn canonical_attrs(raw: &[u8]) -> Result<Vec<u8>, Error> {
     let bad = Error::Invalid;
-    if raw.len() > MAX_ATTRS {
+    if raw.len() > MAX_ATTRS_BYTES {
         return Err(bad("attribute object exceeds 16 KiB"));
     }
     let v: serde_json::Value = serde_json::from_slice(raw).map_err(|_| bad("attributes are not valid JSON"))?;

@@ -2,7 +2,7 @@
 //! each acknowledged on its own, all made durable by one group commit.
 
 use super::lookup::json_stream;
-use super::refuse::refuse;
+use super::refusal::refusal;
 use crate::ctx::Ctx;
 use serde_json::{json, Value};
 use sluice::http::error::stream_status;
@@ -23,7 +23,7 @@ pub async fn append_batch(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u
     if head.method != Method::Post {
         return HttpError::MethodNotAllowed.into();
     }
-    acknowledge(ctx, head, key, body).await.unwrap_or_else(|e| refuse(ctx, key, e))
+    acknowledge(ctx, head, key, body).await.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 async fn acknowledge(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Result<Response, Error> {

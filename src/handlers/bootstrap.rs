@@ -2,7 +2,7 @@
 //! message after it, one MIME part per message (its stored bytes), as
 //! `multipart/mixed`.
 
-use super::refuse::{read_failed, refuse};
+use super::refusal::{read_failed, refusal};
 use super::stream::set_record_bounds;
 use crate::ctx::Ctx;
 use sluice::http::error::HttpError;
@@ -33,7 +33,7 @@ pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) 
     if head.method != Method::Get {
         return HttpError::MethodNotAllowed.into();
     }
-    assemble(ctx, t, key).await.unwrap_or_else(|e| refuse(ctx, key, e))
+    assemble(ctx, t, key).await.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 async fn assemble(ctx: &Rc<Ctx>, t: &Target, key: &StreamKey) -> Result<Response, Error> {

@@ -2,6 +2,7 @@
 //! through the bucket's home shard and replicated to every shard.
 
 use crate::ctx::Ctx;
+use crate::edge_limits::MAX_LISTED_STREAMS;
 use crate::mesh::{BucketRep, BucketReq, Listed};
 use sluice::http::error::HttpError;
 use sluice::http::headers as h;
@@ -15,8 +16,6 @@ use sluice_shards::store::BucketInfo;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-
-const MAX_LIST: usize = 1000;
 
 pub async fn bucket(ctx: &Rc<Ctx>, method: Method, bucket: &str) -> Response {
     if !matches!(method, Method::Put | Method::Delete | Method::Get | Method::Head) {
@@ -81,8 +80,8 @@ pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
 /// query `t` pages and filters it).
 pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_json::Value, Error> {
     let limit = match t.param("limit").map(parse_uint) {
-        None => MAX_LIST,
-        Some(Some(n)) if (1..=MAX_LIST as u64).contains(&n) => n as usize,
+        None => MAX_LISTED_STREAMS,
+        Some(Some(n)) if (1..=MAX_LISTED_STREAMS as u64).contains(&n) => n as usize,
         Some(_) => return Err(Error::Invalid("limit must be an integer in 1..=1000")),
     };
     if known(ctx, bucket).is_none() {
@@ -227,13 +226,13 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
             };
             let st = ctx.shard.store.borrow();
             let out = st
-                .bucket_range(&bucket)
-                .filter(|(k, e)| k.1.starts_with(&prefix) && k.1 > after && e.listed(durable, now))
+                .bucket_page(&bucket, &prefix, &after)
+                .filter(|(_, e)| e.listed(durable, now))
                 .take(limit)
                 .map(|(k, e)| Listed {
                     stream_id: k.1.clone(),
                     closed: e.state.visible.closed,
-                    content_type: e.state.content_type.clone(),
+                    content_type: e.state.content_type.to_string(),
                     tail: e.state.visible.tail,
                     created_ms: e.state.created_ms,
                     last_write_ms: e.state.last_write_ms,

@@ -8,7 +8,7 @@ pub mod bucket;
 pub mod fork;
 pub mod lookup;
 pub mod read;
-pub mod refuse;
+pub mod refusal;
 pub mod snapshot;
 pub mod stream;
 pub mod subs;
@@ -52,7 +52,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
     if let Route::Stream(key, _) = &route {
         // Responses, reads and refusals alike, observe only durable state.
         if let Err(e) = ctx.shard.settle(key).await {
-            return Reply::Full(refuse::refuse(ctx, key, Error::Log(e)));
+            return Reply::Full(refusal::refusal(ctx, key, Error::Log(e)));
         }
     }
     let resp = match route {

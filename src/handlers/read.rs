@@ -5,7 +5,7 @@
 //! or envelopes.
 
 use super::lookup::{bucket_exists, json_stream};
-use super::refuse::{read_failed, refuse};
+use super::refusal::{read_failed, refusal};
 use super::Reply;
 use crate::catchup::{char_width, piece, unfinished_char, Catchup};
 use crate::ctx::Ctx;
@@ -143,7 +143,7 @@ async fn read_span(ctx: &Ctx, key: &StreamKey, from: u64, limit: Limit) -> Resul
         up_to_date,
         closed,
         json: s.json,
-        content_type: s.content_type.clone(),
+        content_type: s.content_type.to_string(),
         etag,
         records: (s.first_message, span.first, span.next),
     })
@@ -186,7 +186,7 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
     let (up_to_date, closed) = (end == tail, end == tail && closed);
     let etag = span_etag(ctx.id, handle, from, end, closed);
     let mut head = Response::new(200)
-        .header(h::CONTENT_TYPE, content_type)
+        .header(h::CONTENT_TYPE, content_type.to_string())
         .header(h::STREAM_NEXT_OFFSET, Offset(end).to_string())
         .header(h::ETAG, etag.clone())
         .header(h::CACHE_CONTROL, if up_to_date { "no-cache" } else { CACHEABLE });
@@ -398,7 +398,7 @@ pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<R
 pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
     match read(ctx, head, t, key).await {
         Ok(reply) => reply,
-        Err(e) => Reply::Full(refuse(ctx, key, e)),
+        Err(e) => Reply::Full(refusal(ctx, key, e)),
     }
 }
 
@@ -461,11 +461,12 @@ async fn long_poll(
     loop {
         ctx.shard.settle(key).await.map_err(Error::Log)?;
         let (signal, seen, tail, closed, records) = {
-            let st = ctx.shard.store.borrow();
-            let e = st.streams.get(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
+            let mut st = ctx.shard.store.borrow_mut();
+            let e = st.streams.get_mut(key).filter(|e| !e.state.deleted).ok_or(Error::NoStream)?;
+            let (signal, seen) = e.park();
             let s = &e.state;
             let records = s.json.then_some((s.first_message, s.visible.messages));
-            (e.signal.clone(), e.signal.generation(), s.visible.tail, s.visible.closed, records)
+            (signal, seen, s.visible.tail, s.visible.closed, records)
         };
         if tail > from {
             let b = read_batch(ctx, key, from, limit).await?;

@@ -2,7 +2,7 @@
 //! the latest, delete (refused: the one visible snapshot backs /bootstrap),
 //! and moving the earliest retained offset.
 
-use super::refuse::{read_failed, refuse};
+use super::refusal::{read_failed, refusal};
 use super::stream::set_record_bounds;
 use crate::ctx::Ctx;
 use sluice::http::error::HttpError;
@@ -63,7 +63,7 @@ fn current(ctx: &Ctx, key: &StreamKey) -> Result<Current, Error> {
     let mut st = ctx.shard.store.borrow_mut();
     let s = &st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?.state;
     let records = s.json.then_some((s.first_message, s.visible.messages));
-    Ok(Current { snapshot: s.snapshot.clone(), tail: s.visible.tail, records })
+    Ok(Current { snapshot: s.snapshot.as_deref().cloned(), tail: s.visible.tail, records })
 }
 
 /// Adds a JSON stream's record bounds (extension section 6.10).
@@ -89,7 +89,7 @@ pub async fn snapshot(
         (Method::Delete, Some(o)) => delete(ctx, key, o),
         _ => return HttpError::MethodNotAllowed.into(),
     };
-    done.unwrap_or_else(|e| refuse(ctx, key, e))
+    done.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 /// `GET {stream}/snapshot`: a redirect to the latest snapshot.
@@ -151,7 +151,7 @@ pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, 
     if head.method != Method::Put {
         return HttpError::MethodNotAllowed.into();
     }
-    retain(ctx, t, key, seg).await.unwrap_or_else(|e| refuse(ctx, key, e))
+    retain(ctx, t, key, seg).await.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
 async fn retain(ctx: &Ctx, t: &Target, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {

@@ -4,7 +4,7 @@
 use super::attrs::canonical_attrs;
 use super::fork::fork_plan;
 use super::lookup::{bucket_exists, json_stream};
-use super::refuse::refuse;
+use super::refusal::refusal;
 use super::{read, Reply};
 use crate::ctx::Ctx;
 use crate::mesh::BucketReq;
@@ -36,7 +36,7 @@ pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, bod
         Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,
         _ => return Reply::Full(HttpError::MethodNotAllowed.into()),
     };
-    Reply::Full(done.unwrap_or_else(|e| refuse(ctx, key, e)))
+    Reply::Full(done.unwrap_or_else(|e| refusal(ctx, key, e)))
 }
 
 fn header_true(head: &Head, name: &str) -> Result<bool, Error> {
@@ -83,7 +83,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         crate::handlers::subs::wake::notify_append(ctx, key, tail);
     }
     let content_type =
-        ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.clone());
+        ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.to_string());
     let mut r = Response::new(if created { 201 } else { 200 })
         .header(h::CONTENT_TYPE, content_type)
         .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
@@ -183,7 +183,7 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     let e = st.live(key, ctx.now_ms()).ok_or(Error::NoStream)?;
     let s = &e.state;
     let mut r = Response::new(200)
-        .header(h::CONTENT_TYPE, s.content_type.clone())
+        .header(h::CONTENT_TYPE, s.content_type.to_string())
         .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail).to_string())
         .header(h::CACHE_CONTROL, "no-store");
     if let Some(ttl) = s.lifetime.ttl_secs {

@@ -4,8 +4,8 @@
 //! minter holds; the answer is JSON with the token and its expiry.
 
 use super::bucket::json;
-use crate::auth::signed::{DEFAULT_TTL, MAX_TTL, MIN_TTL};
 use crate::ctx::Ctx;
+use crate::edge_limits::{DEFAULT_READ_TOKEN_TTL, MAX_READ_TOKEN_TTL, MIN_READ_TOKEN_TTL};
 use crate::route::ReadScope;
 use sluice::http::error::HttpError;
 use sluice::http::url::Target;
@@ -22,8 +22,8 @@ pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
         return HttpError::MethodNotAllowed.into();
     }
     let ttl = match t.param("ttl").map(parse_duration) {
-        None => DEFAULT_TTL,
-        Some(Ok(d)) if (MIN_TTL..=MAX_TTL).contains(&d) => d,
+        None => DEFAULT_READ_TOKEN_TTL,
+        Some(Ok(d)) if (MIN_READ_TOKEN_TTL..=MAX_READ_TOKEN_TTL).contains(&d) => d,
         Some(_) => return BAD_TTL.into(),
     };
     let Some((token, expires_ms)) = ctx.gate.mint(scope, ttl) else {
@@ -49,7 +49,8 @@ mod tests {
     #[test]
     fn the_ttl_refusal_names_the_limits() {
         let Error::Invalid(why) = BAD_TTL else { panic!("BAD_TTL is a 400") };
-        let range = format!("between {} and {}", format_duration(MIN_TTL), format_duration(MAX_TTL));
+        let range =
+            format!("between {} and {}", format_duration(MIN_READ_TOKEN_TTL), format_duration(MAX_READ_TOKEN_TTL));
         assert!(why.contains(&range), "{why} / {range}");
     }
 }

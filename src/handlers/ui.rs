@@ -9,6 +9,7 @@
 
 use super::bucket::{json, listing};
 use crate::ctx::Ctx;
+use crate::edge_limits::MAX_CONSOLE_BUCKETS;
 use crate::route::Page;
 use sluice::http::error::HttpError;
 use sluice::http::url::Target;
@@ -19,9 +20,6 @@ use std::rc::Rc;
 
 /// The page, as built into the binary.
 const PAGE: &str = include_str!("console.html");
-/// Buckets the console lists (each with up to 1000 streams); more are
-/// counted, not listed.
-pub const MAX_BUCKETS: usize = 100;
 /// Inline script and style only; requests to this origin only; no framing.
 const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
                       img-src data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
@@ -47,7 +45,7 @@ async fn streams(ctx: &Rc<Ctx>) -> Result<serde_json::Value, Error> {
     let total = names.len() + 1;
     let everything = Target { segments: Vec::new(), query: Vec::new() };
     let mut buckets = Vec::new();
-    for name in std::iter::once(BUILTIN_BUCKET.to_string()).chain(names).take(MAX_BUCKETS) {
+    for name in std::iter::once(BUILTIN_BUCKET.to_string()).chain(names).take(MAX_CONSOLE_BUCKETS) {
         match listing(ctx, &name, &everything).await {
             Ok(b) => buckets.push(b),
             // Deleted meanwhile.

@@ -4,11 +4,8 @@
 
 use super::error::HttpError;
 use super::{date, headers as h, Response};
-
-/// Longest origin accepted in `--cors-origins`.
-const MAX_ORIGIN: usize = 256;
-/// Most origins in `--cors-origins`.
-const MAX_ORIGINS: usize = 64;
+use crate::edge_limits::{MAX_ORIGINS, MAX_ORIGIN_BYTES};
+use crate::start_error::StartError;
 
 /// The origins allowed to read responses in a browser.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +19,7 @@ pub enum CorsPolicy {
 
 impl CorsPolicy {
     /// Parses `*` or a comma-separated list of `http(s)://host[:port]` origins.
-    pub fn parse(s: &str) -> Result<CorsPolicy, String> {
+    pub fn parse(s: &str) -> Result<CorsPolicy, StartError> {
         if s.trim() == "*" {
             return Ok(CorsPolicy::Any);
         }
@@ -31,13 +28,15 @@ impl CorsPolicy {
             let (scheme, rest) = o.split_once("://").unwrap_or(("", o));
             let host_ok = !rest.is_empty()
                 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
-            if !matches!(scheme, "http" | "https") || !host_ok || o.len() > MAX_ORIGIN {
-                return Err(format!("'{o}' is not an origin (http://host[:port] or https://host[:port], no path)"));
+            if !matches!(scheme, "http" | "https") || !host_ok || o.len() > MAX_ORIGIN_BYTES {
+                return Err(
+                    format!("'{o}' is not an origin (http://host[:port] or https://host[:port], no path)").into()
+                );
             }
             list.push(o.to_ascii_lowercase());
         }
         if list.len() > MAX_ORIGINS {
-            return Err(format!("more than {MAX_ORIGINS} origins"));
+            return Err(format!("more than {MAX_ORIGINS} origins").into());
         }
         Ok(CorsPolicy::Origins(list))
     }
@@ -129,8 +128,8 @@ mod tests {
             assert!(CorsPolicy::parse(bad).is_err(), "{bad:?} should be refused");
         }
         let many = vec!["http://a"; MAX_ORIGINS + 1].join(",");
-        assert!(CorsPolicy::parse(&many).unwrap_err().contains("more than"));
-        assert!(CorsPolicy::parse(&format!("http://{}", "a".repeat(MAX_ORIGIN))).is_err());
+        assert!(CorsPolicy::parse(&many).unwrap_err().to_string().contains("more than"));
+        assert!(CorsPolicy::parse(&format!("http://{}", "a".repeat(MAX_ORIGIN_BYTES))).is_err());
     }
 
     #[test]

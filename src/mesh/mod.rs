@@ -3,14 +3,19 @@
 //! for bucket-level operations (the only state shared by shards). Below the
 //! per-shard state: the types of what travels ([`envelope`]), the tables
 //! that match replies to their askers ([`replies`]), the per-destination
-//! queues ([`batches`]) and the relays' state ([`relays`]).
+//! queues ([`batches`]), the relays' state ([`relays`]), and the sending
+//! end every message leaves by ([`link`]; `held` in tests).
 
 pub mod batches;
 pub mod envelope;
+#[cfg(test)]
+pub mod held;
+pub mod link;
 pub mod relays;
 pub mod replies;
 
 use envelope::Envelope;
+pub use link::{Link, PeerGone};
 use std::os::fd::RawFd;
 
 /// One stream in a bucket listing.

@@ -1,5 +1,6 @@
 //! Every bound on subscriptions, named once (PROTOCOL.md sections 6-7 leave
-//! them to the server; the README's Subscriptions section lists them).
+//! them to the server; the README's Subscriptions section lists them), with
+//! the relations between them checked at compile time.
 
 use std::time::Duration;
 
@@ -46,3 +47,22 @@ pub const MAX_QUEUED_DELIVERIES: usize = 10_000;
 
 /// How often a shard with deliveries out looks for their outcomes.
 pub const OUTCOME_POLL: Duration = Duration::from_millis(2);
+
+const _: () = {
+    assert!(MIN_LEASE_TTL_MS <= DEFAULT_LEASE_TTL_MS && DEFAULT_LEASE_TTL_MS <= MAX_LEASE_TTL_MS);
+    assert!(RETRY_FIRST_MS <= RETRY_MAX_MS, "the backoff grows up to its cap");
+    assert!(RETRY_JITTER >= 0.0 && RETRY_JITTER < 1.0, "a jittered delay stays positive");
+    assert!(WEBHOOK_CONNECT_TIMEOUT.as_millis() <= WEBHOOK_TIMEOUT.as_millis(), "the connect is part of the exchange");
+    assert!(OUTCOME_POLL.as_millis() < WEBHOOK_TIMEOUT.as_millis(), "outcomes are looked for within an attempt");
+    assert!(MAX_PATTERN_SEGMENTS <= MAX_PATTERN_BYTES, "a segment is at least a byte");
+    assert!(
+        MAX_SUBSCRIPTION_ID_BYTES
+            + MAX_PATTERN_BYTES
+            + MAX_DESCRIPTION_BYTES
+            + MAX_WEBHOOK_URL_BYTES
+            + MAX_WORKER_BYTES
+            <= MAX_BODY_BYTES,
+        "a subscription with every field at its longest fits in a request body"
+    );
+    assert!(DELIVERY_THREADS >= 1 && MAX_QUEUED_DELIVERIES >= DELIVERY_THREADS, "every delivery thread can be busy");
+};

@@ -30,7 +30,13 @@ pub struct Outcome {
     pub id: String,
     pub incarnation: u64,
     pub generation: u64,
-    pub result: Result<bool, String>,
+    pub result: Result<bool, DeliveryError>,
+}
+
+sluice_shards::core::line_error! {
+    /// Why a webhook delivery failed: its receiver's answer, or the
+    /// transport (logged with the retry).
+    pub struct DeliveryError;
 }
 
 /// A shard's ends of the delivery pool.
@@ -85,7 +91,7 @@ pub fn start(shards: usize, keys: Arc<Keys>, allow_local: bool) -> Vec<Link> {
     links
 }
 
-fn post(agent: &ureq::Agent, keys: &Keys, job: &Job) -> Result<bool, String> {
+fn post(agent: &ureq::Agent, keys: &Keys, job: &Job) -> Result<bool, DeliveryError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let response = agent
         .post(&job.url)
@@ -93,11 +99,11 @@ fn post(agent: &ureq::Agent, keys: &Keys, job: &Job) -> Result<bool, String> {
         .set("webhook-signature", &keys.sign(&job.body, now))
         .send_bytes(&job.body)
         .map_err(|e| match e {
-            ureq::Error::Status(code, _) => format!("receiver answered {code}"),
-            ureq::Error::Transport(t) => format!("transport: {t}"),
+            ureq::Error::Status(code, _) => DeliveryError(format!("receiver answered {code}")),
+            ureq::Error::Transport(t) => DeliveryError(format!("transport: {t}")),
         })?;
     if !(200..300).contains(&response.status()) {
-        return Err(format!("receiver answered {} (redirects are not followed)", response.status()));
+        return Err(DeliveryError(format!("receiver answered {} (redirects are not followed)", response.status())));
     }
     let mut text = String::new();
     // A body that is not JSON (or too long) just means "not done".

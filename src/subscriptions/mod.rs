@@ -42,7 +42,11 @@ pub struct Boot {
 }
 
 /// Loads (or creates) the keys and starts the delivery threads: one `Boot` per shard.
-pub fn boot(data_dir: &std::path::Path, shards: usize, allow_local: bool) -> Result<Vec<Boot>, String> {
+pub fn boot(
+    data_dir: &std::path::Path,
+    shards: usize,
+    allow_local: bool,
+) -> Result<Vec<Boot>, crate::start_error::StartError> {
     let keys = Arc::new(Keys::prepare(data_dir)?);
     let links = delivery::start(shards, keys.clone(), allow_local);
     Ok(links.into_iter().map(|link| Boot { keys: keys.clone(), link, allow_local }).collect())

@@ -4,6 +4,7 @@
 //! signatures verifiable); the `Webhook-Signature` header; HMAC-SHA256
 //! callback tokens bound to a subscription incarnation and wake generation.
 
+use crate::start_error::StartError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
@@ -59,7 +60,7 @@ fn thumbprint_kid(x: &str) -> String {
 impl Keys {
     /// Loads the keys under `data_dir`, creating the first key and the
     /// token secret on a new data dir (before any shard starts).
-    pub fn prepare(data_dir: &Path) -> Result<Keys, String> {
+    pub fn prepare(data_dir: &Path) -> Result<Keys, StartError> {
         let dir = data_dir.join(KEYS_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let secret_path = dir.join(SECRET_FILE);

@@ -7,18 +7,19 @@
 use super::bounds::MAX_WEBHOOK_URL_BYTES;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
-/// Whether an address is refused as a webhook target; `allow_loopback` admits loopback only.
-pub fn refused_ip(ip: IpAddr, allow_loopback: bool) -> bool {
+/// Whether an address is blocked as a webhook target (a webhook never reaches
+/// it); `allow_loopback` admits loopback only.
+pub fn blocked_ip(ip: IpAddr, allow_loopback: bool) -> bool {
     match ip {
-        IpAddr::V4(v4) => refused_v4(v4, allow_loopback),
+        IpAddr::V4(v4) => blocked_v4(v4, allow_loopback),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => refused_v4(v4, allow_loopback),
-            None => refused_v6(v6, allow_loopback),
+            Some(v4) => blocked_v4(v4, allow_loopback),
+            None => blocked_v6(v6, allow_loopback),
         },
     }
 }
 
-fn refused_v4(ip: Ipv4Addr, allow_loopback: bool) -> bool {
+fn blocked_v4(ip: Ipv4Addr, allow_loopback: bool) -> bool {
     let [a, b, ..] = ip.octets();
     if ip.is_loopback() {
         return !allow_loopback;
@@ -33,7 +34,7 @@ fn refused_v4(ip: Ipv4Addr, allow_loopback: bool) -> bool {
         || a >= 240
 }
 
-fn refused_v6(ip: Ipv6Addr, allow_loopback: bool) -> bool {
+fn blocked_v6(ip: Ipv6Addr, allow_loopback: bool) -> bool {
     if ip.is_loopback() {
         return !allow_loopback;
     }
@@ -61,10 +62,10 @@ pub fn check_url(raw: &str, allow_local: bool) -> Result<(), &'static str> {
     }
     match url.host() {
         None => Err("webhook.url has no host"),
-        Some(url::Host::Ipv4(ip)) if refused_ip(IpAddr::V4(ip), allow_local) => {
+        Some(url::Host::Ipv4(ip)) if blocked_ip(IpAddr::V4(ip), allow_local) => {
             Err("webhook.url targets a loopback, private or link-local address")
         }
-        Some(url::Host::Ipv6(ip)) if refused_ip(IpAddr::V6(ip), allow_local) => {
+        Some(url::Host::Ipv6(ip)) if blocked_ip(IpAddr::V6(ip), allow_local) => {
             Err("webhook.url targets a loopback, private or link-local address")
         }
         Some(url::Host::Domain(d)) if local_name(d) && !allow_local => Err("webhook.url targets a local host name"),
@@ -80,7 +81,7 @@ fn local_name(host: &str) -> bool {
 /// Resolves `netloc` (host:port) for a delivery, refusing it when any address is refused.
 pub fn resolve(netloc: &str, allow_local: bool) -> std::io::Result<Vec<SocketAddr>> {
     let addrs: Vec<SocketAddr> = netloc.to_socket_addrs()?.collect();
-    if addrs.iter().any(|a| refused_ip(a.ip(), allow_local)) {
+    if addrs.iter().any(|a| blocked_ip(a.ip(), allow_local)) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
             "webhook host resolves to a loopback, private or link-local address",

@@ -140,7 +140,7 @@ pub fn parse_url(s: &str) -> Result<TierUrl, String> {
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_BACKUP_INTERVAL || d > MAX_BACKUP_INTERVAL {
         return Err(format!("{s}: must be between 100ms and 1h"));
     }
@@ -148,7 +148,7 @@ fn interval(s: &str) -> Result<Duration, String> {
 }
 
 fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
-    let n = parse_size(s)?;
+    let n = parse_size(s).map_err(|e| e.to_string())?;
     if n < min || n > max {
         return Err(format!(
             "{s}: must be between {} and {}",
@@ -168,7 +168,7 @@ fn cache_bytes(s: &str) -> Result<u64, String> {
 }
 
 fn tier_after(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_TIER_AFTER || d > MAX_TIER_AFTER {
         return Err(format!("{s}: must be between 1s and 10 years"));
     }

@@ -1,7 +1,8 @@
 //! Idle streams: create `--streams` streams (empty, or each with one
 //! message of `--initial-bytes`) and report the server's
 //! resident memory before and after (`--server-pid`), i.e. the per-stream
-//! cost of the server's in-memory state.
+//! cost of the server's in-memory state; with `--delete-all yes`, then
+//! delete them all and report the delete rate and the memory after.
 
 use super::{add_process_facts, base_report, setup, Cpu};
 use crate::args::Config;
@@ -45,6 +46,22 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     r.set("rss_before_kib", before);
     r.set("rss_after_kib", after);
     r.set("bytes_per_stream", per_stream.round());
+    if cfg.delete_all {
+        let progress = Progress::new(cfg.threads);
+        let printer = progress.spawn_printer("deletes");
+        progress.set_phase("deleting streams");
+        let gone = setup::delete_streams(cfg, &name, n, &progress, Duration::from_secs(600));
+        progress.set_phase("settling");
+        std::thread::sleep(Duration::from_secs(2));
+        progress.finish(printer);
+        let left = procfs::rss_kib(pid).ok_or("cannot read server RSS")?;
+        r.row("deleted", format!("{} of {n} in {:.2} s ({})", gone.tally.ok, gone.secs, gone.tally.statuses_text()));
+        r.row("delete rate", format!("{}/s", thousands(gone.tally.ok as f64 / gone.secs.max(1e-9))));
+        r.row("server rss after deletes", mib(left));
+        r.set("deleted", gone.tally.ok);
+        r.set("delete_secs", round3(gone.secs));
+        r.set("rss_after_deletes_kib", left);
+    }
     add_process_facts(cfg, &mut r, Cpu::default());
     Ok(r)
 }

@@ -28,13 +28,14 @@ pub fn surface(cfg: &Config) -> Result<(), String> {
     }
 }
 
-/// Renders `PUT {base}{prefix}{i}` for i = 0..total, shared across threads.
+/// Renders `PUT {base}{prefix}{i}` (or `DELETE` when `content_type` is
+/// `None`) for i = 0..total, shared across threads.
 struct Creates {
     next: Arc<AtomicUsize>,
     total: usize,
     base: String,
     host: String,
-    content_type: &'static str,
+    content_type: Option<&'static str>,
     /// The body each create carries (empty: an empty stream).
     initial: Vec<u8>,
 }
@@ -46,12 +47,16 @@ impl Source for Creates {
             return false;
         }
         req.clear();
+        let Some(content_type) = self.content_type else {
+            let _ = write!(req, "DELETE {}{i} HTTP/1.1\r\nhost: {}\r\n\r\n", self.base, self.host);
+            return true;
+        };
         let _ = write!(
             req,
             "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
             self.base,
             self.host,
-            self.content_type,
+            content_type,
             self.initial.len()
         );
         req.extend_from_slice(&self.initial);
@@ -73,6 +78,29 @@ pub fn create_streams(
     name_prefix: &str,
     total: usize,
     content_type: &'static str,
+    initial: usize,
+    progress: &Arc<Progress>,
+    limit: Duration,
+) -> Created {
+    run_each(cfg, name_prefix, total, Some(content_type), initial, progress, limit)
+}
+
+/// Deletes the streams [`create_streams`] made, the same way.
+pub fn delete_streams(
+    cfg: &Config,
+    name_prefix: &str,
+    total: usize,
+    progress: &Arc<Progress>,
+    limit: Duration,
+) -> Created {
+    run_each(cfg, name_prefix, total, None, 0, progress, limit)
+}
+
+fn run_each(
+    cfg: &Config,
+    name_prefix: &str,
+    total: usize,
+    content_type: Option<&'static str>,
     initial: usize,
     progress: &Arc<Progress>,
     limit: Duration,

@@ -42,7 +42,7 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
         return Err(Error::Invalid("empty append body"));
     }
     if s.closed {
-        let same_closer = input.producer.is_some() && input.producer == s.closed_by;
+        let same_closer = input.producer.is_some() && input.producer.as_ref() == s.closed_by.as_deref();
         return if (close_only && input.producer.is_none()) || same_closer {
             Ok(AppendDecision::Duplicate { producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)) })
         } else {

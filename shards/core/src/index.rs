@@ -185,12 +185,17 @@ pub fn encode(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> In
     end
 }
 
+crate::line_error! {
+    /// What is wrong with an index page, for the caller to name the file
+    /// and position.
+    pub struct PageError;
+}
+
 /// Decodes a page (`b` is the page, or what the file holds of it). A page
 /// of zeros (hole-punched) decodes to a header `(0, 0)` and no entries.
-/// Errors say what is wrong, for the caller to name the file and position.
-pub fn decode_page(b: &[u8]) -> Result<Page, String> {
+pub fn decode_page(b: &[u8]) -> Result<Page, PageError> {
     if (b.len() as u64) < PAGE_HEADER || b.len() as u64 > INDEX_PAGE {
-        return Err(format!("a page of {} bytes", b.len()));
+        return Err(format!("a page of {} bytes", b.len()).into());
     }
     let header = Header::decode(b);
     let mut page = Page { header, ..Page::default() };
@@ -198,7 +203,7 @@ pub fn decode_page(b: &[u8]) -> Result<Page, String> {
     while at < b.len() && b[at] != 0 {
         let count = b[at] as usize;
         if count > ENTRY_RECORDS || at + ENTRY_HEADER as usize > b.len() {
-            return Err(format!("an entry at byte {at} is damaged"));
+            return Err(format!("an entry at byte {at} is damaged").into());
         }
         let crc = u32::from_le_bytes(b[at + 1..at + 5].try_into().expect("4 bytes"));
         page.entries.push(Entry { crc, first: page.ends.len(), count });
@@ -341,12 +346,12 @@ mod tests {
         encode(IndexEnd::default(), &ends, &bytes, &mut page);
         let mut bad = page.clone();
         bad[PAGE_HEADER as usize] = ENTRY_RECORDS as u8 + 1;
-        assert!(decode_page(&bad).unwrap_err().contains("damaged"));
+        assert!(decode_page(&bad).unwrap_err().to_string().contains("damaged"));
         let mut bad = page.clone();
         bad[PAGE_HEADER as usize + 5] = 0;
-        assert!(decode_page(&bad).unwrap_err().contains("out of range"), "an empty record");
+        assert!(decode_page(&bad).unwrap_err().to_string().contains("out of range"), "an empty record");
         let cut = &page[..page.len() - 1];
-        assert!(decode_page(cut).unwrap_err().contains("damaged"), "an entry cut short");
+        assert!(decode_page(cut).unwrap_err().to_string().contains("damaged"), "an entry cut short");
         assert!(decode_page(&page[..3]).is_err());
     }
 }

@@ -20,6 +20,7 @@ pub mod index;
 pub mod int;
 pub mod json;
 pub mod limits;
+pub mod line_error;
 pub mod media;
 pub mod producer;
 pub mod record;

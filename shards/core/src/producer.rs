@@ -23,8 +23,16 @@ pub struct ProducerState {
 /// server forgot (given the same cap).
 #[derive(Clone, Debug)]
 pub struct Producers {
-    by_id: HashMap<String, ProducerState>,
+    /// `None` until a producer first writes: most streams never have one,
+    /// and an idle stream then pays one pointer for the table.
+    table: Option<Box<Table>>,
     cap: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Table {
+    by_id: HashMap<String, ProducerState>,
+    /// Accepted producer writes so far (the clock of `written`).
     writes: u64,
 }
 
@@ -32,14 +40,15 @@ impl Producers {
     /// An empty table remembering at most `cap` (at least one) producers.
     pub fn new(cap: usize) -> Producers {
         assert!(cap > 0, "a producer table must hold at least one producer");
-        Producers { by_id: HashMap::new(), cap, writes: 0 }
+        Producers { table: None, cap }
     }
 
     /// A table as a checkpoint recorded it: `writes` so far and the producers.
     pub fn restore(cap: usize, writes: u64, by_id: HashMap<String, ProducerState>) -> Producers {
         let mut p = Producers::new(cap);
-        p.writes = writes;
-        p.by_id = by_id;
+        if writes > 0 || !by_id.is_empty() {
+            p.table = Some(Box::new(Table { by_id, writes }));
+        }
         // A smaller cap than when checkpointed forgets the least recently written.
         p.evict();
         p
@@ -47,35 +56,37 @@ impl Producers {
 
     /// The write counter and every remembered producer, for a checkpoint.
     pub fn entries(&self) -> (u64, impl Iterator<Item = (&String, &ProducerState)>) {
-        (self.writes, self.by_id.iter())
+        (self.table.as_ref().map_or(0, |t| t.writes), self.table.iter().flat_map(|t| t.by_id.iter()))
     }
 
     pub fn get(&self, id: &str) -> Option<&ProducerState> {
-        self.by_id.get(id)
+        self.table.as_ref()?.by_id.get(id)
     }
 
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.table.as_ref().map_or(0, |t| t.by_id.len())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.len() == 0
     }
 
     /// Records `stamp`'s accepted write, answered with `ack`; forgets the
     /// least recently written producer if the table is then over its cap.
     pub fn record(&mut self, stamp: &ProducerStamp, ack: (u64, u64, u64)) {
-        self.writes += 1;
-        let state = ProducerState { epoch: stamp.epoch, last_seq: stamp.seq, ack, written: self.writes };
-        self.by_id.insert(stamp.id.clone(), state);
+        let t = self.table.get_or_insert_with(Box::default);
+        t.writes += 1;
+        let state = ProducerState { epoch: stamp.epoch, last_seq: stamp.seq, ack, written: t.writes };
+        t.by_id.insert(stamp.id.clone(), state);
         self.evict();
     }
 
     /// Forgets the least recently written producers beyond the cap.
     fn evict(&mut self) {
-        while self.by_id.len() > self.cap {
-            let oldest = self.by_id.iter().min_by_key(|(_, p)| p.written).map(|(id, _)| id.clone());
-            self.by_id.remove(&oldest.expect("over the cap, so not empty"));
+        let Some(t) = self.table.as_mut() else { return };
+        while t.by_id.len() > self.cap {
+            let oldest = t.by_id.iter().min_by_key(|(_, p)| p.written).map(|(id, _)| id.clone());
+            t.by_id.remove(&oldest.expect("over the cap, so not empty"));
         }
     }
 }

@@ -129,9 +129,9 @@ mod tests {
         Point { offset, record }
     }
 
-    fn snapshot(offset: u64, digest: &str) -> Option<Snapshot> {
+    fn snapshot(offset: u64, digest: &str) -> Option<Box<Snapshot>> {
         let blob = Blob::Pending(Rc::new(Vec::new()));
-        Some(Snapshot { offset, content_type: "text/plain".into(), digest: digest.into(), len: 4, blob })
+        Some(Box::new(Snapshot { offset, content_type: "text/plain".into(), digest: digest.into(), len: 4, blob }))
     }
 
     #[test]

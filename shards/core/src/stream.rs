@@ -12,6 +12,10 @@ use super::ttl::Lifetime;
 use crate::record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 use std::rc::Rc;
 
+/// `(bucket_id, stream_id)`: a stream's name, shared by its state and the
+/// store's map of streams.
+pub type StreamKey = (String, String);
+
 /// The durable, reader-visible part of the state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Visible {
@@ -24,9 +28,10 @@ pub struct Visible {
 #[derive(Clone, Debug)]
 pub struct StreamState {
     pub handle: u64,
-    pub bucket: String,
-    pub name: String,
-    pub content_type: String,
+    /// Bucket and stream id (one allocation, shared with the store's map).
+    pub key: Rc<StreamKey>,
+    /// Shared by the streams of one content type (the store holds each once).
+    pub content_type: Rc<str>,
     pub json: bool,
     pub created_ms: u64,
     pub last_write_ms: u64,
@@ -35,7 +40,7 @@ pub struct StreamState {
     pub attrs: Vec<u8>,
     pub closed: bool,
     /// The producer stamp whose request closed the stream.
-    pub closed_by: Option<ProducerStamp>,
+    pub closed_by: Option<Box<ProducerStamp>>,
     pub last_stream_seq: Option<String>,
     pub producers: Producers,
     /// Where the bytes and message boundaries live.
@@ -44,13 +49,13 @@ pub struct StreamState {
     /// The shard this stream lives on.
     pub shard: u32,
     /// Fork origin, as requested (for idempotent re-creation and release).
-    pub fork: Option<ForkRecord>,
+    pub fork: Option<Box<ForkRecord>>,
     /// Live forks whose parent is this stream.
     pub forks: u32,
     /// Deleted while forks remain: every request gets 410.
     pub deleted: bool,
     /// The latest visible snapshot.
-    pub snapshot: Option<Snapshot>,
+    pub snapshot: Option<Box<Snapshot>>,
     /// Earliest retained offset; reads below it get 410.
     pub retained: u64,
     /// Index of the first retained message (record ordinal F).
@@ -91,10 +96,9 @@ impl StreamState {
         let messages = body.records();
         StreamState {
             handle: c.handle,
-            bucket: c.bucket.clone(),
-            name: c.stream.clone(),
+            key: Rc::new((c.bucket.clone(), c.stream.clone())),
             json: crate::media::is_json(&c.content_type),
-            content_type: c.content_type.clone(),
+            content_type: Rc::from(c.content_type.as_str()),
             created_ms: c.created_ms,
             last_write_ms: c.created_ms,
             lifetime: Lifetime { ttl_secs: c.ttl_secs, expires_at_ms: c.expires_at_ms, last_access_ms: c.created_ms },
@@ -106,7 +110,7 @@ impl StreamState {
             body,
             visible: Visible { tail, closed: c.closed, messages },
             shard,
-            fork: c.fork.clone(),
+            fork: c.fork.clone().map(Box::new),
             forks: 0,
             deleted: false,
             snapshot: None,
@@ -134,7 +138,7 @@ impl StreamState {
         self.body.cache.push(a.data, lengths);
         if a.close {
             self.closed = true;
-            self.closed_by = a.producer.clone();
+            self.closed_by = a.producer.clone().map(Box::new);
         }
         if let Some(s) = &a.stream_seq {
             self.last_stream_seq = Some(s.clone());
@@ -179,13 +183,13 @@ impl StreamState {
 
     /// Publishes the snapshot `r`, whose blob is not flushed yet.
     pub fn set_snapshot(&mut self, r: &SnapshotRecord<'_>) {
-        self.snapshot = Some(Snapshot {
+        self.snapshot = Some(Box::new(Snapshot {
             offset: r.offset,
             content_type: r.content_type.clone(),
             digest: r.digest.clone(),
             len: r.body.len() as u32,
             blob: Blob::Pending(Rc::new(r.body.to_vec())),
-        });
+        }));
     }
 
     /// Moves the retention boundary to `offset`, a visible message boundary

@@ -147,8 +147,18 @@ pub struct Lifetime {
 impl Lifetime {
     /// Whether the stream is gone at `now_ms`.
     pub fn expired(&self, now_ms: u64) -> bool {
-        self.expires_at_ms.is_some_and(|at| now_ms >= at)
-            || self.ttl_secs.is_some_and(|t| now_ms >= self.last_access_ms.saturating_add(t.saturating_mul(1000)))
+        self.deadline_ms().is_some_and(|at| now_ms >= at)
+    }
+
+    /// The first moment the stream is gone, as its lifetime stands now (a
+    /// touch moves a sliding TTL's deadline later, never earlier); `None`
+    /// for a stream without TTL or Expires-At.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        let sliding = self.ttl_secs.map(|t| self.last_access_ms.saturating_add(t.saturating_mul(1000)));
+        match (self.expires_at_ms, sliding) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Renews the sliding TTL window.
@@ -168,6 +178,26 @@ mod tests {
         for bad in ["", "+3600", "03600", "3600.0", "3.6e3", "-1", " 1", "abc"] {
             assert_eq!(parse_ttl(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_deadline_is_the_earlier_bound_and_a_touch_only_moves_it_later() {
+        let mut l = Lifetime { ttl_secs: Some(10), expires_at_ms: None, last_access_ms: 1_000 };
+        assert_eq!(l.deadline_ms(), Some(11_000));
+        assert!(!l.expired(10_999) && l.expired(11_000));
+        l.touch(5_000);
+        assert_eq!(l.deadline_ms(), Some(15_000));
+        l.touch(2_000);
+        assert_eq!(l.deadline_ms(), Some(15_000), "an older access moves nothing");
+        l.expires_at_ms = Some(12_000);
+        assert_eq!(l.deadline_ms(), Some(12_000));
+        assert!(l.expired(12_000));
+        let fixed = Lifetime { ttl_secs: None, expires_at_ms: Some(7), last_access_ms: 100 };
+        assert_eq!(fixed.deadline_ms(), Some(7));
+        assert_eq!(Lifetime { ttl_secs: None, expires_at_ms: None, last_access_ms: 9 }.deadline_ms(), None);
+        let huge = Lifetime { ttl_secs: Some(u64::MAX), expires_at_ms: None, last_access_ms: 9 };
+        assert_eq!(huge.deadline_ms(), Some(u64::MAX));
+        assert!(!huge.expired(u64::MAX - 1));
     }
 
     #[test]

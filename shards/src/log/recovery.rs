@@ -54,36 +54,42 @@ use crate::tuning::SECTOR;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+sluice_core::line_error! {
+    /// Why a shard's files cannot be recovered (opened, scanned, repaired),
+    /// naming the file and what is wrong with it.
+    pub struct RecoveryError;
+}
+
 /// A shard's log files as the scan sees them: real files in a directory
 /// ([`Dir`]), or bytes in memory for the deterministic simulation.
 pub trait LogFiles {
     /// The `log-start` and `log-head` marks (`None` when absent).
-    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String>;
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), RecoveryError>;
     /// Segment numbers present, ascending.
-    fn list(&self) -> Result<Vec<u32>, String>;
-    fn read(&self, no: u32) -> Result<Vec<u8>, String>;
+    fn list(&self) -> Result<Vec<u32>, RecoveryError>;
+    fn read(&self, no: u32) -> Result<Vec<u8>, RecoveryError>;
     /// How a file is named in errors (`name` is a segment, or a mark when `None`).
     fn name(&self, segment: Option<u32>, mark: &str) -> String;
-    fn remove(&mut self, no: u32) -> Result<(), String>;
+    fn remove(&mut self, no: u32) -> Result<(), RecoveryError>;
     /// Durably zeroes `len` bytes at `at` of segment `no`.
-    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String>;
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), RecoveryError>;
 }
 
 /// A shard's log directory.
 pub struct Dir(pub PathBuf);
 
 impl LogFiles for Dir {
-    fn marks(&self) -> Result<(Option<u32>, Option<u32>), String> {
+    fn marks(&self) -> Result<(Option<u32>, Option<u32>), RecoveryError> {
         Ok((marks::read(&self.0, LOG_START)?, marks::read_head(&self.0)?))
     }
 
-    fn list(&self) -> Result<Vec<u32>, String> {
-        list_segments(&self.0).map_err(|e| format!("cannot list {}: {e}", self.0.display()))
+    fn list(&self) -> Result<Vec<u32>, RecoveryError> {
+        Ok(list_segments(&self.0).map_err(|e| format!("cannot list {}: {e}", self.0.display()))?)
     }
 
-    fn read(&self, no: u32) -> Result<Vec<u8>, String> {
+    fn read(&self, no: u32) -> Result<Vec<u8>, RecoveryError> {
         let path = segment_path(&self.0, no);
-        std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        Ok(std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?)
     }
 
     fn name(&self, segment: Option<u32>, mark: &str) -> String {
@@ -93,14 +99,14 @@ impl LogFiles for Dir {
         }
     }
 
-    fn remove(&mut self, no: u32) -> Result<(), String> {
-        std::fs::remove_file(segment_path(&self.0, no))
-            .map_err(|e| format!("cannot remove reclaimed segment {no}: {e}"))
+    fn remove(&mut self, no: u32) -> Result<(), RecoveryError> {
+        Ok(std::fs::remove_file(segment_path(&self.0, no))
+            .map_err(|e| format!("cannot remove reclaimed segment {no}: {e}"))?)
     }
 
-    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), String> {
+    fn zero(&mut self, no: u32, at: u64, len: usize) -> Result<(), RecoveryError> {
         let path = segment_path(&self.0, no);
-        zero_range(&path, at, len).map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))
+        Ok(zero_range(&path, at, len).map_err(|e| format!("cannot repair torn tail of {}: {e}", path.display()))?)
     }
 }
 
@@ -141,7 +147,7 @@ pub enum Mode {
 }
 
 /// Replays every record under `dir` (seals are checked, not replayed).
-pub fn scan(dir: &Path, mode: Mode, apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, String> {
+pub fn scan(dir: &Path, mode: Mode, apply: impl FnMut(Record<'_>, Position)) -> Result<Tail, RecoveryError> {
     scan_files(&mut Dir(dir.to_path_buf()), mode, apply)
 }
 
@@ -150,7 +156,7 @@ pub fn scan_files<F: LogFiles>(
     files: &mut F,
     mode: Mode,
     mut apply: impl FnMut(Record<'_>, Position),
-) -> Result<Tail, String> {
+) -> Result<Tail, RecoveryError> {
     let (start, head) = files.marks()?;
     let start = start.unwrap_or(1);
     let mut segments = files.list()?;
@@ -168,7 +174,8 @@ pub fn scan_files<F: LogFiles>(
         return Err(format!(
             "{}: segment {start} is missing (the oldest is {first}): acknowledged data is gone",
             files.name(Some(start), "")
-        ));
+        )
+        .into());
     }
     for pair in segments.windows(2) {
         if pair[1] != pair[0] + 1 {
@@ -178,7 +185,8 @@ pub fn scan_files<F: LogFiles>(
                 pair[0] + 1,
                 pair[0],
                 pair[1]
-            ));
+            )
+            .into());
         }
     }
     // A head of 0 was written when the log was created: no segment is
@@ -188,7 +196,8 @@ pub fn scan_files<F: LogFiles>(
             return Err(format!(
                 "{}: names segment {h}, below {LOG_START} {start}: one of the two marks is stale or damaged",
                 files.name(None, LOG_HEAD)
-            ));
+            )
+            .into());
         }
         let newest = segments.last().copied().unwrap_or(start - 1);
         if newest < h {
@@ -196,7 +205,7 @@ pub fn scan_files<F: LogFiles>(
                 "{}: segment {} is missing ({LOG_HEAD} says segments up to {h} hold records): acknowledged data is gone",
                 files.name(Some(newest + 1), ""),
                 newest + 1
-            ));
+            ).into());
         }
     }
     let head_mark = head;
@@ -219,7 +228,9 @@ pub fn scan_files<F: LogFiles>(
             match read_frame(&buf[pos..]) {
                 Frame::Record { record: Record::Seal(seal), len, .. } if pos == 0 => {
                     if seal.previous + 1 != no {
-                        return Err(format!("{}: its seal names segment {}: not this log's", path, seal.previous));
+                        return Err(
+                            format!("{}: its seal names segment {}: not this log's", path, seal.previous).into()
+                        );
                     }
                     if seal.size != buf.len() as u64 {
                         return Err(format!(
@@ -227,7 +238,8 @@ pub fn scan_files<F: LogFiles>(
                             path,
                             buf.len(),
                             seal.size
-                        ));
+                        )
+                        .into());
                     }
                     // The log-start segment's predecessor was reclaimed.
                     if i > 0 && (seal.len, seal.crc) != (tail.ends[i - 1], tail.crcs[i - 1]) {
@@ -239,15 +251,16 @@ pub fn scan_files<F: LogFiles>(
                             tail.crcs[i - 1],
                             seal.len,
                             seal.crc
-                        ));
+                        )
+                        .into());
                     }
                     pos += len;
                 }
                 Frame::Record { record: Record::Seal(_), .. } => {
-                    return Err(format!("{}: a seal at byte {pos}, not at the start: damaged", path));
+                    return Err(format!("{}: a seal at byte {pos}, not at the start: damaged", path).into());
                 }
                 Frame::Record { .. } if pos == 0 => {
-                    return Err(format!("{}: does not begin with its seal: damaged or not this log's", path));
+                    return Err(format!("{}: does not begin with its seal: damaged or not this log's", path).into());
                 }
                 Frame::Record { record, len, .. } => {
                     apply(record, Position { segment: no, frame: pos as u64 });
@@ -296,7 +309,9 @@ pub fn scan_files<F: LogFiles>(
         }
         // A segment log-head covers had its seal durable before the head moved.
         if pos == 0 && no <= head {
-            return Err(format!("{}: holds no records, but {LOG_HEAD} says it was written: truncated or zeroed", path));
+            return Err(
+                format!("{}: holds no records, but {LOG_HEAD} says it was written: truncated or zeroed", path).into()
+            );
         }
         tail.ends.push(pos as u64);
         tail.crcs.push(crc32c::crc32c(&buf[..pos]));
@@ -305,25 +320,25 @@ pub fn scan_files<F: LogFiles>(
         }
     }
     if head_mark.is_none() && tail.ends.iter().any(|&e| e > 0) {
-        return Err(format!("{}: missing, but the segments hold records", files.name(None, LOG_HEAD)));
+        return Err(format!("{}: missing, but the segments hold records", files.name(None, LOG_HEAD)).into());
     }
     Ok(tail)
 }
 
-fn hole(path: &str, pos: usize, what: &str) -> String {
-    format!(
+fn hole(path: &str, pos: usize, what: &str) -> RecoveryError {
+    RecoveryError(format!(
         "{}: {what} record at byte {pos} with acknowledged records after it; \
          refusing to serve a log with a hole (restore the file or remove the shard's data)",
         path
-    )
+    ))
 }
 
-fn not_torn(path: &str, pos: usize, what: &str) -> String {
-    format!(
+fn not_torn(path: &str, pos: usize, what: &str) -> RecoveryError {
+    RecoveryError(format!(
         "{}: {what} record at byte {pos}, the newest, with every sector of it written: damage to an \
          acknowledged record, not a torn write; refusing to drop it (restore the file or remove the shard's data)",
         path
-    )
+    ))
 }
 
 /// Where the sector holding byte `pos` ends.
@@ -357,7 +372,7 @@ fn lost_a_sector(buf: &[u8], pos: usize) -> bool {
 }
 
 /// Whether every segment in `later` is all zeros (preallocated, never written).
-fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, String> {
+fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, RecoveryError> {
     for &no in later {
         let buf = files.read(no)?;
         if buf.iter().any(|b| *b != 0) {
@@ -433,7 +448,7 @@ mod tests {
         Record::Delete { handle: h }
     }
 
-    fn replay_in(d: &Path, mode: Mode) -> Result<(Vec<u64>, Tail), String> {
+    fn replay_in(d: &Path, mode: Mode) -> Result<(Vec<u64>, Tail), RecoveryError> {
         let mut seen = Vec::new();
         let tail = scan(d, mode, |r, _| {
             if let Record::Delete { handle } = r {
@@ -443,7 +458,7 @@ mod tests {
         Ok((seen, tail))
     }
 
-    fn replay(d: &Path) -> Result<(Vec<u64>, Tail), String> {
+    fn replay(d: &Path) -> Result<(Vec<u64>, Tail), RecoveryError> {
         replay_in(d, Mode::Repair)
     }
 
@@ -505,7 +520,7 @@ mod tests {
             buf[last + DEL - 2] ^= 0x40;
             std::fs::write(segment_path(&d, 1), &buf).unwrap();
             for mode in [Mode::Verify, Mode::Repair] {
-                let err = replay_in(&d, mode).expect_err(name);
+                let err = replay_in(&d, mode).expect_err(name).to_string();
                 assert!(err.contains(&format!("damaged record at byte {last}, the newest")), "{name}: {err}");
                 assert!(err.contains("0000000001.seg") && err.contains("not a torn write"), "{name}: {err}");
             }
@@ -530,7 +545,7 @@ mod tests {
         buf[200..210].copy_from_slice(b"not-a-frm!");
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
         for mode in [Mode::Verify, Mode::Repair] {
-            let err = replay_in(&d, mode).unwrap_err();
+            let err = replay_in(&d, mode).unwrap_err().to_string();
             assert!(err.contains(&format!("zeroed record at byte {}, the newest", S + DEL)), "{err}");
         }
     }
@@ -541,7 +556,7 @@ mod tests {
         let mut buf = write_log(&d, 1, &[&[del(1), del(2), del(3)]], 256).remove(0);
         buf[S + DEL + 3] ^= 0xff;
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().contains(&format!("damaged record at byte {}", S + DEL)));
+        assert!(replay(&d).unwrap_err().to_string().contains(&format!("damaged record at byte {}", S + DEL)));
     }
 
     #[test]
@@ -554,7 +569,7 @@ mod tests {
         let d = dir("gap");
         write_log(&d, 1, &[&[del(1)], &[del(2)], &[del(3)]], 64);
         std::fs::remove_file(segment_path(&d, 2)).unwrap();
-        assert!(replay(&d).unwrap_err().contains("segment 2 is missing"));
+        assert!(replay(&d).unwrap_err().to_string().contains("segment 2 is missing"));
     }
 
     #[test]
@@ -578,7 +593,7 @@ mod tests {
         let mut buf = write_log(&d, 1, &[&[del(1), del(2), del(3)]], 256).remove(0);
         buf[S + DEL..S + 2 * DEL].fill(0);
         std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().contains(&format!("zeroed record at byte {}", S + DEL)));
+        assert!(replay(&d).unwrap_err().to_string().contains(&format!("zeroed record at byte {}", S + DEL)));
     }
 
     #[test]
@@ -586,7 +601,7 @@ mod tests {
         let d = dir("first");
         write_log(&d, 1, &[&[del(1)], &[del(2)], &[del(3)]], 64);
         std::fs::remove_file(segment_path(&d, 1)).unwrap();
-        assert!(replay(&d).unwrap_err().contains("segment 1 is missing"));
+        assert!(replay(&d).unwrap_err().to_string().contains("segment 1 is missing"));
     }
 
     /// Every file-level fault of a sealed segment, the newest segment and
@@ -631,7 +646,7 @@ mod tests {
             let bufs = write_log(&d, 1, &[&[del(1), del(2)], &[del(3)]], 128);
             fault(&d, &bufs);
             for mode in [Mode::Verify, Mode::Repair] {
-                let err = replay_in(&d, mode).expect_err(name);
+                let err = replay_in(&d, mode).expect_err(name).to_string();
                 assert!(err.contains(named), "{name}: {err}");
             }
         }
@@ -643,7 +658,7 @@ mod tests {
         write_log(&d, 3, &[&[del(1)], &[del(2)]], 64);
         std::fs::write(d.join(LOG_START), marks::encode(LOG_START, 3)).unwrap();
         std::fs::write(d.join(LOG_HEAD), marks::head_file(2)).unwrap();
-        assert!(replay(&d).unwrap_err().contains("below log-start 3"));
+        assert!(replay(&d).unwrap_err().to_string().contains("below log-start 3"));
         std::fs::write(d.join(LOG_HEAD), marks::head_file(4)).unwrap();
         assert_eq!(replay(&d).unwrap().0, vec![1, 2]);
     }

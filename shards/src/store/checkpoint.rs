@@ -13,6 +13,7 @@ use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
 use crate::log::{ForkRecord, ProducerStamp};
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
@@ -82,7 +83,7 @@ pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a Str
 
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_u64(s.handle);
-    for v in [&s.bucket, &s.name, &s.content_type] {
+    for v in [&s.key.0[..], &s.key.1, &s.content_type] {
         out.put_bytes(v.as_bytes());
     }
     out.put_u64(s.created_ms);
@@ -93,7 +94,7 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_bytes(&s.attrs);
     out.put_u8(s.closed as u8);
     out.put_u8(s.deleted as u8);
-    ProducerStamp::put_opt(out, s.closed_by.as_ref());
+    ProducerStamp::put_opt(out, s.closed_by.as_deref());
     out.put_opt_bytes(s.last_stream_seq.as_deref().map(str::as_bytes));
     let (writes, producers) = s.producers.entries();
     out.put_u64(writes);
@@ -110,7 +111,7 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     }
     // A fork's ancestors are its body's: they are recorded once, in the fork record.
     debug_assert_eq!(s.fork.as_ref().map_or(&[][..], |f| &f.ancestors[..]), &b.ancestors[..]);
-    ForkRecord::put_opt(out, s.fork.as_ref());
+    ForkRecord::put_opt(out, s.fork.as_deref());
     match &s.snapshot {
         Some(snap) => {
             out.put_u8(1);
@@ -230,25 +231,24 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     body.cache = Chunk::at(tail, records);
     Some(StreamState {
         handle,
-        bucket,
-        name,
+        key: Rc::new((bucket, name)),
         json: crate::core::is_json(&content_type),
-        content_type,
+        content_type: content_type.into(),
         created_ms,
         last_write_ms,
         lifetime,
         attrs,
         closed,
-        closed_by,
+        closed_by: closed_by.map(Box::new),
         last_stream_seq,
         producers: Producers::restore(max_producers, writes, by_id),
         body,
         visible: Visible { tail, closed, messages: records },
         shard,
-        fork,
+        fork: fork.map(Box::new),
         forks: 0,
         deleted,
-        snapshot,
+        snapshot: snapshot.map(Box::new),
         retained,
         first_message,
     })
@@ -290,7 +290,7 @@ mod tests {
         s.attrs = b"{\"a\":1}".to_vec();
         s.retain_from(0, 0);
         let blob = Blob::Pending(std::rc::Rc::new(b"snap".to_vec()));
-        s.snapshot = Some(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob });
+        s.snapshot = Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
         s.body.freeze();
@@ -333,7 +333,7 @@ mod tests {
         let buckets = HashMap::new();
         let decoded = decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4).unwrap();
         let r = &decoded.streams[0];
-        assert_eq!(r.fork, c.fork);
+        assert_eq!(r.fork.as_deref(), c.fork.as_ref());
         assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
     }
 

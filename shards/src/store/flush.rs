@@ -42,7 +42,7 @@ use crate::every::Every;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
-use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL};
+use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL, UNLINKS_PER_YIELD};
 use crate::woken::Woken;
 use std::collections::HashSet;
 use std::future::Future;
@@ -287,7 +287,7 @@ impl Shard {
                 }
                 jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
             }
-            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = &s.snapshot {
+            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
                 snapshots.push((s.handle, b.clone()));
             }
             // Retention is given back one flush after it moved, so a read
@@ -395,7 +395,10 @@ impl Shard {
         let mut first: Option<LogError> = None;
         let streams = self.files.dir(self.id as u32);
         let mut left = Vec::new();
-        for name in &c.doomed {
+        for (i, name) in c.doomed.iter().enumerate() {
+            if i > 0 && i % UNLINKS_PER_YIELD == 0 {
+                glommio::executor().yield_now().await;
+            }
             if let Some(f) = FileName::parse(name) {
                 self.files.forget(f);
             }

@@ -86,7 +86,7 @@ impl Shard {
         s.forks += 1;
         Ok(ForkGrant {
             parent_handle: handle,
-            content_type: s.content_type.clone(),
+            content_type: s.content_type.to_string(),
             ttl_secs: s.lifetime.ttl_secs,
             expires_at_ms: s.lifetime.expires_at_ms,
             ancestors,

@@ -12,12 +12,15 @@
 //! - [`checkpoint`]: the checkpoint's encoding;
 //! - [`restore`]: recovery, as a decision table over the checkpoint, the
 //!   stream files and the journal;
-//! - [`forks`]: fork grants and references.
+//! - [`forks`]: fork grants and references;
+//! - [`census`]: streams per bucket and the expiry deadlines, kept as
+//!   streams come and go so that nothing counts by scanning.
 //!
 //! Everything here runs on the shard's own executor thread; no state is shared
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
+mod census;
 pub mod checkpoint;
 pub mod decide;
 pub mod files;
@@ -37,16 +40,18 @@ use crate::core::StreamState;
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
-use std::collections::{BTreeMap, HashMap};
+use crate::tuning::{MAX_SHARED_CONTENT_TYPES, STREAM_ENTRY_BYTES};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
-/// `(bucket_id, stream_id)`.
-pub type StreamKey = (String, String);
+pub use crate::core::stream::StreamKey;
 
 /// A live stream and the signal its live readers park on.
 pub struct Entry {
     pub state: StreamState,
-    pub signal: Rc<Signal>,
+    /// What live readers park on: made when the first one parks, dropped
+    /// at a change that no parked reader holds it any more.
+    signal: Option<Rc<Signal>>,
     /// The newest live event, encoded once for every reader at its position.
     pub shared_event: Option<Rc<SharedEvent>>,
     /// Commit number of the newest change readers can observe outside the
@@ -59,9 +64,35 @@ pub struct Entry {
     /// (hole-punched), and the retention the next flush gives back.
     pub punched: (u64, u64),
     pub punch_next: (u64, u64),
+    /// The deadline the census queues it under (`census::NOT_QUEUED`: never expires).
+    queued_ms: u64,
 }
 
+// A stream's in-memory cost (issue 25): rare parts (fork origin, snapshot,
+// producer table, closing stamp) are boxed and the name is shared with the
+// map, so an idle stream's entry stays within this.
+const _: () = assert!(std::mem::size_of::<Entry>() <= STREAM_ENTRY_BYTES);
+
 impl Entry {
+    /// The signal a live reader parks on, and its generation now (the
+    /// reader waits until it moves on).
+    pub fn park(&mut self) -> (Rc<Signal>, u64) {
+        let signal = self.signal.get_or_insert_with(Rc::default).clone();
+        let seen = signal.generation();
+        (signal, seen)
+    }
+
+    /// Wakes the live readers parked on this stream, if any; a signal
+    /// nobody holds any more goes (an idle stream keeps none).
+    pub fn notify(&mut self) {
+        if let Some(signal) = &self.signal {
+            signal.notify();
+            if Rc::strong_count(signal) == 1 {
+                self.signal = None;
+            }
+        }
+    }
+
     /// Whether a bucket listing taken at durable mark `durable` (see
     /// [`Shard::listing_mark`]) shows this stream at `now_ms`: its create is
     /// durable, and no durable delete or expiry hides it.
@@ -124,6 +155,10 @@ pub struct Store {
     pub(crate) removed: u64,
     /// Producers each stream remembers (see `core::producer::Producers`).
     max_producers: usize,
+    /// Streams per bucket and expiry deadlines.
+    census: census::Census,
+    /// The content types streams share (see [`Store::shared_content_type`]).
+    content_types: HashSet<Rc<str>>,
 }
 
 /// What a parent shard hands a new fork: the ancestors' files it reads, the
@@ -251,7 +286,7 @@ impl Store {
             Record::SoftDelete { handle } => {
                 if let Some(e) = self.by_handle(handle) {
                     e.state.deleted = true;
-                    e.signal.notify();
+                    e.notify();
                 }
             }
             Record::Attrs { handle, attrs } => {
@@ -335,7 +370,7 @@ impl Store {
         self.bury_snapshot(r.handle, old);
     }
 
-    fn bury_snapshot(&mut self, handle: u64, old: Option<crate::core::stream::Snapshot>) {
+    fn bury_snapshot(&mut self, handle: u64, old: Option<Box<crate::core::stream::Snapshot>>) {
         if let Some(Blob::Stored(generation)) = old.map(|s| s.blob) {
             self.graveyard.push(files::snapshot_name(handle, generation));
         }
@@ -351,25 +386,46 @@ impl Store {
 
     /// Inserts a stream (created, or restored from a checkpoint), replacing
     /// any of the same name.
-    pub(crate) fn insert(&mut self, state: StreamState) {
-        let key = Rc::new((state.bucket.clone(), state.name.clone()));
+    pub(crate) fn insert(&mut self, mut state: StreamState) {
+        state.content_type = self.shared_content_type(&state.content_type);
+        let key = state.key.clone();
         if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
+            self.census.removed(&key.0, old.state.handle, old.queued_ms);
         }
         self.handles.insert(state.handle, key.clone());
+        let queued_ms = self.census.added(&key.0, state.handle, state.lifetime.deadline_ms());
         let punched = (state.retained, state.first_message);
         self.streams.insert(
             key,
             Box::new(Entry {
                 state,
-                signal: Rc::new(Signal::default()),
+                signal: None,
                 shared_event: None,
                 settle: 0,
                 created: 0,
                 punched: (0, 0),
                 punch_next: punched,
+                queued_ms,
             }),
         );
+    }
+
+    /// The one copy of content type `ct` that streams share. At most
+    /// [`MAX_SHARED_CONTENT_TYPES`] are kept: when full, those no stream
+    /// holds any more go, and if none does, the stream keeps its own.
+    fn shared_content_type(&mut self, ct: &Rc<str>) -> Rc<str> {
+        if let Some(held) = self.content_types.get(ct) {
+            return held.clone();
+        }
+        if self.content_types.len() >= MAX_SHARED_CONTENT_TYPES {
+            self.content_types.retain(|c| Rc::strong_count(c) > 1);
+        }
+        if self.content_types.len() < MAX_SHARED_CONTENT_TYPES {
+            self.content_types.insert(ct.clone());
+        }
+        debug_assert!(self.content_types.len() <= MAX_SHARED_CONTENT_TYPES);
+        ct.clone()
     }
 
     /// Producers each stream remembers.
@@ -398,7 +454,7 @@ impl Store {
         if expired && e.state.forks > 0 {
             // Forks still read its bytes: keep it as a tombstone.
             e.state.deleted = true;
-            e.signal.notify();
+            e.notify();
             return None;
         }
         if expired {
@@ -420,9 +476,10 @@ impl Store {
     /// it referenced, if any, as `(shard, handle)`.
     fn remove(&mut self, handle: u64) -> Option<(u32, u64)> {
         let key = self.handles.remove(&handle)?;
-        let e = self.streams.remove(&key)?;
+        let mut e = self.streams.remove(&key)?;
+        self.census.removed(&key.0, handle, e.queued_ms);
         self.bury(&e);
-        e.signal.notify();
+        e.notify();
         e.state.fork.as_ref().map(|f| (f.parent_shard, f.parent_handle))
     }
 
@@ -440,16 +497,97 @@ impl Store {
         self.streams.get(key).is_some_and(|e| e.state.deleted)
     }
 
-    /// Number of live streams in a bucket at `now_ms`.
+    /// Number of streams a bucket holds at `now_ms` (tombstones that forks
+    /// still read included, expired streams not yet swept excluded): the
+    /// census's count less the due streams of the bucket that have expired.
     pub fn count_in_bucket(&self, bucket: &str, now_ms: u64) -> u64 {
-        self.bucket_range(bucket).filter(|(_, e)| !e.state.lifetime.expired(now_ms)).count() as u64
+        let expired = self
+            .census
+            .due(now_ms)
+            .filter_map(|(_, handle)| self.handles.get(&handle).and_then(|k| self.streams.get(&**k)))
+            .filter(|e| e.state.key.0 == bucket && e.state.lifetime.expired(now_ms))
+            .count() as u64;
+        let held = self.census.streams(bucket);
+        debug_assert!(expired <= held, "expired streams of a bucket are streams it holds");
+        held - expired
     }
 
-    /// Streams of a bucket, in stream-id order.
-    pub fn bucket_range<'a>(&'a self, bucket: &'a str) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+    /// The live streams that have expired at `now_ms`, for the sweep to
+    /// delete; due streams touched since they were queued move to their
+    /// new deadline, and tombstones stay due (forks still read them).
+    pub fn expired(&mut self, now_ms: u64) -> Vec<StreamKey> {
+        let due: Vec<(u64, u64)> = self.census.due(now_ms).collect();
+        let mut expired = Vec::new();
+        for (queued_ms, handle) in due {
+            let key = self.handles.get(&handle).expect("a queued stream is held").clone();
+            let e = self.streams.get_mut(&*key).expect("a held handle names a stream");
+            let deadline = e.state.lifetime.deadline_ms();
+            debug_assert!(deadline.is_some_and(|d| d >= queued_ms), "a stream is queued at or before its deadline");
+            if !e.state.lifetime.expired(now_ms) {
+                e.queued_ms = self.census.requeue(handle, queued_ms, deadline);
+            } else if !e.state.deleted {
+                expired.push(StreamKey::clone(&key));
+            }
+        }
+        expired
+    }
+
+    /// Streams of a bucket whose ids start with `prefix` and sort after
+    /// `after`, in stream-id order: one range scan from the first of them,
+    /// so a page costs its length plus a lookup, however deep it starts.
+    pub fn bucket_page<'a>(
+        &'a self,
+        bucket: &'a str,
+        prefix: &'a str,
+        after: &'a str,
+    ) -> impl Iterator<Item = (&'a StreamKey, &'a Entry)> + 'a {
+        use std::ops::Bound;
+        // Ids with the prefix are contiguous from the prefix itself on.
+        let start = if after >= prefix {
+            Bound::Excluded((bucket.to_string(), after.to_string()))
+        } else {
+            Bound::Included((bucket.to_string(), prefix.to_string()))
+        };
         self.streams
-            .range::<StreamKey, _>((bucket.to_string(), String::new())..)
-            .take_while(move |(k, _)| k.0 == bucket)
+            .range::<StreamKey, _>((start, Bound::Unbounded))
+            .take_while(move |(k, _)| k.0 == bucket && k.1.starts_with(prefix))
             .map(|(k, e)| (&**k, &**e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(s: &mut Store, handle: u64, content_type: &str) {
+        s.apply(Record::Create(CreateRecord::bare(handle, "b", &format!("s{handle}"), content_type, 0)));
+    }
+
+    fn content_type(s: &mut Store, handle: u64) -> Rc<str> {
+        s.by_handle(handle).expect("held").state.content_type.clone()
+    }
+
+    #[test]
+    fn streams_share_one_copy_of_a_content_type_up_to_the_cap() {
+        let mut s = Store::new(0, 4);
+        create(&mut s, 1, "text/plain");
+        create(&mut s, 2, "text/plain");
+        assert!(Rc::ptr_eq(&content_type(&mut s, 1), &content_type(&mut s, 2)));
+        // Past the cap, while every shared type is held, a stream keeps its own.
+        for h in 3..(3 + MAX_SHARED_CONTENT_TYPES as u64) {
+            create(&mut s, h, &format!("x/t{h}"));
+        }
+        assert_eq!(s.content_types.len(), MAX_SHARED_CONTENT_TYPES);
+        let last = 2 + MAX_SHARED_CONTENT_TYPES as u64;
+        assert!(!s.content_types.contains(&*format!("x/t{last}")), "the type past the cap is not shared");
+        create(&mut s, 10_000, &format!("x/t{last}"));
+        assert!(!Rc::ptr_eq(&content_type(&mut s, last), &content_type(&mut s, 10_000)));
+        // Once a type's streams are gone, its slot goes to the next new type.
+        s.apply(Record::Delete { handle: 3 });
+        create(&mut s, 10_001, "y/new");
+        create(&mut s, 10_002, "y/new");
+        assert!(Rc::ptr_eq(&content_type(&mut s, 10_001), &content_type(&mut s, 10_002)));
+        assert!(!s.content_types.contains("x/t3"));
+        assert!(s.content_types.len() <= MAX_SHARED_CONTENT_TYPES);
     }
 }

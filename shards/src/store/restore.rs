@@ -29,7 +29,7 @@ use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
 use crate::log::marks::{self, LOG_START};
-use crate::log::recovery::{self, Mode, Tail};
+use crate::log::recovery::{self, Mode, RecoveryError, Tail};
 use crate::storage::Storage;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -42,12 +42,18 @@ pub struct Restored {
 
 /// Restores shard `shard` from `dir` through `io` (see the module
 /// header). In [`Mode::Verify`] nothing is changed.
-pub fn restore(io: &Storage, dir: &Path, shard: u32, max_producers: usize, mode: Mode) -> Result<Restored, String> {
+pub fn restore(
+    io: &Storage,
+    dir: &Path,
+    shard: u32,
+    max_producers: usize,
+    mode: Mode,
+) -> Result<Restored, RecoveryError> {
     let path = dir.join(CHECKPOINT);
     let ck = match io.read_file(&path) {
         Ok(b) => Some(checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => return Err(format!("{}: {e}", path.display()).into()),
     };
     let start = marks::read(dir, LOG_START)?.unwrap_or(1);
     let journal = match &ck {
@@ -55,7 +61,8 @@ pub fn restore(io: &Storage, dir: &Path, shard: u32, max_producers: usize, mode:
             return Err(format!(
                 "{}: missing, but the journal before segment {start} was deleted after a checkpoint",
                 path.display()
-            ))
+            )
+            .into())
         }
         None => (0, 0),
         Some(c) if c.journal.0 < start => {
@@ -63,7 +70,8 @@ pub fn restore(io: &Storage, dir: &Path, shard: u32, max_producers: usize, mode:
                 "{}: resumes in journal segment {}, before the journal's first segment {start}: a stale copy",
                 path.display(),
                 c.journal.0
-            ))
+            )
+            .into())
         }
         Some(c) => c.journal,
     };

@@ -8,7 +8,7 @@ use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Stor
 use crate::core::append::AppendInput;
 use crate::core::body::Point;
 use crate::core::create::CreateInput;
-use crate::log::recovery::Mode;
+use crate::log::recovery::{Mode, RecoveryError};
 use crate::log::{Log, LogConfig, LogError, Record};
 use crate::signal::Signal;
 use crate::storage::Storage;
@@ -84,7 +84,7 @@ pub struct Shard {
 impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
-    pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, String> {
+    pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, RecoveryError> {
         let ShardConfig { log: cfg, open_files, max_producers, flush, shards, storage } = cfg;
         assert!(shards > id, "shard {id} of {shards}");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
@@ -394,7 +394,7 @@ impl Shard {
     fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
         if let Some(e) = self.store.borrow_mut().by_handle(handle) {
             e.state.publish(tail, records, closed);
-            e.signal.notify();
+            e.notify();
         }
     }
 
@@ -494,14 +494,7 @@ impl Shard {
     /// Deletes every stream whose TTL or Expires-At has passed, so streams
     /// nobody touches again still give their space back. Returns how many.
     pub async fn sweep_expired(&self, now_ms: u64) -> usize {
-        let expired: Vec<StreamKey> = self
-            .store
-            .borrow()
-            .streams
-            .iter()
-            .filter(|(_, e)| !e.state.deleted && e.state.lifetime.expired(now_ms))
-            .map(|(k, _)| StreamKey::clone(k))
-            .collect();
+        let expired = self.store.borrow_mut().expired(now_ms);
         for key in &expired {
             if self.reserve(16, Room::Frees).await.is_err() {
                 return 0;

@@ -1,6 +1,7 @@
 //! Refusals of stream requests: the error's own response (status, reason and
 //! headers from `sluice::http::error`) plus what the protocol asks a refusal
-//! to report about the stream's current state.
+//! to report about the stream's current state (see ARCHITECTURE.md,
+//! "Refusals").
 
 use crate::ctx::Ctx;
 use sluice::http::error::HttpError;
@@ -12,7 +13,7 @@ use sluice_shards::offset::Offset;
 use sluice_shards::store::StreamKey;
 
 /// The response to `e` for a request about stream `key`.
-pub fn refuse(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response {
+pub fn refusal(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response {
     // The edge's own refusals say nothing about the stream.
     let e = match e.into() {
         HttpError::Stream(e) => e,
