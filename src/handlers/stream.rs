@@ -82,8 +82,13 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     if created {
         crate::handlers::subs::wake::notify_append(ctx, key, tail);
     }
-    let content_type =
-        ctx.shard.store.borrow().streams.get(key).map_or(input.content_type.clone(), |e| e.state.content_type.to_string());
+    let content_type = ctx
+        .shard
+        .store
+        .borrow()
+        .streams
+        .get(key)
+        .map_or(input.content_type.clone(), |e| e.state.content_type.to_string());
     let mut r = Response::new(if created { 201 } else { 200 })
         .header(h::CONTENT_TYPE, content_type)
         .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());

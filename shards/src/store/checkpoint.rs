@@ -290,7 +290,8 @@ mod tests {
         s.attrs = b"{\"a\":1}".to_vec();
         s.retain_from(0, 0);
         let blob = Blob::Pending(std::rc::Rc::new(b"snap".to_vec()));
-        s.snapshot = Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
+        s.snapshot =
+            Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
         s.body.freeze();
