@@ -626,3 +626,23 @@ fn tier_after_drops_what_the_store_has_held_that_long() {
     assert!(metric(&server, "sluice_tier_tiered_bytes") >= (3 * MIB) as f64);
     assert!(server.read_all(p).0 == want, "every byte back");
 }
+
+#[test]
+fn cold_tier_flags_are_checked_at_start() {
+    let dir = TempDir::new("tier-cold-flags");
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    for (flags, says) in [
+        (&["--local-bytes", "8MiB"][..], "--local-bytes and --tier-after need --tier-url"),
+        (&["--tier-after", "1h"][..], "--local-bytes and --tier-after need --tier-url"),
+        (&["--local-bytes", "1KiB"][..], "between 1MiB and"),
+        (&["--tier-after", "10ms"][..], "between 1s and 10 years"),
+        (&["--cache-bytes", "1MiB"][..], "between 128MiB and 1TiB"),
+    ] {
+        let mut args = vec!["serve", "--data-dir", data];
+        args.extend_from_slice(flags);
+        let (status, err) = run_to_exit(&args);
+        assert!(!status.success(), "{flags:?} started");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}
