@@ -503,6 +503,14 @@ fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
     // Without its store, a tiered data dir refuses to start (its bytes are there).
     let (status, err) = run_to_exit(&["serve", "--data-dir", data.to_str().unwrap(), "--shards", "2"]);
     assert!(!status.success() && err.contains("--tier-url"), "{err}");
+    // Nor with a prefix that does not hold them.
+    let mut flags = vec!["--tier-url".to_string(), s.url("cold-elsewhere")];
+    flags.extend(s.flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    match Server::try_launch(&data, Launch::quick(2, &flags)) {
+        Err((status, out)) => assert!(!status.success() && out.contains("does not hold them"), "{out}"),
+        Ok(_) => panic!("a tiered data dir started against a prefix without its bytes"),
+    }
     // A restore brings every byte back, local again.
     let new = dir.path().join("restored");
     let (ok, _, err) = restore(&s, &url, &new);
