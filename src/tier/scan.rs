@@ -16,6 +16,7 @@
 //! A file with a new inode starts over. Temporary files (`*.tmp`) are never
 //! shipped: they are replaced or removed before anything depends on them.
 
+use super::extents::Resolved;
 use super::layout::{Extent, FileEntry, Local};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -163,7 +164,9 @@ pub fn plan(path: &str, stat: Stat, before: Option<&Tracked>, journals: &[(u32, 
 }
 
 /// The entry of a file after a confirmed cycle: `extents` are where this
-/// cycle put its delta.
+/// cycle put its delta. Bytes a later extent overwrote are dropped from
+/// earlier ones (see [`Resolved`]): the file reads the same, and a pack
+/// whose bytes were all overwritten is named no more, so it can be deleted.
 pub fn entry_after(before: Option<&Tracked>, found: &Found, extents: Vec<Extent>) -> FileEntry {
     let mut entry = match before {
         Some(t) if !found.reset => t.entry.clone(),
@@ -171,6 +174,7 @@ pub fn entry_after(before: Option<&Tracked>, found: &Found, extents: Vec<Extent>
     };
     entry.size = found.stat.size;
     entry.extents.extend(extents);
+    entry.extents = Resolved::new(&entry.extents).pieces().cloned().collect();
     entry.local = Some(Local { ino: found.stat.ino, mtime_ns: found.stat.mtime_ns, shipped: found.shipped });
     entry
 }
@@ -261,7 +265,13 @@ mod tests {
         let mut t = tracked(stat(1, 1, 1), 1);
         t.entry.extents.push(ext("a"));
         let grown = plan("shard-0/streams/1.data", stat(1, 2, 2), Some(&t), &[], 0);
-        assert_eq!(entry_after(Some(&t), &grown, vec![ext("b")]).extents.len(), 2);
+        let appended = Extent { pack: "b".into(), pack_offset: 0, file_offset: 1, len: 1 };
+        assert_eq!(entry_after(Some(&t), &grown, vec![appended.clone()]).extents, vec![ext("a"), appended]);
+        assert_eq!(
+            entry_after(Some(&t), &grown, vec![ext("b")]).extents,
+            vec![ext("b")],
+            "overwritten: a is named no more"
+        );
         let new = plan("shard-0/streams/1.data", stat(9, 2, 2), Some(&t), &[], 0);
         assert_eq!(entry_after(Some(&t), &new, vec![ext("b")]).extents, vec![ext("b")]);
     }
