@@ -6,23 +6,33 @@
 //!
 //! Only bytes below the visible tail as of the request are sent, and those
 //! never change: the response is whole however the stream grows meanwhile.
-//! A piece that cannot be read (the stream deleted under the reader, a
-//! damaged file) resets the connection: the length is already promised, so
-//! the client sees a cut response and reads again from its last offset.
+//! The first piece is read before the head is sent, so a response whose
+//! start cannot be read (a damaged file; bytes in an object store that does
+//! not answer) is refused with its status. A later piece that cannot be read
+//! (the stream deleted under the reader, a damaged file) resets the
+//! connection: the length is already promised, so the client sees a cut
+//! response and reads again from its last offset.
 
 use crate::ctx::Ctx;
 use crate::send::{reset, send};
 use glommio::net::TcpStream;
 use sluice::http::Response;
-use sluice_shards::store::reads::Limit;
+use sluice_shards::store::reads::{Limit, Span};
 use sluice_shards::store::StreamKey;
 
-/// A planned streamed response: `head` announces `end - from` bytes.
+/// A planned streamed response: `head` announces `end - from` bytes, the
+/// first piece of which (up to `first.end`) is read already.
 pub struct Catchup {
     pub key: StreamKey,
     pub from: u64,
     pub end: u64,
     pub head: Response,
+    pub first: Span,
+}
+
+/// What one piece of a streamed response reads at `pos`, up to `end`.
+pub fn piece(ctx: &Ctx, pos: u64, end: u64) -> Limit {
+    Limit { bytes: (end - pos).min(ctx.cfg.max_read_bytes), exact: true, whole_json: false, records: None }
 }
 
 /// The length of the UTF-8 character that byte `lead` starts (1 for
@@ -57,13 +67,14 @@ pub async fn send_streamed(ctx: &Ctx, sock: &mut TcpStream, c: Catchup, close: b
     if !send(sock, &head, idle).await {
         return false;
     }
-    let mut pos = c.from;
+    if !send(sock, &c.first.data, idle).await {
+        return false;
+    }
+    let mut pos = c.first.end;
     // One buffer for every piece: each read lands in pages already mapped.
-    let mut buf = Vec::new();
+    let mut buf = c.first.data;
     while pos < c.end {
-        let limit =
-            Limit { bytes: (c.end - pos).min(ctx.cfg.max_read_bytes), exact: true, whole_json: false, records: None };
-        let span = match ctx.shard.read_span_into(&c.key, pos, limit, std::mem::take(&mut buf)).await {
+        let span = match ctx.shard.read_span_into(&c.key, pos, piece(ctx, pos, c.end), std::mem::take(&mut buf)).await {
             Ok(s) if s.end > pos && s.end <= c.end => s,
             Ok(s) => {
                 tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, end = s.end, "streamed read cut short: the stream changed under it");

@@ -410,3 +410,247 @@ fn serve_refuses_to_start_without_a_usable_store() {
     assert!(!status.success());
     assert!(err.contains("s3://"), "{err}");
 }
+
+// The cold tier: local copies dropped past --local-bytes, read back from the store.
+
+/// Bytes the stream data files of `data` take on disk (allocated blocks).
+fn local_data_bytes(data: &Path) -> u64 {
+    data_files(data).0
+}
+
+/// Bytes the stream data files of `data` take on disk, and their sizes.
+fn data_files(data: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut total, mut size) = (0, 0);
+    for shard in
+        std::fs::read_dir(data).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with("shard-"))
+    {
+        let Ok(files) = std::fs::read_dir(shard.path().join("streams")) else { continue };
+        for f in files.flatten().filter(|f| f.file_name().to_string_lossy().ends_with(".data")) {
+            let m = f.metadata().unwrap();
+            (total, size) = (total + m.blocks() * 512, size + m.len());
+        }
+    }
+    (total, size)
+}
+
+/// Appends `total` bytes to `stream` in `piece`-byte appends of a pattern
+/// unique to the stream and offset; returns the bytes.
+fn fill(server: &Server, stream: &str, total: usize, piece: usize) -> Vec<u8> {
+    let seed = stream.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let all: Vec<u8> = (0..total as u64).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8).collect();
+    for chunk in all.chunks(piece) {
+        server.post(stream, "application/octet-stream", chunk).expect(204);
+    }
+    all
+}
+
+const MIB: usize = 1 << 20;
+
+/// Waits until what `server` wrote is in its data files and they hold at
+/// most `limit` bytes locally, some of them dropped to the tier.
+fn wait_tiered(server: &Server, data: &Path, limit: u64, within: Duration) {
+    server.wait_flushed();
+    wait_for("local data within --local-bytes", within, || {
+        local_data_bytes(data) <= limit && metric(server, "sluice_tier_tiered_bytes") > 0.0
+    });
+}
+
+/// Starts the store again when dropped (a failed test leaves it running for the next).
+struct Started<'a>(&'a Store);
+
+impl Drop for Started<'_> {
+    fn drop(&mut self) {
+        self.0.garage("start");
+    }
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn cold_tier_keeps_local_data_within_local_bytes_and_reads_every_byte_back() {
+    let limit = 8 * MIB as u64;
+    let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB", "--cache-bytes", "128MiB"];
+    let (Setup { s, url, data, dir, .. }, mut server, paths) = start("cold", 2, &extra);
+    let want: Vec<Vec<u8>> = paths.iter().map(|p| fill(&server, p, 20 * MIB, 256 << 10)).collect();
+    wait_tiered(&server, &data, limit, Duration::from_secs(60));
+    let (after, written) = data_files(&data);
+    assert_eq!(written, 40 * MIB as u64, "the data files hold every byte written");
+    println!(
+        "local stream data: {} KiB written, {} KiB on disk once tiered (--local-bytes 8MiB)",
+        written >> 10,
+        after >> 10
+    );
+    assert!(after > limit / 2, "only the oldest bytes go: {after} bytes left local");
+    assert!(metric(&server, "sluice_tier_tiered_bytes") >= (written - limit) as f64);
+    assert!(metric(&server, "sluice_tier_local_bytes") <= limit as f64);
+    for (p, w) in paths.iter().zip(&want) {
+        assert!(server.read_all(p).0 == *w, "{p}: catch-up from the start differs");
+        let mid = (w.len() / 2 + 12345) as u64;
+        assert!(server.read_from(p, mid).0 == w[mid as usize..], "{p}: a read from the middle differs");
+    }
+    assert!(metric(&server, "sluice_tier_download_bytes_total") >= 20.0 * MIB as f64);
+    assert!(metric(&server, "sluice_tier_cache_hits_total") > 0.0, "read-ahead serves a catch-up");
+
+    // A restart reads the tiered bytes back: the marks survive, the zeros are not damage.
+    server.restart_after_kill();
+    for (p, w) in paths.iter().zip(&want) {
+        assert!(server.read_all(p).0 == *w, "{p}: differs after a restart");
+    }
+    assert!(local_data_bytes(&data) <= limit, "nothing came back to the local disk");
+    server.terminate();
+    let (status, out) = run_to_exit(&["check", "--data-dir", data.to_str().unwrap()]);
+    assert!(status.success(), "sluice check on a tiered data dir: {out}");
+    // Without its store, a tiered data dir refuses to start (its bytes are there).
+    let (status, err) = run_to_exit(&["serve", "--data-dir", data.to_str().unwrap(), "--shards", "2"]);
+    assert!(!status.success() && err.contains("--tier-url"), "{err}");
+    // Nor with a prefix that does not hold them.
+    let mut flags = vec!["--tier-url".to_string(), s.url("cold-elsewhere")];
+    flags.extend(s.flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    match Server::try_launch(&data, Launch::quick(2, &flags)) {
+        Err((status, out)) => assert!(!status.success() && out.contains("does not hold them"), "{out}"),
+        Ok(_) => panic!("a tiered data dir started against a prefix without its bytes"),
+    }
+    // A restore brings every byte back, local again.
+    let new = dir.path().join("restored");
+    let (ok, _, err) = restore(&s, &url, &new);
+    assert!(ok, "restore of a tiered node: {err}");
+    let restored = Server::launch(&new, Launch::quick(2, &[]));
+    for (p, w) in paths.iter().zip(&want) {
+        assert!(restored.read_all(p).0 == *w, "{p}: differs after a restore");
+    }
+    assert!(data_files(&new).0 >= 40 * MIB as u64, "a restored data dir holds every byte locally");
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn store_down_nothing_unconfirmed_is_dropped_writes_go_on_and_tiered_reads_answer_503() {
+    let limit = 4 * MIB as u64;
+    let extra = ["--flush-interval", "200ms", "--local-bytes", "4MiB"];
+    let (Setup { s, data, dir: _dir, .. }, server, paths) = start("colddown", 1, &extra);
+    let p = &paths[0];
+    let mut want = fill(&server, p, 12 * MIB, 256 << 10);
+    wait_tiered(&server, &data, limit, Duration::from_secs(60));
+    let tiered = metric(&server, "sluice_tier_tiered_bytes");
+    s.garage("stop");
+    let started = Started(&s);
+    // Writes go on, and stay local: nothing unconfirmed is dropped.
+    let at = want.len();
+    want.extend(fill(&server, p, 12 * MIB, 256 << 10));
+    server.wait_flushed();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(metric(&server, "sluice_tier_tiered_bytes"), tiered, "dropped while the store is down");
+    assert!(local_data_bytes(&data) >= 12 * MIB as u64, "unconfirmed bytes left the disk");
+    assert!(server.read_from(p, at as u64).0 == want[at..], "local reads go on");
+    // A tiered read answers 503 with a reason, soon.
+    let t = Instant::now();
+    let r = server.get(&format!("{p}?offset={}", offset(0)));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(t.elapsed() < Duration::from_secs(15), "a tiered read hung for {:?}", t.elapsed());
+    assert!(!r.text().is_empty());
+    assert!(metric(&server, "sluice_tier_download_errors_total") > 0.0);
+    drop(started);
+    wait_for("the backlog to drain and local data within --local-bytes", Duration::from_secs(90), || {
+        metric(&server, "sluice_tier_degraded") == 0.0 && local_data_bytes(&data) <= limit
+    });
+    assert!(server.read_all(p).0 == want, "every byte back after the outage");
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn forks_read_their_sources_tiered_bytes_and_deleted_streams_leave_the_tier() {
+    let extra = ["--flush-interval", "200ms", "--local-bytes", "1MiB"];
+    let (Setup { s, url, data, dir, .. }, server, paths) = start("coldfork", 1, &extra);
+    let src = &paths[0];
+    let mut want = fill(&server, src, 8 * MIB, 256 << 10);
+    wait_tiered(&server, &data, MIB as u64, Duration::from_secs(60));
+    let fork = "/v1/stream/coldfork-fork";
+    server
+        .req("PUT", fork, &[("Stream-Forked-From", src.as_str()), ("Content-Type", "application/octet-stream")], b"")
+        .expect(201);
+    server.post(fork, "application/octet-stream", b"the fork's own").expect(204);
+    want.extend_from_slice(b"the fork's own");
+    assert!(server.read_all(fork).0 == want, "the fork reads its source's tiered bytes");
+    // The source deleted, the fork still reads them (its files stay, so their objects stay).
+    server.delete(src).expect(204);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(server.read_all(fork).0 == want, "the fork reads them after the source's deletion");
+    // Both deleted: the files go, and so do their marks and the tiered bytes.
+    server.delete(fork).expect(204);
+    wait_for("the deleted streams to leave the tier", Duration::from_secs(60), || {
+        metric(&server, "sluice_tier_tiered_bytes") == 0.0
+            && std::fs::read_to_string(data.join("shard-0/tiered")).is_ok_and(|m| m.is_empty())
+    });
+    // The newest manifest names none of their files: their packs go once
+    // no kept manifest names them (shared packs: see the README).
+    let cycles = metric(&server, "sluice_tier_cycles_total");
+    wait_for("a cycle after the deletion", Duration::from_secs(20), || {
+        metric(&server, "sluice_tier_cycles_total") >= cycles + 1.0
+    });
+    let new = dir.path().join("restored");
+    let (ok, _, err) = restore(&s, &url, &new);
+    assert!(ok, "{err}");
+    assert_eq!(data_files(&new), (0, 0), "the deleted streams' data files are in the backup");
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn a_long_catch_up_from_the_tier() {
+    let total = 256 * MIB;
+    let extra = ["--flush-interval", "200ms", "--local-bytes", "16MiB", "--max-read-bytes", "8MiB"];
+    let (Setup { data, dir: _dir, .. }, mut server, paths) = start("coldcatchup", 1, &extra);
+    let p = &paths[0];
+    let want = fill(&server, p, total, MIB);
+    wait_tiered(&server, &data, 16 * MIB as u64, Duration::from_secs(180));
+    // A restart empties the cache: the catch-up reads from the store.
+    server.restart_after_kill();
+    let downloaded = metric(&server, "sluice_tier_download_bytes_total");
+    let t = Instant::now();
+    let got = server.read_all(p).0;
+    let took = t.elapsed();
+    assert!(got == want, "the catch-up differs");
+    let fetched = metric(&server, "sluice_tier_download_bytes_total") - downloaded;
+    assert!(fetched >= (total - 16 * MIB) as f64, "only {fetched} bytes came from the store");
+    let rate = total as f64 / took.as_secs_f64() / 1e6;
+    println!("catch-up of {} MiB from the tier: {:.2} s, {rate:.0} MB/s", total >> 20, took.as_secs_f64());
+    let cached = metric(&server, "sluice_tier_cache_bytes");
+    assert!(cached > 0.0 && cached <= (256 * MIB) as f64, "the cache holds {cached} bytes, over --cache-bytes");
+    let secs = metric(&server, "sluice_tier_download_seconds_total");
+    let gets = metric(&server, "sluice_tier_downloads_total");
+    println!("{gets} range GETs, mean {:.1} ms", secs / gets * 1e3);
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn tier_after_drops_what_the_store_has_held_that_long() {
+    let extra = ["--flush-interval", "200ms", "--tier-after", "2s"];
+    let (Setup { data, dir: _dir, .. }, server, paths) = start("coldage", 1, &extra);
+    let p = &paths[0];
+    let want = fill(&server, p, 4 * MIB, 256 << 10);
+    server.wait_flushed();
+    let written = Instant::now();
+    wait_for("the old bytes dropped", Duration::from_secs(30), || local_data_bytes(&data) < MIB as u64);
+    assert!(written.elapsed() >= Duration::from_secs(1), "dropped before --tier-after");
+    assert!(metric(&server, "sluice_tier_tiered_bytes") >= (3 * MIB) as f64);
+    assert!(server.read_all(p).0 == want, "every byte back");
+}
+
+#[test]
+fn cold_tier_flags_are_checked_at_start() {
+    let dir = TempDir::new("tier-cold-flags");
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    for (flags, says) in [
+        (&["--local-bytes", "8MiB"][..], "--local-bytes and --tier-after need --tier-url"),
+        (&["--tier-after", "1h"][..], "--local-bytes and --tier-after need --tier-url"),
+        (&["--local-bytes", "1KiB"][..], "between 1MiB and"),
+        (&["--tier-after", "10ms"][..], "between 1s and 10 years"),
+        (&["--cache-bytes", "1MiB"][..], "between 128MiB and 1TiB"),
+    ] {
+        let mut args = vec!["serve", "--data-dir", data];
+        args.extend_from_slice(flags);
+        let (status, err) = run_to_exit(&args);
+        assert!(!status.success(), "{flags:?} started");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}

@@ -12,6 +12,7 @@
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 //! - [`every`]: a repeated warning, logged at most once per interval.
 //! - [`hold`]: the backup's hold on a shard's clean-up (issue 27).
+//! - [`tiered`]: stream bytes held only in the object store, and their reader (issue 27).
 
 /// The protocol core lives in its own crate, without glommio.
 pub use sluice_core as core;
@@ -29,5 +30,6 @@ pub mod tasks;
 #[cfg(test)]
 mod test_dir;
 pub mod tick;
+pub mod tiered;
 pub mod tuning;
 pub mod woken;

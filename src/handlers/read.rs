@@ -7,7 +7,7 @@
 use super::lookup::{bucket_exists, json_stream};
 use super::refusal::{read_failed, refusal};
 use super::Reply;
-use crate::catchup::{char_width, unfinished_char, Catchup};
+use crate::catchup::{char_width, piece, unfinished_char, Catchup};
 use crate::ctx::Ctx;
 use crate::route::Surface;
 use sluice::http::cors::Cors;
@@ -197,7 +197,9 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
         head.set(h::STREAM_CLOSED, "true");
     }
     head.head_length = Some((end - from) as usize);
-    Ok(Some((Catchup { key: key.clone(), from, end, head }, etag)))
+    let first = ctx.shard.read_span(key, from, piece(ctx, from, end)).await.map_err(|e| read_failed(ctx, key, e))?;
+    assert!(from < first.end && first.end <= end, "a streamed response's first piece is inside it");
+    Ok(Some((Catchup { key: key.clone(), from, end, head, first }, etag)))
 }
 
 /// Cache-Control of a read that is not at the tail: its bytes never change.

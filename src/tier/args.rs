@@ -2,7 +2,7 @@
 //! every range is declared and checked here, once.
 
 use clap::Args;
-use sluice::units::parse_duration;
+use sluice::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,6 +18,31 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes a pack part holds before it is uploaded (multipart part size).
 pub const PART_BYTES: usize = 8 << 20;
+/// Smallest and largest `--local-bytes` (stream data kept on local disk).
+pub const MIN_LOCAL_BYTES: u64 = 1 << 20;
+pub const MAX_LOCAL_BYTES: u64 = 1 << 50;
+/// Shortest and longest `--tier-after`.
+pub const MIN_TIER_AFTER: Duration = Duration::from_secs(1);
+pub const MAX_TIER_AFTER: Duration = Duration::from_secs(10 * 365 * 86_400);
+/// Local copies are dropped in steps of at most this many bytes of a file
+/// (whole pages), so a drop frees about what `--local-bytes` asks.
+pub const DROP_STEP: u64 = 1 << 20;
+/// Smallest, default and largest `--cache-bytes` (tiered bytes kept in memory).
+pub const MIN_CACHE_BYTES: u64 = 128 << 20;
+pub const DEFAULT_CACHE_BYTES: &str = "256MiB";
+pub const MAX_CACHE_BYTES: u64 = 1 << 40;
+/// Tiered bytes are fetched and cached in blocks of this many bytes of a pack.
+pub const BLOCK_BYTES: u64 = 8 << 20;
+/// A tiered read also fetches this many bytes of the file after it, all
+/// at once (a catch-up reads on); half of the smallest cache.
+pub const READ_AHEAD_BYTES: u64 = MIN_CACHE_BYTES / 2;
+const _: () = assert!(READ_AHEAD_BYTES + 2 * BLOCK_BYTES <= MIN_CACHE_BYTES, "read-ahead fits in any cache");
+/// One range GET of a tiered read gives up after this long: the read is
+/// then answered 503, never left hanging.
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Confirmation times of cycles remembered for `--tier-after` (older
+/// cycles count as confirmed when this run's first was).
+pub const MAX_CYCLE_TIMES: usize = 1 << 16;
 /// Manifests kept behind the newest one (a restore racing a cycle still
 /// finds every object of the one it read).
 pub const KEEP_MANIFESTS: usize = 2;
@@ -53,6 +78,22 @@ pub struct TierArgs {
     #[arg(long, env = "SLUICE_BACKUP_INTERVAL", value_name = "DUR", default_value = "1s",
           value_parser = interval)]
     pub backup_interval: Duration,
+
+    /// Cold tier: once stream data files hold more than this, the oldest
+    /// bytes a confirmed backup holds are dropped locally and read back from
+    /// the object store (1MiB..1024TiB; off when unset; needs --tier-url).
+    #[arg(long, env = "SLUICE_LOCAL_BYTES", value_name = "SIZE", value_parser = local_bytes)]
+    pub local_bytes: Option<u64>,
+
+    /// Cold tier: stream bytes a confirmed backup has held for this long are
+    /// dropped locally (1s..10y; off when unset; needs --tier-url).
+    #[arg(long, env = "SLUICE_TIER_AFTER", value_name = "DUR", value_parser = tier_after)]
+    pub tier_after: Option<Duration>,
+
+    /// Memory for tiered bytes read back from the object store, least recently used dropped first (128MiB..1TiB).
+    #[arg(long, env = "SLUICE_CACHE_BYTES", value_name = "SIZE", default_value = DEFAULT_CACHE_BYTES,
+          value_parser = cache_bytes)]
+    pub cache_bytes: u64,
 }
 
 /// `sluice restore`: rebuild a data dir from the object store alone.
@@ -106,6 +147,41 @@ fn interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n = parse_size(s).map_err(|e| e.to_string())?;
+    if n < min || n > max {
+        return Err(format!(
+            "{s}: must be between {} and {}",
+            sluice::units::format_size(min),
+            sluice::units::format_size(max)
+        ));
+    }
+    Ok(n)
+}
+
+fn local_bytes(s: &str) -> Result<u64, String> {
+    sized(s, MIN_LOCAL_BYTES, MAX_LOCAL_BYTES)
+}
+
+fn cache_bytes(s: &str) -> Result<u64, String> {
+    sized(s, MIN_CACHE_BYTES, MAX_CACHE_BYTES)
+}
+
+fn tier_after(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
+    if d < MIN_TIER_AFTER || d > MAX_TIER_AFTER {
+        return Err(format!("{s}: must be between 1s and 10 years"));
+    }
+    Ok(d)
+}
+
+impl TierArgs {
+    /// Whether local copies may be dropped (the cold tier is on).
+    pub fn tiering(&self) -> bool {
+        self.local_bytes.is_some() || self.tier_after.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +205,16 @@ mod tests {
         assert!(interval("10ms").is_err());
         assert!(interval("2h").is_err());
         assert!(interval("x").is_err());
+    }
+
+    #[test]
+    fn cold_tier_limits() {
+        assert_eq!(local_bytes("64MiB").unwrap(), 64 << 20);
+        assert!(local_bytes("1KiB").unwrap_err().contains("between 1MiB and"));
+        assert_eq!(cache_bytes(DEFAULT_CACHE_BYTES).unwrap(), 256 << 20);
+        assert!(cache_bytes("64MiB").unwrap_err().contains("between 128MiB and 1TiB"));
+        assert!(cache_bytes("2TiB").is_err());
+        assert_eq!(tier_after("1h").unwrap(), Duration::from_secs(3600));
+        assert!(tier_after("10ms").is_err());
     }
 }

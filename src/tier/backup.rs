@@ -15,12 +15,16 @@
 //! 4. scan, upload the packs, then the manifest, each retried with backoff
 //!    until it is confirmed (a failure reports the store degraded; the
 //!    shards keep serving and keep every local copy meanwhile);
-//! 5. release the shards; now and then delete what no kept manifest names.
+//! 5. release the shards; drop the local copies the cold tier may drop (see
+//!    [`super::tiering`]); now and then delete what no kept manifest names.
 
-use super::args::{FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, PART_BYTES};
+use super::args::{TierArgs, FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, MAX_CYCLE_TIMES, PART_BYTES};
 use super::client::Remote;
+use super::extents::Resolved;
 use super::layout::{self, Extent, Journal, Manifest, MANIFESTS, MAX_PACK_BYTES, PACKS};
 use super::scan::{self, Found, Stat, Tracked};
+use super::tiering::{self, Marks};
+use super::{fetch, status::now_ms};
 use super::{progress, status};
 use bytes::Bytes;
 use sluice_shards::log::marks;
@@ -51,6 +55,14 @@ pub struct Backup {
     /// A manifest of this run is confirmed (before it, a cycle ships even
     /// when nothing looks changed: the last manifest may be another run's).
     shipped_once: bool,
+    /// The cold tier: `--local-bytes`, `--tier-after`, every data file's
+    /// tiered boundary, where the reading thread finds tiered bytes, and
+    /// when this run's cycles were confirmed (Unix ms, by cycle).
+    local_limit: Option<u64>,
+    tier_after: Option<Duration>,
+    marks: Marks,
+    map: fetch::Map,
+    confirmed_at: BTreeMap<u64, u64>,
 }
 
 /// The running backup thread.
@@ -74,7 +86,7 @@ impl Running {
 impl Backup {
     /// Prepares a backup of `dir` to `remote`, continuing the cycle numbers
     /// already there.
-    pub fn new(remote: Remote, dir: &Path, shards: usize, interval: Duration) -> Result<Backup, String> {
+    pub fn new(remote: Remote, dir: &Path, shards: usize, tier: &TierArgs, map: fetch::Map) -> Result<Backup, String> {
         let seq = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max().unwrap_or(0);
         // Resume from the newest manifest: files still on disk with the same
         // identity ship only what changed since (a crash changes nothing
@@ -94,16 +106,22 @@ impl Backup {
                 }
             }
         }
+        let marks = tiered_marks(dir, shards, &files, &map)?;
         Ok(Backup {
             remote,
             dir: dir.to_path_buf(),
             shards,
-            interval,
+            interval: tier.backup_interval,
             stop: Arc::new(AtomicBool::new(false)),
             files,
             seq,
             recent,
             shipped_once: false,
+            local_limit: tier.local_bytes,
+            tier_after: tier.tier_after,
+            marks,
+            map,
+            confirmed_at: BTreeMap::new(),
         })
     }
 
@@ -126,12 +144,17 @@ impl Backup {
             let started = Instant::now();
             let stopping = self.stop.load(Relaxed);
             match self.cycle() {
-                Ok(shipped) => tracing::debug!(
-                    seq = self.seq,
-                    shipped,
-                    took_ms = started.elapsed().as_millis() as u64,
-                    "backup cycle"
-                ),
+                Ok(shipped) => {
+                    tracing::debug!(
+                        seq = self.seq,
+                        shipped,
+                        took_ms = started.elapsed().as_millis() as u64,
+                        "backup cycle"
+                    );
+                    if let Err(e) = self.drop_confirmed() {
+                        tracing::warn!(error = %e, "dropping confirmed local copies failed; retried next cycle");
+                    }
+                }
                 Err(e) => {
                     status::get().failed(&e);
                     tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying");
@@ -206,7 +229,8 @@ impl Backup {
         let mut found: BTreeMap<String, (PathBuf, Found)> = BTreeMap::new();
         for (rel, (path, stat)) in scan::walk(&self.dir).map_err(|e| format!("scanning {}: {e}", self.dir.display()))? {
             let stat = checkpoints.get(&rel).map_or(stat, |(s, _)| *s);
-            found.insert(rel.clone(), (path, scan::plan(&rel, stat, self.files.get(&rel), &positions)));
+            let tiered = self.marks.get(&rel).filter(|(_, m)| m.ino == stat.ino).map_or(0, |(_, m)| m.boundary);
+            found.insert(rel.clone(), (path, scan::plan(&rel, stat, self.files.get(&rel), &positions, tiered)));
         }
         whole(&found, &journals)?;
         let backlog: u64 = found.values().filter_map(|(_, f)| f.delta.as_ref()).map(|d| d.to - d.from).sum();
@@ -281,7 +305,61 @@ impl Backup {
         self.shipped_once = true;
         status::get().backlog_bytes.store(0, Relaxed);
         status::get().confirmed(taken_unix_ms);
+        self.confirmed_at.insert(seq, now_ms());
+        while self.confirmed_at.len() > MAX_CYCLE_TIMES {
+            self.confirmed_at.pop_first();
+        }
         Ok(packer.shipped)
+    }
+
+    /// The cold tier's step after a confirmed cycle (see [`super::tiering`]):
+    /// forgets the marks of data files gone, chooses what to drop, and drops it.
+    fn drop_confirmed(&mut self) -> Result<(), String> {
+        let gone: Vec<String> = self.marks.keys().filter(|p| !self.files.contains_key(*p)).cloned().collect();
+        let mut changed: BTreeSet<u32> = gone.iter().map(|p| self.marks[p].0).collect();
+        for p in &gone {
+            self.marks.remove(p);
+            self.map.write().unwrap_or_else(|e| e.into_inner()).remove(p);
+        }
+        let local = tiering::local_bytes(&self.dir, self.shards);
+        let (mut paths, mut candidates) = (Vec::new(), Vec::new());
+        if self.local_limit.is_some() || self.tier_after.is_some() {
+            let first = self.confirmed_at.values().next().copied().unwrap_or(0);
+            let when =
+                |seq| self.confirmed_at.get(&seq).copied().unwrap_or(if seq < self.seq { first } else { u64::MAX });
+            for (rel, t) in &self.files {
+                let Some((shard, handle)) = tiering::data_file(rel) else { continue };
+                let boundary = self.marks.get(rel).map_or(0, |(_, m)| m.boundary);
+                candidates.push(tiering::candidate(&t.entry, t.shipped, boundary, when));
+                paths.push((rel.clone(), sluice_shards::tiered::Mark { handle, ino: t.stat.ino, boundary }, shard));
+            }
+        }
+        let older = self.tier_after.map(|d| now_ms().saturating_sub(d.as_millis() as u64));
+        let chosen = tiering::choose(&candidates, local, self.local_limit, older);
+        let mut punches = Vec::new();
+        {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            for (&i, &to) in &chosen {
+                let (rel, mark, shard) = &paths[i];
+                map.insert(rel.clone(), Resolved::new(&self.files[rel].entry.extents));
+                self.marks.insert(rel.clone(), (*shard, sluice_shards::tiered::Mark { boundary: to, ..*mark }));
+                changed.insert(*shard);
+                punches.push((rel.clone(), mark.boundary, to));
+            }
+        }
+        for shard in changed {
+            tiering::store(&self.dir, shard, &self.marks)?;
+        }
+        for (rel, from, to) in punches {
+            match tiering::punch(&self.dir.join(&rel), from, to) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{rel}: punching: {e}")),
+                _ => tracing::debug!(file = %rel, from, to, "local copy dropped (held in the object store)"),
+            }
+        }
+        let s = status::get();
+        s.local_bytes.store(tiering::local_bytes(&self.dir, self.shards), Relaxed);
+        s.tiered_bytes.store(self.marks.values().map(|(_, m)| m.boundary).sum(), Relaxed);
+        Ok(())
     }
 
     /// Uploads the packer's pack (retrying until confirmed) and starts the next.
@@ -350,6 +428,37 @@ fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), Str
         }
     }
     Ok(())
+}
+
+/// Every shard's cold-tier marks, published for the shards, with the
+/// extents of their files for the reading thread. Refuses a data dir whose
+/// tiered bytes the newest manifest does not hold (a wiped or other bucket).
+fn tiered_marks(
+    dir: &Path,
+    shards: usize,
+    files: &BTreeMap<String, Tracked>,
+    map: &fetch::Map,
+) -> Result<Marks, String> {
+    let mut marks = Marks::new();
+    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
+    for shard in 0..shards as u32 {
+        let mine = tiering::load(dir, shard)?;
+        for m in &mine {
+            let path = fetch::data_path(shard, m.handle);
+            let held = files.get(&path).filter(|t| t.stat.ino == m.ino).map(|t| Resolved::new(&t.entry.extents));
+            if held.as_ref().and_then(|r| r.range(0, m.boundary)).is_none() {
+                return Err(format!(
+                    "{path}: its first {} bytes are tiered (dropped locally), but the newest backup manifest \
+                     does not hold them: is --tier-url the bucket and prefix this data dir backs up to?",
+                    m.boundary
+                ));
+            }
+            map.insert(path.clone(), held.expect("checked"));
+            marks.insert(path, (shard, *m));
+        }
+        sluice_shards::tiered::publish(shard, &mine);
+    }
+    Ok(marks)
 }
 
 /// The pack being filled.

@@ -5,7 +5,7 @@
 //! credentials file or the AWS_* variables and are never logged nor put in
 //! an error (object_store's errors name the request, not the signature).
 
-use super::args::{StoreArgs, TierUrl, PROBE_TIMEOUT, REQUEST_TIMEOUT};
+use super::args::{StoreArgs, TierUrl, DOWNLOAD_TIMEOUT, PROBE_TIMEOUT, REQUEST_TIMEOUT};
 use bytes::Bytes;
 use futures_lite::StreamExt;
 use object_store::aws::AmazonS3Builder;
@@ -75,11 +75,18 @@ impl Remote {
         what: &str,
         f: impl std::future::Future<Output = object_store::Result<T>>,
     ) -> Result<T, String> {
-        match self.rt.block_on(async { tokio::time::timeout(limit, f).await }) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{what}: {}", first_line(&e.to_string()))),
-            Err(_) => Err(format!("{what}: no answer within {} s", limit.as_secs())),
-        }
+        self.rt.block_on(timed(limit, what, f))
+    }
+
+    /// Runs `f` to its end on this client's runtime (its tasks too).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.rt.block_on(f)
+    }
+
+    /// A range GET for a tiered read, awaited on a task of this client's
+    /// runtime; gives up after [`DOWNLOAD_TIMEOUT`].
+    pub async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, String> {
+        timed(DOWNLOAD_TIMEOUT, &format!("GET {key}"), self.store.get_range(&self.path(key), range)).await
     }
 
     /// Writes a small object to the prefix, reads it back and deletes it:
@@ -148,6 +155,19 @@ impl Remote {
             up.complete().await
         })
         .map(drop)
+    }
+}
+
+/// `f` within `limit`, its error or timeout named by `what` (one line).
+async fn timed<T>(
+    limit: Duration,
+    what: &str,
+    f: impl std::future::Future<Output = object_store::Result<T>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {}", first_line(&e.to_string()))),
+        Err(_) => Err(format!("{what}: no answer within {} s", limit.as_secs())),
     }
 }
 

@@ -16,6 +16,7 @@
 //! A file with a new inode starts over. Temporary files (`*.tmp`) are never
 //! shipped: they are replaced or removed before anything depends on them.
 
+use super::extents::Resolved;
 use super::layout::{Extent, FileEntry, Local};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -93,7 +94,14 @@ pub struct Found {
     pub delta: Option<Delta>,
 }
 
-/// Every regular file under `dir`, relative, `/`-separated, sorted; `*.tmp` left out.
+/// Files never shipped: temporaries, and the cold tier's marks (a restored
+/// data dir holds every byte locally).
+fn skipped(name: &str) -> bool {
+    name.ends_with(".tmp") || name == sluice_shards::tiered::MARKS
+}
+
+/// Every regular file under `dir`, relative, `/`-separated, sorted; `*.tmp`
+/// and the cold tier's marks left out.
 pub fn walk(dir: &Path) -> std::io::Result<BTreeMap<String, (PathBuf, Stat)>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -109,7 +117,7 @@ pub fn walk(dir: &Path) -> std::io::Result<BTreeMap<String, (PathBuf, Stat)>> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
             if meta.is_dir() {
                 stack.push(path);
-            } else if meta.is_file() && !e.file_name().to_string_lossy().ends_with(".tmp") {
+            } else if meta.is_file() && !skipped(&e.file_name().to_string_lossy()) {
                 let rel = path.strip_prefix(dir).expect("under dir").to_string_lossy().replace('\\', "/");
                 out.insert(rel, (path, Stat::of(&meta)));
             }
@@ -118,9 +126,11 @@ pub fn walk(dir: &Path) -> std::io::Result<BTreeMap<String, (PathBuf, Stat)>> {
     Ok(out)
 }
 
-/// What to ship of file `path` (now `stat`), given what was shipped before
-/// and the shards' durable journal positions.
-pub fn plan(path: &str, stat: Stat, before: Option<&Tracked>, journals: &[(u32, u64)]) -> Found {
+/// What to ship of file `path` (now `stat`), given what was shipped before,
+/// the shards' durable journal positions and the file's tiered boundary
+/// (bytes below it are holes here, their confirmed extents stand: they are
+/// never shipped again).
+pub fn plan(path: &str, stat: Stat, before: Option<&Tracked>, journals: &[(u32, u64)], tiered: u64) -> Found {
     let same = before.filter(|t| t.stat.ino == stat.ino);
     let reset = same.is_none();
     let shipped = same.map_or(0, |t| t.shipped);
@@ -146,13 +156,17 @@ pub fn plan(path: &str, stat: Stat, before: Option<&Tracked>, journals: &[(u32, 
     };
     // A whole file shipped again replaces its extents, as a new one does.
     let reset = reset || (kind(path) == Kind::Whole && from == 0);
+    assert!(tiered == 0 || !reset, "{path}: a tiered file keeps its extents");
+    let from = from.max(tiered);
     let unchanged_segment = matches!(kind(path), Kind::Segment { .. }) && end <= shipped && !reset;
     let delta = (end > from && !unchanged_segment).then(|| Delta { path: path.to_string(), from, to: end });
     Found { stat, shipped: end, reset, delta }
 }
 
 /// The entry of a file after a confirmed cycle: `extents` are where this
-/// cycle put its delta.
+/// cycle put its delta. Bytes a later extent overwrote are dropped from
+/// earlier ones (see [`Resolved`]): the file reads the same, and a pack
+/// whose bytes were all overwritten is named no more, so it can be deleted.
 pub fn entry_after(before: Option<&Tracked>, found: &Found, extents: Vec<Extent>) -> FileEntry {
     let mut entry = match before {
         Some(t) if !found.reset => t.entry.clone(),
@@ -160,6 +174,7 @@ pub fn entry_after(before: Option<&Tracked>, found: &Found, extents: Vec<Extent>
     };
     entry.size = found.stat.size;
     entry.extents.extend(extents);
+    entry.extents = Resolved::new(&entry.extents).pieces().cloned().collect();
     entry.local = Some(Local { ino: found.stat.ino, mtime_ns: found.stat.mtime_ns, shipped: found.shipped });
     entry
 }
@@ -199,43 +214,48 @@ mod tests {
     #[test]
     fn segments_ship_up_to_the_durable_position_from_the_last_page() {
         let s = stat(1, 1 << 20, 5);
-        let f = plan("shard-0/0000000002.seg", s, None, &[(2, 5000)]);
+        let f = plan("shard-0/0000000002.seg", s, None, &[(2, 5000)], 0);
         assert_eq!(f.delta, Some(Delta { path: "shard-0/0000000002.seg".into(), from: 0, to: 5000 }));
         assert_eq!(f.shipped, 5000);
-        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 5000)), &[(2, 9000)]);
+        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 5000)), &[(2, 9000)], 0);
         assert_eq!(f.delta.map(|d| (d.from, d.to)), Some((4096, 9000)));
-        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 9000)), &[(2, 9000)]);
+        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 9000)), &[(2, 9000)], 0);
         assert_eq!(f.delta, None, "nothing new");
-        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 9000)), &[(3, 10)]);
+        let f = plan("shard-0/0000000002.seg", s, Some(&tracked(s, 9000)), &[(3, 10)], 0);
         assert_eq!(f.delta.map(|d| (d.from, d.to)), Some((8192, 1 << 20)), "sealed: to its end");
-        let f = plan("shard-0/0000000004.seg", s, None, &[(3, 10)]);
+        let f = plan("shard-0/0000000004.seg", s, None, &[(3, 10)], 0);
         assert_eq!((f.delta, f.shipped), (None, 0), "ahead of the log: zeros");
     }
 
     #[test]
     fn appended_files_ship_from_their_last_page_when_changed() {
         let old = stat(1, 10_000, 5);
-        let f = plan("shard-0/streams/1.idx", stat(1, 10_000, 6), Some(&tracked(old, 10_000)), &[]);
+        let f = plan("shard-0/streams/1.idx", stat(1, 10_000, 6), Some(&tracked(old, 10_000)), &[], 0);
         assert_eq!(f.delta.map(|d| (d.from, d.to)), Some((8192, 10_000)), "last page rewritten in place");
         let whole_pages = stat(1, 8192, 5);
-        let f = plan("shard-0/streams/1.idx", stat(1, 8192, 6), Some(&tracked(whole_pages, 8192)), &[]);
+        let f = plan("shard-0/streams/1.idx", stat(1, 8192, 6), Some(&tracked(whole_pages, 8192)), &[], 0);
         assert_eq!(f.delta.map(|d| (d.from, d.to)), Some((4096, 8192)), "a full last page rewritten");
-        let f = plan("shard-0/streams/1.data", old, Some(&tracked(old, 10_000)), &[]);
+        let f = plan("shard-0/streams/1.data", old, Some(&tracked(old, 10_000)), &[], 0);
         assert_eq!(f.delta, None);
-        let f = plan("shard-0/streams/1.data", stat(1, 3000, 7), Some(&tracked(old, 10_000)), &[]);
+        let f = plan("shard-0/streams/1.data", stat(1, 3000, 7), Some(&tracked(old, 10_000)), &[], 0);
         assert_eq!((f.delta.map(|d| (d.from, d.to)), f.shipped), (Some((0, 3000)), 3000), "cut back");
-        let f = plan("shard-0/streams/1.data", stat(2, 5000, 7), Some(&tracked(old, 10_000)), &[]);
+        let f = plan("shard-0/streams/1.data", stat(2, 5000, 7), Some(&tracked(old, 10_000)), &[], 0);
         assert!(f.reset, "a new inode starts over");
+        let grown = stat(1, 12_000, 8);
+        let f = plan("shard-0/streams/1.data", grown, Some(&tracked(stat(1, 8192, 5), 8192)), &[], 8192);
+        assert_eq!(f.delta.map(|d| (d.from, d.to)), Some((8192, 12_000)), "never a tiered page again");
+        let f = plan("shard-0/streams/1.data", stat(1, 3000, 7), Some(&tracked(old, 10_000)), &[], 8192);
+        assert_eq!(f.delta, None, "holes below the tiered boundary are never shipped");
     }
 
     #[test]
     fn other_files_ship_whole_when_changed() {
         let old = stat(1, 100, 5);
-        let f = plan("shard-0/checkpoint", stat(2, 90, 6), Some(&tracked(old, 100)), &[]);
+        let f = plan("shard-0/checkpoint", stat(2, 90, 6), Some(&tracked(old, 100)), &[], 0);
         assert_eq!((f.delta.map(|d| (d.from, d.to)), f.reset), (Some((0, 90)), true));
-        let f = plan("shard-0/checkpoint", old, Some(&tracked(old, 100)), &[]);
+        let f = plan("shard-0/checkpoint", old, Some(&tracked(old, 100)), &[], 0);
         assert_eq!(f.delta, None);
-        let f = plan("shard-0/checkpoint", stat(1, 0, 6), None, &[]);
+        let f = plan("shard-0/checkpoint", stat(1, 0, 6), None, &[], 0);
         assert_eq!((f.delta, f.reset), (None, true), "an empty file has no extent");
     }
 
@@ -244,16 +264,22 @@ mod tests {
         let ext = |p: &str| Extent { pack: p.into(), pack_offset: 0, file_offset: 0, len: 1 };
         let mut t = tracked(stat(1, 1, 1), 1);
         t.entry.extents.push(ext("a"));
-        let grown = plan("shard-0/streams/1.data", stat(1, 2, 2), Some(&t), &[]);
-        assert_eq!(entry_after(Some(&t), &grown, vec![ext("b")]).extents.len(), 2);
-        let new = plan("shard-0/streams/1.data", stat(9, 2, 2), Some(&t), &[]);
+        let grown = plan("shard-0/streams/1.data", stat(1, 2, 2), Some(&t), &[], 0);
+        let appended = Extent { pack: "b".into(), pack_offset: 0, file_offset: 1, len: 1 };
+        assert_eq!(entry_after(Some(&t), &grown, vec![appended.clone()]).extents, vec![ext("a"), appended]);
+        assert_eq!(
+            entry_after(Some(&t), &grown, vec![ext("b")]).extents,
+            vec![ext("b")],
+            "overwritten: a is named no more"
+        );
+        let new = plan("shard-0/streams/1.data", stat(9, 2, 2), Some(&t), &[], 0);
         assert_eq!(entry_after(Some(&t), &new, vec![ext("b")]).extents, vec![ext("b")]);
     }
 
     #[test]
     fn a_restarted_writer_resumes_from_the_manifest() {
         let t = tracked(stat(1, 10_000, 5), 10_000);
-        let found = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(&t), &[]);
+        let found = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(&t), &[], 0);
         let entry = entry_after(Some(&t), &found, Vec::new());
         let mut files = BTreeMap::new();
         files.insert("shard-0/streams/1.data".to_string(), entry);
@@ -262,7 +288,7 @@ mod tests {
         assert_eq!(resumed.len(), 1, "entries without a local identity start over");
         let r = &resumed["shard-0/streams/1.data"];
         assert_eq!((r.stat, r.shipped), (stat(1, 12_000, 6), 12_000));
-        let next = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(r), &[]);
+        let next = plan("shard-0/streams/1.data", stat(1, 12_000, 6), Some(r), &[], 0);
         assert_eq!(next.delta, None, "nothing changed since the manifest");
     }
 

@@ -22,6 +22,20 @@ pub struct Status {
     /// Since when (Unix ms) the store has been failing; 0 when healthy.
     pub failing_since_ms: AtomicU64,
     pub last_error: Mutex<String>,
+    /// The cold tier: bytes and blocks read back from the object store,
+    /// their request time (microseconds) and failures.
+    pub download_bytes: AtomicU64,
+    pub downloads: AtomicU64,
+    pub download_micros: AtomicU64,
+    pub download_errors: AtomicU64,
+    /// Blocks a tiered read found in the cache, and did not.
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    /// Bytes the cache holds.
+    pub cache_bytes: AtomicU64,
+    /// Stream data bytes on local disk, and bytes held only remotely.
+    pub local_bytes: AtomicU64,
+    pub tiered_bytes: AtomicU64,
 }
 
 pub fn get() -> &'static Status {
@@ -84,7 +98,7 @@ pub fn render(out: &mut String) {
         return;
     }
     let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.degraded().is_some()));
-    let families: [(&str, &str, &str, f64); 8] = [
+    let families: [(&str, &str, &str, f64); 17] = [
         ("sluice_tier_upload_bytes_total", "counter", "Bytes uploaded to the object store.", l(&s.upload_bytes)),
         ("sluice_tier_uploads_total", "counter", "Objects uploaded to the object store.", l(&s.uploads)),
         (
@@ -117,6 +131,55 @@ pub fn render(out: &mut String) {
             "gauge",
             "1 while the object store is failing (the server still serves and keeps every local copy).",
             f64::from(b),
+        ),
+        (
+            "sluice_tier_download_bytes_total",
+            "counter",
+            "Tiered bytes read back from the object store.",
+            l(&s.download_bytes),
+        ),
+        (
+            "sluice_tier_downloads_total",
+            "counter",
+            "Range GETs of tiered bytes (one block each; read-ahead included).",
+            l(&s.downloads),
+        ),
+        (
+            "sluice_tier_download_seconds_total",
+            "counter",
+            "Time spent in range GETs of tiered bytes (divide by downloads for the mean latency).",
+            l(&s.download_micros) / 1e6,
+        ),
+        (
+            "sluice_tier_download_errors_total",
+            "counter",
+            "Failed range GETs of tiered bytes (the read is answered 503).",
+            l(&s.download_errors),
+        ),
+        (
+            "sluice_tier_cache_hits_total",
+            "counter",
+            "Blocks of tiered reads found in the cache (read ahead or read before).",
+            l(&s.cache_hits),
+        ),
+        (
+            "sluice_tier_cache_misses_total",
+            "counter",
+            "Blocks of tiered reads not in the cache (fetched, or awaited while in flight).",
+            l(&s.cache_misses),
+        ),
+        ("sluice_tier_cache_bytes", "gauge", "Tiered bytes the cache holds (--cache-bytes).", l(&s.cache_bytes)),
+        (
+            "sluice_tier_local_bytes",
+            "gauge",
+            "Stream data bytes on local disk (the cold tier keeps them within --local-bytes).",
+            l(&s.local_bytes),
+        ),
+        (
+            "sluice_tier_tiered_bytes",
+            "gauge",
+            "Stream data bytes held only in the object store (local copies dropped).",
+            l(&s.tiered_bytes),
         ),
     ];
     for (name, kind, help, v) in families {

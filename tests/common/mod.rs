@@ -41,7 +41,9 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if std::env::var_os("KEEP_TMP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -358,8 +360,14 @@ impl Server {
     /// Stream-Next-Offset until the server says it is up to date.
     #[track_caller]
     pub fn read_all(&self, path: &str) -> (Vec<u8>, u64) {
+        self.read_from(path, 0)
+    }
+
+    /// [`Server::read_all`] from byte `from` on.
+    #[track_caller]
+    pub fn read_from(&self, path: &str, from: u64) -> (Vec<u8>, u64) {
         let mut out = Vec::new();
-        let mut at = 0u64;
+        let mut at = from;
         loop {
             let r = self.get(&format!("{path}?offset={}", offset(at)));
             assert_eq!(r.status, 200, "GET {path}: {}", r.text());

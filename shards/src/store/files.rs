@@ -212,10 +212,29 @@ impl StreamFiles {
         Ok(out)
     }
 
-    /// Appends the bytes of `[layer.start, layer.end)` to `out`.
+    /// Appends the bytes of `[layer.start, layer.end)` to `out`: those below
+    /// the data file's tiered boundary from the object store (see
+    /// [`crate::tiered`]), the rest from the file. The boundary is published
+    /// before the bytes under it are punched, and only rises: when it has not
+    /// moved by the end of a local read, no punch reached those bytes before
+    /// they were read; when it has, the read is made again.
     pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let (pos, len) = (layer.start - layer.origin, (layer.end - layer.start) as usize);
-        self.read_into(layer.shard, FileName::Data(layer.handle), pos, len, out).await
+        let (pos, end) = (layer.start - layer.origin, layer.end - layer.origin);
+        let before = out.len();
+        loop {
+            let remote = crate::tiered::boundary(layer.shard, layer.handle).clamp(pos, end);
+            if remote > pos {
+                out.extend(crate::tiered::fetch(layer.shard, layer.handle, pos, (remote - pos) as usize).await?);
+            }
+            if remote == end {
+                return Ok(());
+            }
+            self.read_into(layer.shard, FileName::Data(layer.handle), remote, (end - remote) as usize, out).await?;
+            if crate::tiered::boundary(layer.shard, layer.handle).clamp(pos, end) == remote {
+                return Ok(());
+            }
+            out.truncate(before);
+        }
     }
 
     /// The length of `layer`'s index: known for this shard's own streams,
@@ -371,6 +390,48 @@ mod tests {
             assert!(out[4..] == bytes[5..], "cached and uncached pieces join up");
             let e = files.read(0, name, bytes.len() as u64 - 10, 20).await.unwrap_err();
             assert!(e.to_string().contains("short read: 0 of 10 bytes"), "{e}");
+        });
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Bytes below a data file's tiered boundary come through the tier's
+    /// reader (here one serving a copy of the file), the rest from the file,
+    /// whose tiered pages are holes.
+    #[test]
+    fn reads_below_the_tiered_boundary_come_from_the_tier() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/files-tiered-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("shard-0").join(STREAMS_DIR)).unwrap();
+        let (handle, shard) = (0x7e57, 0);
+        let bytes: Vec<u8> = (0..4 * PAGE as usize + 100).map(|i| (i * 7 % 251) as u8).collect();
+        let remote = bytes.clone();
+        crate::tiered::install(Box::new(move |s, h, pos, len| {
+            assert_eq!((s, h), (shard, handle));
+            let got = remote[pos as usize..pos as usize + len].to_vec();
+            Box::pin(async move { Ok(got) })
+        }));
+        let dir = root.clone();
+        crate::tick::block_on(move || async move {
+            let files = StreamFiles::new(&dir, shard, MAX_OPEN_FILES, Storage::Real);
+            files.write(FileName::Data(handle), 0, &bytes).await.unwrap();
+            crate::tiered::publish(shard, &[crate::tiered::Mark { handle, ino: 0, boundary: 2 * PAGE }]);
+            files.punch(FileName::Data(handle), 0, 2 * PAGE).await.unwrap();
+            let layer = |start: u64, end: u64| FileLayer {
+                shard,
+                handle,
+                origin: 0,
+                origin_record: 0,
+                start,
+                end,
+                start_record: 0,
+                end_record: 0,
+                index_len: None,
+            };
+            for (a, b) in [(10, bytes.len() as u64), (0, PAGE), (2 * PAGE, 3 * PAGE), (PAGE + 1, 2 * PAGE + 1)] {
+                let mut out = b"head".to_vec();
+                files.read_bytes(layer(a, b), &mut out).await.unwrap();
+                assert!(out[4..] == bytes[a as usize..b as usize], "{a}..{b}");
+            }
+            crate::tiered::publish(shard, &[]);
         });
         std::fs::remove_dir_all(&root).unwrap();
     }

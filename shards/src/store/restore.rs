@@ -19,6 +19,9 @@
 //!
 //! `sluice check` also verifies every retained index entry's CRC and that
 //! the index pages follow on from each other and end at the stored tail.
+//! Entries below a data file's tiered boundary (see [`crate::tiered`]) are
+//! not checked: their local pages were dropped once the object store held
+//! them, and reads check them against the index as they come back.
 
 use super::checkpoint::{self, Checkpoint, CHECKPOINT};
 use super::files::{data_name, index_name, snapshot_name, FileName, STREAMS_DIR};
@@ -86,7 +89,13 @@ pub fn restore(
             (generation, next_handle, doomed)
         }
     };
-    check_files(io, &dir.join(STREAMS_DIR), &store, generation, next_handle, &doomed, mode)?;
+    let streams = dir.join(STREAMS_DIR);
+    let tiered: HashMap<u64, u64> = crate::tiered::load(dir, |h| streams.join(data_name(h)))
+        .map_err(|e| format!("{}: {e}", dir.join(crate::tiered::MARKS).display()))?
+        .into_iter()
+        .map(|m| (m.handle, m.boundary))
+        .collect();
+    check_files(io, &streams, &store, (generation, next_handle), &doomed, &tiered, mode)?;
     let tail = recovery::scan(dir, mode, |r, at| {
         if (at.segment, at.frame) >= journal {
             store.replay(r);
@@ -119,13 +128,14 @@ fn check_len(io: &Storage, path: &Path, need: u64, mode: Mode) -> Result<(), Str
     Ok(())
 }
 
+/// `tiered`: the data files' tiered boundaries, by handle.
 fn check_files(
     io: &Storage,
     dir: &Path,
     store: &Store,
-    generation: u64,
-    next_handle: u64,
+    (generation, next_handle): (u64, u64),
     doomed: &[String],
+    tiered: &HashMap<u64, u64>,
     mode: Mode,
 ) -> Result<(), String> {
     let by_handle: HashMap<u64, &StreamState> = store.streams.values().map(|e| (e.state.handle, &e.state)).collect();
@@ -190,7 +200,7 @@ fn check_files(
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing).display()));
         }
         if b.stored > b.base {
-            verify_records(io, dir, s, mode)?;
+            verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
         }
     }
     Ok(())
@@ -227,14 +237,16 @@ impl<'a> Reader<'a> {
 /// Checks a stream's stored records against its index: at start, the last
 /// page and its last entry's CRC; when verifying, every page (each starts
 /// where the one before ends) and every retained entry's CRC. Pages before
-/// the one holding the first retained record may be hole-punched (zeros).
-fn verify_records(io: &Storage, dir: &Path, s: &StreamState, mode: Mode) -> Result<(), String> {
+/// the one holding the first retained record may be hole-punched (zeros);
+/// data file bytes below `tiered` are in the object store (not checked).
+fn verify_records(io: &Storage, dir: &Path, s: &StreamState, tiered: u64, mode: Mode) -> Result<(), String> {
     let b = &s.body;
     let (data, index) = (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)));
     let (data, idx) = (Reader::open(io, &data)?, Reader::open(io, &index)?);
     let pages = page_of(b.index_len - 1) + 1;
-    // Bytes before the retention may be hole-punched: their CRCs are not checked.
-    let retained = s.retained.max(b.base);
+    // Bytes before the retention may be hole-punched, and those below the
+    // tiered boundary are remote: their CRCs are not checked.
+    let retained = s.retained.max(b.base).max(b.base + tiered);
     let first = match mode {
         Mode::Repair => pages - 1,
         Mode::Verify => 0,

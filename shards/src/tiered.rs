@@ -1,0 +1,148 @@
+//! The cold tier's mark on stream data files (issue 27): bytes of a data
+//! file below its *tiered boundary* are held only in the object store (the
+//! local copy was dropped, its pages punched, once a confirmed backup
+//! manifest held them). The binary's `tier` module decides and drops; this
+//! module is what the shards need of it:
+//!
+//! - the durable marks, one file per shard (`shard-N/tiered`, written by
+//!   rename before any byte is punched, so a restart, `sluice check` and
+//!   recovery know those zeros are remote bytes, not damage); each mark names
+//!   the data file's inode, so a mark never applies to a later file;
+//! - the process-wide boundaries the shards read ([`boundary`]; published
+//!   before the punch, and never lowered for a file);
+//! - the fetch hook ([`install`], [`fetch`]): a shard reads a tiered range by
+//!   awaiting an answer from the tier's own thread, never the network.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{OnceLock, RwLock};
+
+/// The marks file in each shard's directory.
+pub const MARKS: &str = "tiered";
+
+/// One data file's tiered boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub handle: u64,
+    /// The data file's inode when its bytes were dropped.
+    pub ino: u64,
+    /// File positions below this are remote only (a multiple of a page).
+    pub boundary: u64,
+}
+
+/// Reads `shard_dir`'s marks, keeping those whose data file (at
+/// `data_file(handle)`) still exists with the marked inode (a missing marks
+/// file makes an empty list).
+pub fn load(shard_dir: &Path, data_file: impl Fn(u64) -> PathBuf) -> io::Result<Vec<Mark>> {
+    let text = match std::fs::read_to_string(shard_dir.join(MARKS)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let bad = |line: &str| io::Error::new(io::ErrorKind::InvalidData, format!("{MARKS}: bad line {line:?}"));
+    let mut marks = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let mut f = line.split(' ');
+        let mut num = |radix| f.next().and_then(|x| u64::from_str_radix(x, radix).ok()).ok_or_else(|| bad(line));
+        let m = Mark { handle: num(16)?, ino: num(10)?, boundary: num(10)? };
+        match std::fs::metadata(data_file(m.handle)) {
+            Ok(meta) if meta.ino() == m.ino => marks.push(m),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(marks)
+}
+
+/// Replaces `shard_dir`'s marks durably (temporary file, fsync, rename,
+/// directory fsync): once it returns, a restart finds them.
+pub fn store(shard_dir: &Path, marks: &[Mark]) -> io::Result<()> {
+    let tmp = shard_dir.join(format!("{MARKS}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    for m in marks {
+        writeln!(f, "{:016x} {} {}", m.handle, m.ino, m.boundary)?;
+    }
+    f.sync_all()?;
+    std::fs::rename(&tmp, shard_dir.join(MARKS))?;
+    std::fs::File::open(shard_dir)?.sync_all()
+}
+
+fn boundaries() -> &'static RwLock<HashMap<(u32, u64), u64>> {
+    static ALL: OnceLock<RwLock<HashMap<(u32, u64), u64>>> = OnceLock::new();
+    ALL.get_or_init(Default::default)
+}
+
+/// Data file positions below this are remote only, for `handle` on `shard`.
+pub fn boundary(shard: u32, handle: u64) -> u64 {
+    boundaries().read().unwrap_or_else(|p| p.into_inner()).get(&(shard, handle)).copied().unwrap_or(0)
+}
+
+/// Makes `shard`'s marks the boundaries the shards read. A boundary never
+/// goes down while its file lives (a reader relies on it: see
+/// `StreamFiles::read_bytes`); marks of files gone are forgotten.
+pub fn publish(shard: u32, marks: &[Mark]) {
+    let mut all = boundaries().write().unwrap_or_else(|p| p.into_inner());
+    all.retain(|(s, _), _| *s != shard);
+    for m in marks {
+        all.insert((shard, m.handle), m.boundary);
+    }
+}
+
+/// A tiered read: `len` bytes at `pos` of `handle`'s data file on `shard`.
+pub type Fetch = dyn Fn(u32, u64, u64, usize) -> Pin<Box<dyn Future<Output = io::Result<Vec<u8>>>>> + Send + Sync;
+
+fn fetcher() -> &'static OnceLock<Box<Fetch>> {
+    static FETCH: OnceLock<Box<Fetch>> = OnceLock::new();
+    &FETCH
+}
+
+/// Installs the tier's reader (once, before the shards start).
+pub fn install(f: Box<Fetch>) {
+    assert!(fetcher().set(f).is_ok(), "the tier's reader is installed once");
+}
+
+/// Reads `len` bytes at `pos` of a data file from the object store.
+pub async fn fetch(shard: u32, handle: u64, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+    match fetcher().get() {
+        Some(f) => f(shard, handle, pos, len).await,
+        None => Err(io::Error::other("stream bytes are in the object store and no --tier-url is set")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_round_trip_and_stale_ones_are_dropped() {
+        let dir = crate::test_dir::TestDir::new("tiered-marks");
+        let shard: &Path = &dir;
+        let data = |h: u64| shard.join(format!("{h}.data"));
+        assert_eq!(load(shard, data).unwrap(), vec![], "no marks file: nothing tiered");
+        std::fs::write(data(7), b"x").unwrap();
+        let ino = std::fs::metadata(data(7)).unwrap().ino();
+        let marks = [
+            Mark { handle: 7, ino, boundary: 8192 },
+            Mark { handle: 8, ino, boundary: 4096 },
+            Mark { handle: 7, ino: ino + 1, boundary: 4096 },
+        ];
+        store(shard, &marks).unwrap();
+        assert_eq!(load(shard, data).unwrap(), vec![marks[0]], "missing files and other inodes are stale");
+        std::fs::write(shard.join(MARKS), "zz\n").unwrap();
+        assert!(load(shard, data).unwrap_err().to_string().contains("bad line"));
+    }
+
+    #[test]
+    fn published_boundaries_replace_a_shards_own() {
+        publish(90, &[Mark { handle: 1, ino: 1, boundary: 4096 }]);
+        publish(91, &[Mark { handle: 1, ino: 1, boundary: 8192 }]);
+        assert_eq!((boundary(90, 1), boundary(91, 1), boundary(90, 2)), (4096, 8192, 0));
+        publish(90, &[]);
+        assert_eq!((boundary(90, 1), boundary(91, 1)), (0, 8192));
+    }
+}
