@@ -48,7 +48,8 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
         tracing::warn!(scale = cfg.test_time_scale, "test-only time scale: periodic tasks run faster than in service");
     }
     let started = Instant::now();
-    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards).map_err(|e| refused_to_start(e.into()))?;
+    let backup = crate::tier::prepare(&cfg.tier, &cfg.data_dir, cfg.shards)
+        .map_err(|e| refused_to_start(e.to_string().into()))?;
     let notifier = Arc::new(Notifier::from_env());
     let running = match start(&cfg, &host, &notifier).map_err(refused_to_start)? {
         Started::Running(r) => r,

@@ -1,6 +1,7 @@
 //! The tier's flags (`sluice serve` and `sluice restore`) and its limits:
 //! every range is declared and checked here, once.
 
+use crate::tier::error::TierError;
 use clap::Args;
 use sluice::units::{parse_duration, parse_size};
 use std::path::PathBuf;
@@ -125,16 +126,16 @@ impl std::fmt::Display for TierUrl {
     }
 }
 
-pub fn parse_url(s: &str) -> Result<TierUrl, String> {
+pub fn parse_url(s: &str) -> Result<TierUrl, TierError> {
     let rest = s.strip_prefix("s3://").ok_or("expected s3://BUCKET/PREFIX")?;
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let valid = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
     if bucket.len() < 3 || bucket.len() > 63 || !bucket.chars().all(valid) {
-        return Err(format!("bucket name {bucket:?}: 3..63 of a-z, 0-9, '-' and '.'"));
+        return Err(format!("bucket name {bucket:?}: 3..63 of a-z, 0-9, '-' and '.'").into());
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|p| p == "." || p == "..") || (!prefix.is_empty() && prefix.contains("//")) {
-        return Err(format!("prefix {prefix:?}: no empty, '.' or '..' parts"));
+        return Err(format!("prefix {prefix:?}: no empty, '.' or '..' parts").into());
     }
     Ok(TierUrl { bucket: bucket.to_string(), prefix: prefix.to_string() })
 }
@@ -142,7 +143,7 @@ pub fn parse_url(s: &str) -> Result<TierUrl, String> {
 fn interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_BACKUP_INTERVAL || d > MAX_BACKUP_INTERVAL {
-        return Err(format!("{s}: must be between 100ms and 1h"));
+        return Err(format!("{s}: must be between 100ms and 1h").into());
     }
     Ok(d)
 }
@@ -154,7 +155,8 @@ fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
             "{s}: must be between {} and {}",
             sluice::units::format_size(min),
             sluice::units::format_size(max)
-        ));
+        )
+        .into());
     }
     Ok(n)
 }
@@ -170,7 +172,7 @@ fn cache_bytes(s: &str) -> Result<u64, String> {
 fn tier_after(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_TIER_AFTER || d > MAX_TIER_AFTER {
-        return Err(format!("{s}: must be between 1s and 10 years"));
+        return Err(format!("{s}: must be between 1s and 10 years").into());
     }
     Ok(d)
 }
@@ -193,10 +195,10 @@ mod tests {
             TierUrl { bucket: "my-bucket".into(), prefix: "a/b".into() }
         );
         assert_eq!(parse_url("s3://bkt").unwrap().prefix, "");
-        assert!(parse_url("http://bkt/x").unwrap_err().contains("s3://"));
-        assert!(parse_url("s3://B/x").unwrap_err().contains("bucket"));
-        assert!(parse_url("s3://bkt/a/../b").unwrap_err().contains("prefix"));
-        assert!(parse_url("s3://bkt/a//b").unwrap_err().contains("prefix"));
+        assert!(parse_url("http://bkt/x").unwrap_err().to_string().contains("s3://"));
+        assert!(parse_url("s3://B/x").unwrap_err().to_string().contains("bucket"));
+        assert!(parse_url("s3://bkt/a/../b").unwrap_err().to_string().contains("prefix"));
+        assert!(parse_url("s3://bkt/a//b").unwrap_err().to_string().contains("prefix"));
     }
 
     #[test]
@@ -210,9 +212,9 @@ mod tests {
     #[test]
     fn cold_tier_limits() {
         assert_eq!(local_bytes("64MiB").unwrap(), 64 << 20);
-        assert!(local_bytes("1KiB").unwrap_err().contains("between 1MiB and"));
+        assert!(local_bytes("1KiB").unwrap_err().to_string().contains("between 1MiB and"));
         assert_eq!(cache_bytes(DEFAULT_CACHE_BYTES).unwrap(), 256 << 20);
-        assert!(cache_bytes("64MiB").unwrap_err().contains("between 128MiB and 1TiB"));
+        assert!(cache_bytes("64MiB").unwrap_err().to_string().contains("between 128MiB and 1TiB"));
         assert!(cache_bytes("2TiB").is_err());
         assert_eq!(tier_after("1h").unwrap(), Duration::from_secs(3600));
         assert!(tier_after("10ms").is_err());

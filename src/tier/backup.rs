@@ -26,6 +26,7 @@ use super::scan::{self, Found, Stat, Tracked};
 use super::tiering::{self, Marks};
 use super::{fetch, status::now_ms};
 use super::{progress, status};
+use crate::tier::error::TierError;
 use bytes::Bytes;
 use sluice_shards::log::marks;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -86,7 +87,13 @@ impl Running {
 impl Backup {
     /// Prepares a backup of `dir` to `remote`, continuing the cycle numbers
     /// already there.
-    pub fn new(remote: Remote, dir: &Path, shards: usize, tier: &TierArgs, map: fetch::Map) -> Result<Backup, String> {
+    pub fn new(
+        remote: Remote,
+        dir: &Path,
+        shards: usize,
+        tier: &TierArgs,
+        map: fetch::Map,
+    ) -> Result<Backup, TierError> {
         let seq = remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).max().unwrap_or(0);
         // Resume from the newest manifest: files still on disk with the same
         // identity ship only what changed since (a crash changes nothing
@@ -156,7 +163,7 @@ impl Backup {
                     }
                 }
                 Err(e) => {
-                    status::get().failed(&e);
+                    status::get().failed(&e.to_string());
                     tracing::warn!(error = %e, "backup cycle failed; local copies kept, retrying");
                 }
             }
@@ -179,7 +186,7 @@ impl Backup {
     }
 
     /// Retries `f` with backoff until it succeeds or the backup stops.
-    fn retry<T>(&self, mut f: impl FnMut(&Remote) -> Result<T, String>) -> Result<T, String> {
+    fn retry<T>(&self, mut f: impl FnMut(&Remote) -> Result<T, TierError>) -> Result<T, TierError> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let t = Instant::now();
@@ -189,7 +196,7 @@ impl Backup {
                     return Ok(v);
                 }
                 Err(e) => {
-                    status::get().failed(&e);
+                    status::get().failed(&e.to_string());
                     if self.stop.load(Relaxed) {
                         return Err(e);
                     }
@@ -205,7 +212,7 @@ impl Backup {
     }
 
     /// One cycle (see the module header); returns the bytes shipped.
-    fn cycle(&mut self) -> Result<u64, String> {
+    fn cycle(&mut self) -> Result<u64, TierError> {
         let _held: Vec<_> = (0..self.shards).map(|i| sluice_shards::hold::of(i).acquire()).collect();
         let mut checkpoints = BTreeMap::new();
         for i in 0..self.shards {
@@ -263,7 +270,7 @@ impl Backup {
                         vanished.insert(rel.clone());
                         break;
                     }
-                    return Err(format!("{rel}: {e}"));
+                    return Err(format!("{rel}: {e}").into());
                 }
                 extents.entry(rel.clone()).or_default().push(Extent {
                     pack: layout::pack_key(seq, packer.n),
@@ -314,7 +321,7 @@ impl Backup {
 
     /// The cold tier's step after a confirmed cycle (see [`super::tiering`]):
     /// forgets the marks of data files gone, chooses what to drop, and drops it.
-    fn drop_confirmed(&mut self) -> Result<(), String> {
+    fn drop_confirmed(&mut self) -> Result<(), TierError> {
         let gone: Vec<String> = self.marks.keys().filter(|p| !self.files.contains_key(*p)).cloned().collect();
         let mut changed: BTreeSet<u32> = gone.iter().map(|p| self.marks[p].0).collect();
         for p in &gone {
@@ -352,7 +359,9 @@ impl Backup {
         }
         for (rel, from, to) in punches {
             match tiering::punch(&self.dir.join(&rel), from, to) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{rel}: punching: {e}")),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(format!("{rel}: punching: {e}").into())
+                }
                 _ => tracing::debug!(file = %rel, from, to, "local copy dropped (held in the object store)"),
             }
         }
@@ -363,7 +372,7 @@ impl Backup {
     }
 
     /// Uploads the packer's pack (retrying until confirmed) and starts the next.
-    fn ship(&self, p: &mut Packer) -> Result<(), String> {
+    fn ship(&self, p: &mut Packer) -> Result<(), TierError> {
         let key = layout::pack_key(p.seq, p.n);
         let all = Bytes::from(std::mem::take(&mut p.buf));
         let parts: Vec<Bytes> =
@@ -379,7 +388,7 @@ impl Backup {
 
     /// Deletes manifests older than the newest `KEEP_MANIFESTS + 1`, and
     /// packs older than the oldest kept manifest that none of them names.
-    fn collect(&mut self) -> Result<(), String> {
+    fn collect(&mut self) -> Result<(), TierError> {
         let seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
         let (old, kept) = kept_manifests(seqs);
         let mut needed = BTreeSet::new();
@@ -420,11 +429,11 @@ fn unneeded_packs(packs: Vec<String>, kept: &[u64], needed: &BTreeSet<String>) -
 /// directory removed or damaged under the server): the newest manifest must
 /// stay one a node can start from, so such a cycle fails and the last good
 /// manifest stands.
-fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), String> {
+fn whole<T>(found: &BTreeMap<String, T>, journals: &[Journal]) -> Result<(), TierError> {
     for (i, j) in journals.iter().enumerate() {
         let need = [marks::LOG_HEAD.to_string(), format!("{:010}.seg", j.position.0)];
         if let Some(missing) = need.iter().map(|n| format!("shard-{i}/{n}")).find(|p| !found.contains_key(p)) {
-            return Err(format!("{missing} is missing from the data dir: not backing up a damaged data dir"));
+            return Err(format!("{missing} is missing from the data dir: not backing up a damaged data dir").into());
         }
     }
     Ok(())
@@ -438,7 +447,7 @@ fn tiered_marks(
     shards: usize,
     files: &BTreeMap<String, Tracked>,
     map: &fetch::Map,
-) -> Result<Marks, String> {
+) -> Result<Marks, TierError> {
     let mut marks = Marks::new();
     let mut map = map.write().unwrap_or_else(|e| e.into_inner());
     for shard in 0..shards as u32 {
@@ -451,7 +460,8 @@ fn tiered_marks(
                     "{path}: its first {} bytes are tiered (dropped locally), but the newest backup manifest \
                      does not hold them: is --tier-url the bucket and prefix this data dir backs up to?",
                     m.boundary
-                ));
+                )
+                .into());
             }
             map.insert(path.clone(), held.expect("checked"));
             marks.insert(path, (shard, *m));
@@ -509,10 +519,10 @@ mod tests {
         let j = [Journal { position: (3, 10), head: 3 }];
         let mut found: BTreeMap<String, ()> = BTreeMap::new();
         found.insert("shard-0/log-head".into(), ());
-        assert!(whole(&found, &j).unwrap_err().contains("shard-0/0000000003.seg is missing"));
+        assert!(whole(&found, &j).unwrap_err().to_string().contains("shard-0/0000000003.seg is missing"));
         found.insert("shard-0/0000000003.seg".into(), ());
         assert!(whole(&found, &j).is_ok());
         found.remove("shard-0/log-head");
-        assert!(whole(&found, &j).unwrap_err().contains("log-head"));
+        assert!(whole(&found, &j).unwrap_err().to_string().contains("log-head"));
     }
 }

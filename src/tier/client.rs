@@ -6,6 +6,7 @@
 //! an error (object_store's errors name the request, not the signature).
 
 use super::args::{StoreArgs, TierUrl, DOWNLOAD_TIMEOUT, PROBE_TIMEOUT, REQUEST_TIMEOUT};
+use crate::tier::error::TierError;
 use bytes::Bytes;
 use futures_lite::StreamExt;
 use object_store::aws::AmazonS3Builder;
@@ -23,28 +24,31 @@ pub struct Remote {
 }
 
 /// The access key id and secret: from `file` (two lines) or the environment.
-fn credentials(args: &StoreArgs) -> Result<(String, String), String> {
+fn credentials(args: &StoreArgs) -> Result<(String, String), TierError> {
     if let Some(file) = &args.tier_credentials_file {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("credentials file {}: cannot read: {e}", file.display()))?;
         let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
         return match (lines.next(), lines.next()) {
             (Some(id), Some(secret)) => Ok((id.to_string(), secret.to_string())),
-            _ => Err(format!("credentials file {}: expected the key id and the secret on two lines", file.display())),
+            _ => {
+                Err(format!("credentials file {}: expected the key id and the secret on two lines", file.display())
+                    .into())
+            }
         };
     }
     match (std::env::var("AWS_ACCESS_KEY_ID"), std::env::var("AWS_SECRET_ACCESS_KEY")) {
         (Ok(id), Ok(secret)) if !id.is_empty() && !secret.is_empty() => Ok((id, secret)),
         _ => Err("no object-store credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, \
                   or --tier-credentials-file"
-            .to_string()),
+            .into()),
     }
 }
 
 impl Remote {
     /// A client for `url`; `retries` is object_store's own retry count per
     /// request (the backup retries whole steps itself, with backoff).
-    pub fn new(url: &TierUrl, args: &StoreArgs, retries: usize) -> Result<Remote, String> {
+    pub fn new(url: &TierUrl, args: &StoreArgs, retries: usize) -> Result<Remote, TierError> {
         let (id, secret) = credentials(args)?;
         let retry = RetryConfig { max_retries: retries, retry_timeout: REQUEST_TIMEOUT, ..Default::default() };
         let mut b = AmazonS3Builder::new()
@@ -74,7 +78,7 @@ impl Remote {
         limit: Duration,
         what: &str,
         f: impl std::future::Future<Output = object_store::Result<T>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, TierError> {
         self.rt.block_on(timed(limit, what, f))
     }
 
@@ -85,44 +89,44 @@ impl Remote {
 
     /// A range GET for a tiered read, awaited on a task of this client's
     /// runtime; gives up after [`DOWNLOAD_TIMEOUT`].
-    pub async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, String> {
+    pub async fn read_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, TierError> {
         timed(DOWNLOAD_TIMEOUT, &format!("GET {key}"), self.store.get_range(&self.path(key), range)).await
     }
 
     /// Writes a small object to the prefix, reads it back and deletes it:
     /// refuses wrong credentials, a missing bucket or an unreachable store.
-    pub fn probe(&self) -> Result<(), String> {
+    pub fn probe(&self) -> Result<(), TierError> {
         let key = "probe";
         let body = Bytes::from_static(b"sluice probe\n");
         let what = format!("object store {} unusable", self.url);
         self.run(PROBE_TIMEOUT, &what, self.store.put(&self.path(key), PutPayload::from(body.clone())))?;
         let got = self.run(PROBE_TIMEOUT, &what, async { self.store.get(&self.path(key)).await?.bytes().await })?;
         if got != body {
-            return Err(format!("{what}: a probe object read back different bytes"));
+            return Err(format!("{what}: a probe object read back different bytes").into());
         }
         self.run(PROBE_TIMEOUT, &what, self.store.delete(&self.path(key)))
     }
 
-    pub fn put(&self, key: &str, body: Bytes) -> Result<(), String> {
+    pub fn put(&self, key: &str, body: Bytes) -> Result<(), TierError> {
         self.run(REQUEST_TIMEOUT, &format!("PUT {key}"), self.store.put(&self.path(key), PutPayload::from(body)))
             .map(drop)
     }
 
-    pub fn get(&self, key: &str) -> Result<Bytes, String> {
+    pub fn get(&self, key: &str) -> Result<Bytes, TierError> {
         let p = self.path(key);
         self.run(REQUEST_TIMEOUT, &format!("GET {key}"), async { self.store.get(&p).await?.bytes().await })
     }
 
-    pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, String> {
+    pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes, TierError> {
         self.run(REQUEST_TIMEOUT, &format!("GET {key}"), self.store.get_range(&self.path(key), range))
     }
 
-    pub fn delete(&self, key: &str) -> Result<(), String> {
+    pub fn delete(&self, key: &str) -> Result<(), TierError> {
         self.run(REQUEST_TIMEOUT, &format!("DELETE {key}"), self.store.delete(&self.path(key)))
     }
 
     /// Keys under `dir/` (relative to the prefix), sorted.
-    pub fn list(&self, dir: &str) -> Result<Vec<String>, String> {
+    pub fn list(&self, dir: &str) -> Result<Vec<String>, TierError> {
         let p = self.path(dir);
         let metas = self.run(REQUEST_TIMEOUT, &format!("LIST {dir}/"), async {
             let mut out = Vec::new();
@@ -139,7 +143,7 @@ impl Remote {
     }
 
     /// Uploads `parts` in order as one object (multipart when more than one).
-    pub fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<(), String> {
+    pub fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<(), TierError> {
         if parts.len() <= 1 {
             return self.put(key, parts.into_iter().next().unwrap_or_default());
         }
@@ -163,11 +167,11 @@ async fn timed<T>(
     limit: Duration,
     what: &str,
     f: impl std::future::Future<Output = object_store::Result<T>>,
-) -> Result<T, String> {
+) -> Result<T, TierError> {
     match tokio::time::timeout(limit, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {}", first_line(&e.to_string()))),
-        Err(_) => Err(format!("{what}: no answer within {} s", limit.as_secs())),
+        Ok(Err(e)) => Err(format!("{what}: {}", first_line(&e.to_string())).into()),
+        Err(_) => Err(format!("{what}: no answer within {} s", limit.as_secs()).into()),
     }
 }
 

@@ -16,6 +16,7 @@ use super::cache::Lru;
 use super::client::Remote;
 use super::extents::Resolved;
 use super::status;
+use crate::tier::error::TierError;
 use bytes::Bytes;
 use sluice_shards::store::files::{data_name, STREAMS_DIR};
 use std::collections::HashMap;
@@ -40,7 +41,7 @@ struct Request {
     handle: u64,
     pos: u64,
     len: usize,
-    reply: oneshot::Sender<Result<Vec<u8>, String>>,
+    reply: oneshot::Sender<Result<Vec<u8>, TierError>>,
 }
 
 struct Reader {
@@ -117,7 +118,7 @@ fn blocks(reader: &Reader, path: &str, from: u64, to: u64) -> Vec<Block> {
 }
 
 /// Bytes `[from, to)` of `path`: every block fetched at once, copied in order.
-async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Vec<u8>, String> {
+async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Vec<u8>, TierError> {
     let pieces = {
         let map = reader.map.read().unwrap_or_else(|p| p.into_inner());
         map.get(path).and_then(|f| f.range(from, to))
@@ -140,7 +141,7 @@ async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Ve
             let (lo, hi) = ((at - n * BLOCK_BYTES) as usize, (e.pack_offset + e.len).min((n + 1) * BLOCK_BYTES));
             let hi = (hi - n * BLOCK_BYTES) as usize;
             if bytes.len() < hi {
-                return Err(format!("{}: ends at {} in block {n}, before {hi}", e.pack, bytes.len()));
+                return Err(format!("{}: ends at {} in block {n}, before {hi}", e.pack, bytes.len()).into());
             }
             out.extend_from_slice(&bytes[lo..hi]);
             at = n * BLOCK_BYTES + hi as u64;
@@ -152,7 +153,7 @@ async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Ve
 
 /// Block `b`, from the cache or one range GET (shared by every read that
 /// wants it meanwhile); `read` counts a cache hit or miss (read-ahead does not).
-async fn block(reader: Arc<Reader>, b: Block, read: bool) -> Result<Bytes, String> {
+async fn block(reader: Arc<Reader>, b: Block, read: bool) -> Result<Bytes, TierError> {
     let s = status::get();
     if let Some(bytes) = reader.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&b) {
         if read {

@@ -15,6 +15,7 @@
 //! Older manifests, and packs no kept manifest names, are deleted once a
 //! newer manifest is confirmed (the newest `KEEP_MANIFESTS + 1` stay).
 
+use crate::tier::error::TierError;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -110,11 +111,11 @@ impl Manifest {
         serde_json::to_vec(&v).expect("a JSON value encodes")
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Manifest, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Manifest, TierError> {
         let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("manifest is not JSON: {e}"))?;
         let bad = |what: &str| format!("manifest: missing or bad {what}");
         if v["format"].as_u64() != Some(FORMAT) {
-            return Err(format!("manifest: format {} (this sluice reads {FORMAT})", v["format"]));
+            return Err(format!("manifest: format {} (this sluice reads {FORMAT})", v["format"]).into());
         }
         let u = |x: &Value, what: &str| x.as_u64().ok_or_else(|| bad(what));
         let mut journals = Vec::new();
@@ -126,7 +127,7 @@ impl Manifest {
         let mut files = BTreeMap::new();
         for (path, f) in v["files"].as_object().ok_or_else(|| bad("files"))? {
             if path.starts_with('/') || path.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
-                return Err(format!("manifest: unsafe path {path:?}"));
+                return Err(format!("manifest: unsafe path {path:?}").into());
             }
             let mut extents = Vec::new();
             for e in f["extents"].as_array().ok_or_else(|| bad("extents"))? {
@@ -183,11 +184,11 @@ mod tests {
 
     #[test]
     fn damaged_or_unsafe_manifests_are_refused() {
-        assert!(Manifest::decode(b"nope").unwrap_err().contains("not JSON"));
-        assert!(Manifest::decode(br#"{"format":9}"#).unwrap_err().contains("format"));
+        assert!(Manifest::decode(b"nope").unwrap_err().to_string().contains("not JSON"));
+        assert!(Manifest::decode(br#"{"format":9}"#).unwrap_err().to_string().contains("format"));
         let evil = br#"{"format":1,"seq":1,"taken_unix_ms":1,"journals":[],"files":{"../x":{"size":1,"extents":[]}}}"#;
-        assert!(Manifest::decode(evil).unwrap_err().contains("unsafe"));
+        assert!(Manifest::decode(evil).unwrap_err().to_string().contains("unsafe"));
         let short = br#"{"format":1,"seq":1,"taken_unix_ms":1,"journals":[{"segment":1}],"files":{}}"#;
-        assert!(Manifest::decode(short).unwrap_err().contains("head"));
+        assert!(Manifest::decode(short).unwrap_err().to_string().contains("head"));
     }
 }

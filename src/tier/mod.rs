@@ -2,6 +2,7 @@
 //! (issue 27).
 //!
 //! - [`args`]: the flags and every limit;
+//! - [`error`]: the tier's one error type;
 //! - [`client`]: object_store's S3 client on the backup's own thread;
 //! - [`layout`]: the objects and the manifest, readable by any node;
 //! - [`scan`]: what changed in the data dir since the last cycle;
@@ -19,10 +20,12 @@
 //! all writes to the object store, and the reading thread answers tiered
 //! reads over a channel the shards await.
 
+use crate::tier::error::TierError;
 pub mod args;
 pub mod backup;
 pub mod cache;
 pub mod client;
+pub mod error;
 pub mod extents;
 pub mod fetch;
 pub mod layout;
@@ -37,17 +40,20 @@ pub use args::{RestoreArgs, TierArgs};
 /// Connects to the object store of `tier` and checks it can write, read and
 /// delete there (`None` when no `--tier-url`); the one-line error refuses the start.
 /// Without one, a data dir holding tiered bytes, or cold-tier flags, refuse it.
-pub fn prepare(tier: &TierArgs, dir: &std::path::Path, shards: usize) -> Result<Option<backup::Backup>, String> {
+pub fn prepare(tier: &TierArgs, dir: &std::path::Path, shards: usize) -> Result<Option<backup::Backup>, TierError> {
     let Some(url) = &tier.tier_url else {
         if tier.tiering() {
             return Err("--local-bytes and --tier-after need --tier-url (the cold tier is in the object store)".into());
         }
-        for shard in 0..shards as u32 {
+        // A data dir that is not a directory holds no marks (the start
+        // refuses a file there, with its own line).
+        for shard in (0..shards as u32).filter(|_| dir.is_dir()) {
             if !tiering::load(dir, shard)?.is_empty() {
                 return Err(format!(
                     "shard-{shard} holds stream bytes dropped locally and kept in the object store: \
                      start with the --tier-url it backs up to"
-                ));
+                )
+                .into());
             }
         }
         return Ok(None);

@@ -8,6 +8,7 @@
 use super::args::RestoreArgs;
 use super::client::Remote;
 use super::layout::{self, Manifest, MANIFESTS};
+use crate::tier::error::TierError;
 use sluice_shards::log::marks;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -32,15 +33,15 @@ pub fn run(args: &RestoreArgs) -> i32 {
     }
 }
 
-fn restore(args: &RestoreArgs) -> Result<String, String> {
+fn restore(args: &RestoreArgs) -> Result<String, TierError> {
     let target = std::path::absolute(&args.data_dir).map_err(|e| format!("{}: {e}", args.data_dir.display()))?;
     match std::fs::read_dir(&target).map(|mut entries| entries.next().is_some()) {
         Ok(true) => {
-            return Err(format!("{}: exists and is not empty (restore makes a new data dir)", target.display()))
+            return Err(format!("{}: exists and is not empty (restore makes a new data dir)", target.display()).into())
         }
         Ok(false) => std::fs::remove_dir(&target).map_err(|e| format!("{}: {e}", target.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", target.display())),
+        Err(e) => return Err(format!("{}: {e}", target.display()).into()),
     }
     let started = std::time::Instant::now();
     let remote = Remote::new(&args.from, &args.store, RESTORE_RETRIES)?;
@@ -72,7 +73,7 @@ fn restore(args: &RestoreArgs) -> Result<String, String> {
 }
 
 /// Writes every file of `m` under `dir`; returns the bytes downloaded.
-fn write_all(remote: &Remote, m: &Manifest, dir: &Path) -> Result<u64, String> {
+fn write_all(remote: &Remote, m: &Manifest, dir: &Path) -> Result<u64, TierError> {
     let mut open: HashMap<&str, File> = HashMap::new();
     for (rel, f) in &m.files {
         let path = dir.join(rel);
@@ -124,6 +125,6 @@ fn write_all(remote: &Remote, m: &Manifest, dir: &Path) -> Result<u64, String> {
     Ok(downloaded)
 }
 
-fn sync_dir(d: &Path) -> Result<(), String> {
-    File::open(d).and_then(|f| f.sync_all()).map_err(|e| format!("{}: {e}", d.display()))
+fn sync_dir(d: &Path) -> Result<(), TierError> {
+    File::open(d).and_then(|f| f.sync_all()).map_err(|e| format!("{}: {e}", d.display()).into())
 }

@@ -17,6 +17,7 @@
 use super::args::DROP_STEP;
 use super::extents::Resolved;
 use super::layout::{self, FileEntry};
+use crate::tier::error::TierError;
 use sluice_shards::tiered::Mark;
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;
@@ -137,15 +138,15 @@ pub fn local_bytes(dir: &Path, shards: usize) -> u64 {
 pub type Marks = BTreeMap<String, (u32, Mark)>;
 
 /// Shard `shard`'s marks in the data dir `dir`.
-pub fn load(dir: &Path, shard: u32) -> Result<Vec<Mark>, String> {
+pub fn load(dir: &Path, shard: u32) -> Result<Vec<Mark>, TierError> {
     let shard_dir = dir.join(format!("shard-{shard}"));
     let streams = shard_dir.join(sluice_shards::store::files::STREAMS_DIR);
     sluice_shards::tiered::load(&shard_dir, |h| streams.join(sluice_shards::store::files::data_name(h)))
-        .map_err(|e| format!("{}: {e}", shard_dir.join(sluice_shards::tiered::MARKS).display()))
+        .map_err(|e| format!("{}: {e}", shard_dir.join(sluice_shards::tiered::MARKS).display()).into())
 }
 
 /// Writes and publishes the marks of `shard` from `all`.
-pub fn store(dir: &Path, shard: u32, all: &Marks) -> Result<(), String> {
+pub fn store(dir: &Path, shard: u32, all: &Marks) -> Result<(), TierError> {
     let mine: Vec<Mark> = all.values().filter(|(s, _)| *s == shard).map(|(_, m)| *m).collect();
     let shard_dir = dir.join(format!("shard-{shard}"));
     sluice_shards::tiered::store(&shard_dir, &mine)
