@@ -143,7 +143,7 @@ pub fn parse_url(s: &str) -> Result<TierUrl, TierError> {
 fn interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_BACKUP_INTERVAL || d > MAX_BACKUP_INTERVAL {
-        return Err(format!("{s}: must be between 100ms and 1h").into());
+        return Err(format!("{s}: must be between 100ms and 1h"));
     }
     Ok(d)
 }
@@ -155,8 +155,7 @@ fn sized(s: &str, min: u64, max: u64) -> Result<u64, String> {
             "{s}: must be between {} and {}",
             sluice::units::format_size(min),
             sluice::units::format_size(max)
-        )
-        .into());
+        ));
     }
     Ok(n)
 }
@@ -172,7 +171,7 @@ fn cache_bytes(s: &str) -> Result<u64, String> {
 fn tier_after(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d < MIN_TIER_AFTER || d > MAX_TIER_AFTER {
-        return Err(format!("{s}: must be between 1s and 10 years").into());
+        return Err(format!("{s}: must be between 1s and 10 years"));
     }
     Ok(d)
 }
