@@ -118,8 +118,8 @@ fn check_monotonic(ctx: &Ctx, seen: &mut HashMap<u64, (u64, bool)>) {
     for e in ctx.shard.store.borrow().streams.values() {
         let v = (e.state.visible.tail, e.state.visible.closed);
         if let Some(&(tail, closed)) = seen.get(&e.state.handle) {
-            assert!(v.0 >= tail, "stream {} tail shrank from {tail} to {}", e.state.name, v.0);
-            assert!(v.1 || !closed, "stream {} reopened", e.state.name);
+            assert!(v.0 >= tail, "stream {} tail shrank from {tail} to {}", e.state.key.1, v.0);
+            assert!(v.1 || !closed, "stream {} reopened", e.state.key.1);
         }
         seen.insert(e.state.handle, v);
     }
