@@ -89,7 +89,8 @@ struct Capture {
     doomed: Vec<String>,
     /// The checkpoint to write, when one is due ([`Shard::checkpoint_due`]).
     checkpoint: Option<Vec<u8>>,
-    /// Every (shard, handle) whose files a stream held here reads.
+    /// Every (shard, handle) whose files a stream held here reads, when
+    /// the flush writes a checkpoint (its clean-up uses it); empty otherwise.
     referenced: HashSet<(u32, u64)>,
 }
 
@@ -273,11 +274,8 @@ impl Shard {
         let generation = st.generation;
         let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
         let mut punch_pending = false;
-        let mut referenced = HashSet::new();
         for e in st.streams.values_mut() {
             let s = &mut e.state;
-            referenced.insert((self.id as u32, s.handle));
-            referenced.extend(s.body.ancestors.iter().map(|a| (a.shard, a.handle)));
             let (origin, index) = (s.body.base, s.body.index_end());
             if let Some(chunk) = s.body.freeze() {
                 if large && chunk.bytes.len() >= MIN_SPARE_TAIL {
@@ -320,6 +318,19 @@ impl Shard {
             };
             checkpoint::encode(&header, st.streams.values().map(|e| &e.state))
         });
+        // Only a flush that writes a checkpoint cleans up after it.
+        let referenced = match checkpoint {
+            None => HashSet::new(),
+            Some(_) => st
+                .streams
+                .values()
+                .flat_map(|e| {
+                    let s = &e.state;
+                    std::iter::once((self.id as u32, s.handle))
+                        .chain(s.body.ancestors.iter().map(|a| (a.shard, a.handle)))
+                })
+                .collect(),
+        };
         Capture {
             generation,
             journal,
