@@ -15,9 +15,3 @@ impl From<RecoveryError> for StartError {
         StartError(e.to_string())
     }
 }
-
-impl From<&str> for StartError {
-    fn from(why: &str) -> StartError {
-        StartError(why.to_string())
-    }
-}

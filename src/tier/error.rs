@@ -7,9 +7,3 @@ sluice_shards::core::line_error! {
     /// Why a tier operation failed.
     pub struct TierError;
 }
-
-impl From<&str> for TierError {
-    fn from(why: &str) -> TierError {
-        TierError(why.to_string())
-    }
-}

@@ -28,38 +28,49 @@ pub fn surface(cfg: &Config) -> Result<(), String> {
     }
 }
 
-/// Renders `PUT {base}{prefix}{i}` (or `DELETE` when `content_type` is
-/// `None`) for i = 0..total, shared across threads.
-struct Creates {
+/// What [`Each`] does to every stream.
+#[derive(Clone)]
+enum Op {
+    /// PUT with this content type and body (empty: an empty stream).
+    Create {
+        content_type: &'static str,
+        initial: Vec<u8>,
+    },
+    Delete,
+}
+
+/// Renders `Op` on `{base}{prefix}{i}` for i = 0..total, shared across threads.
+struct Each {
     next: Arc<AtomicUsize>,
     total: usize,
     base: String,
     host: String,
-    content_type: Option<&'static str>,
-    /// The body each create carries (empty: an empty stream).
-    initial: Vec<u8>,
+    op: Op,
 }
 
-impl Source for Creates {
+impl Source for Each {
     fn next(&mut self, _conn: usize, req: &mut Vec<u8>) -> bool {
         let i = self.next.fetch_add(1, Ordering::Relaxed);
         if i >= self.total {
             return false;
         }
         req.clear();
-        let Some(content_type) = self.content_type else {
-            let _ = write!(req, "DELETE {}{i} HTTP/1.1\r\nhost: {}\r\n\r\n", self.base, self.host);
-            return true;
-        };
-        let _ = write!(
-            req,
-            "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
-            self.base,
-            self.host,
-            content_type,
-            self.initial.len()
-        );
-        req.extend_from_slice(&self.initial);
+        match &self.op {
+            Op::Delete => {
+                let _ = write!(req, "DELETE {}{i} HTTP/1.1\r\nhost: {}\r\n\r\n", self.base, self.host);
+            }
+            Op::Create { content_type, initial } => {
+                let _ = write!(
+                    req,
+                    "PUT {}{i} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
+                    self.base,
+                    self.host,
+                    content_type,
+                    initial.len()
+                );
+                req.extend_from_slice(initial);
+            }
+        }
         true
     }
 }
@@ -82,7 +93,8 @@ pub fn create_streams(
     progress: &Arc<Progress>,
     limit: Duration,
 ) -> Created {
-    run_each(cfg, name_prefix, total, Some(content_type), initial, progress, limit)
+    let op = Op::Create { content_type, initial: vec![b'x'; initial] };
+    run_each(cfg, name_prefix, total, op, progress, limit)
 }
 
 /// Deletes the streams [`create_streams`] made, the same way.
@@ -93,29 +105,21 @@ pub fn delete_streams(
     progress: &Arc<Progress>,
     limit: Duration,
 ) -> Created {
-    run_each(cfg, name_prefix, total, None, 0, progress, limit)
+    run_each(cfg, name_prefix, total, Op::Delete, progress, limit)
 }
 
 fn run_each(
     cfg: &Config,
     name_prefix: &str,
     total: usize,
-    content_type: Option<&'static str>,
-    initial: usize,
+    op: Op,
     progress: &Arc<Progress>,
     limit: Duration,
 ) -> Created {
     let next = Arc::new(AtomicUsize::new(0));
     let base = format!("{}{name_prefix}", path_base(cfg));
     let sources = (0..cfg.threads)
-        .map(|_| Creates {
-            next: next.clone(),
-            total,
-            base: base.clone(),
-            host: cfg.host.clone(),
-            content_type,
-            initial: vec![b'x'; initial],
-        })
+        .map(|_| Each { next: next.clone(), total, base: base.clone(), host: cfg.host.clone(), op: op.clone() })
         .collect();
     let start = Instant::now();
     let plan = Plan {

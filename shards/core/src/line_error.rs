@@ -3,7 +3,7 @@
 //! declares each as a type of its own, displayed as its line.
 
 /// Declares `$name`, an error that is one line of text: `Display` shows
-/// the line, `From<String>` makes one, and the defining module builds one
+/// the line, `From<String>` and `From<&str>` make one, and the defining module builds one
 /// as `$name(line)`.
 #[macro_export]
 macro_rules! line_error {
@@ -23,6 +23,12 @@ macro_rules! line_error {
         impl ::std::convert::From<String> for $name {
             fn from(why: String) -> $name {
                 $name(why)
+            }
+        }
+
+        impl ::std::convert::From<&str> for $name {
+            fn from(why: &str) -> $name {
+                $name(why.to_string())
             }
         }
     };
