@@ -42,7 +42,10 @@ use std::time::{Duration, Instant};
 const FRESH_LIMIT: Duration = Duration::from_secs(5);
 /// How long a shutdown waits for the last cycle.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
-/// Every this many cycles, unreferenced objects are deleted.
+/// Every this many cycles, unreferenced objects are deleted; and once
+/// more when the backup falls idle after any cycle (nothing left to ship),
+/// so packs and manifests an idle node no longer needs go too, and an idle
+/// node lists nothing more until it writes again.
 const GC_EVERY: u64 = 10;
 
 pub struct Backup {
@@ -62,6 +65,8 @@ pub struct Backup {
     last: Option<(u64, Vec<Journal>)>,
     /// The cycle whose manifest compaction last found nothing to do in (or failed on).
     compact_checked: u64,
+    /// The cycle after which unreferenced objects were last deleted.
+    collected: u64,
     /// Packs compaction emptied, with the epoch of the reading thread's
     /// mapping from which no read uses them (see [`super::leases`]).
     retired: Vec<(String, u64)>,
@@ -139,6 +144,7 @@ impl Backup {
             pack_sizes,
             last: None,
             compact_checked: 0,
+            collected: 0,
             retired: Vec::new(),
             shipped_once: false,
             local_limit: tier.local_bytes,
@@ -167,8 +173,10 @@ impl Backup {
         loop {
             let started = Instant::now();
             let stopping = self.stop.load(Relaxed);
+            let mut idle = false;
             match self.cycle() {
                 Ok(shipped) => {
+                    idle = shipped == 0;
                     tracing::debug!(
                         seq = self.seq,
                         shipped,
@@ -193,9 +201,10 @@ impl Backup {
             if stopping {
                 return;
             }
-            if self.seq.is_multiple_of(GC_EVERY) {
-                if let Err(e) = self.collect() {
-                    tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later");
+            if self.seq >= self.collected + GC_EVERY || (idle && self.seq != self.collected) {
+                match self.collect() {
+                    Ok(()) => self.collected = self.seq,
+                    Err(e) => tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later"),
                 }
             }
             // A cycle starts every half interval: an append is then confirmed
