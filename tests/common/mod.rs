@@ -382,9 +382,21 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        let pid = self.child.as_ref().map(Child::id);
         self.kill();
+        // A failing test shows what its server logged last: the log file
+        // goes with the test's temporary directory.
+        if let Some(log) = self.launch.log.as_deref().filter(|_| std::thread::panicking()) {
+            let out = read_output(log);
+            let lines: Vec<&str> = out.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+            eprintln!("--- the last lines of {} (sluice pid {pid:?}) ---\n{tail}\n---", log.display());
+        }
     }
 }
+
+/// Lines of its server's log a failing test prints.
+const LOG_TAIL_LINES: usize = 60;
 
 /// Why a spawn attempt failed.
 enum Spawn {
