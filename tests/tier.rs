@@ -437,8 +437,7 @@ fn data_files(data: &Path) -> (u64, u64) {
 /// Appends `total` bytes to `stream` in `piece`-byte appends of a pattern
 /// unique to the stream and offset; returns the bytes.
 fn fill(server: &Server, stream: &str, total: usize, piece: usize) -> Vec<u8> {
-    let seed = stream.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-    let all: Vec<u8> = (0..total as u64).map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed) >> 7) as u8).collect();
+    let all = pattern(stream, total);
     for chunk in all.chunks(piece) {
         append(server, stream, chunk);
     }
@@ -786,4 +785,202 @@ fn store_down_caps_writes_at_local_bytes_and_they_resume_once_it_confirms() {
     assert!(server.get("/v1/healthz").text().starts_with("ok"));
     server.create("/v1/stream/coldcap-new", "application/octet-stream");
     assert!(server.read_all(p).0 == want, "every acknowledged byte reads back");
+}
+
+// Pack compaction: a deleted stream's bytes leave the store even when its
+// packs also held a surviving stream's.
+
+/// The objects under `dir/` of `url` in the store: key (relative to the
+/// prefix) and size.
+fn objects(s: &Store, url: &str, dir: &str) -> Vec<(String, u64)> {
+    use futures_lite::StreamExt;
+    let (store, prefix) = s3(s, url);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let mut out = Vec::new();
+        let mut list = store.list(Some(&object_store::path::Path::from(format!("{prefix}/{dir}"))));
+        while let Some(m) = list.next().await {
+            let m = m.expect("listing the store");
+            out.push((m.location.to_string()[prefix.len() + 1..].to_string(), m.size));
+        }
+        out.sort();
+        out
+    })
+}
+
+/// Every object under `dir/` of `url`, read whole.
+fn download(s: &Store, url: &str, dir: &str) -> Vec<(String, Vec<u8>)> {
+    use object_store::ObjectStore;
+    let (store, prefix) = s3(s, url);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let keys = objects(s, url, dir);
+    rt.block_on(async {
+        let mut out = Vec::new();
+        for (key, _) in keys {
+            let path = object_store::path::Path::from(format!("{prefix}/{key}"));
+            let body = store.get(&path).await.expect("reading an object").bytes().await.expect("its body");
+            out.push((key, body.to_vec()));
+        }
+        out
+    })
+}
+
+/// A client of the test's store, and `url`'s prefix.
+fn s3(s: &Store, url: &str) -> (Box<dyn object_store::ObjectStore>, String) {
+    let prefix = url.strip_prefix(&format!("s3://{}/", s.bucket)).unwrap().to_string();
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name(&s.bucket)
+        .with_region(&s.region)
+        .with_endpoint(&s.endpoint)
+        .with_allow_http(true)
+        .with_access_key_id(&s.key_id)
+        .with_secret_access_key(&s.secret)
+        .build()
+        .unwrap();
+    (Box::new(store), prefix)
+}
+
+/// Bytes of every pack under `url`.
+fn pack_bytes(s: &Store, url: &str) -> u64 {
+    objects(s, url, "packs").iter().map(|(_, n)| n).sum()
+}
+
+/// Appends `keep` and `gone` bytes to `streams[0]` and `[1]` (their
+/// patterns, see [`fill`]) in `piece`-byte appends, interleaved so that
+/// every cycle's pack holds both; returns their bytes.
+fn fill_both(server: &Server, streams: &[String], keep: usize, gone: usize, piece: usize) -> [Vec<u8>; 2] {
+    let want = [pattern(&streams[0], keep), pattern(&streams[1], gone)];
+    let (mut at, step) = ([0, 0], [piece * keep / (keep + gone), piece * gone / (keep + gone)]);
+    while at[0] < keep || at[1] < gone {
+        for i in 0..2 {
+            let end = (at[i] + step[i]).min(want[i].len());
+            if at[i] < end {
+                append(server, &streams[i], &want[i][at[i]..end]);
+                at[i] = end;
+            }
+        }
+    }
+    want
+}
+
+/// Windows of `bytes`' first half (its last segment's worth may stay in the
+/// journal, a live file), 64 bytes each: none occurs in the other stream.
+fn needles(bytes: &[u8]) -> Vec<&[u8]> {
+    (0..16).map(|i| i * bytes.len() / 32).map(|at| &bytes[at..at + 64]).collect()
+}
+
+/// How many of `needles` occur in the packs under `url`.
+fn found_in_packs(s: &Store, url: &str, needles: &[&[u8]]) -> usize {
+    let packs = download(s, url, "packs");
+    needles.iter().filter(|n| packs.iter().any(|(_, body)| body.windows(n.len()).any(|w| w == **n))).count()
+}
+
+/// Deletes `streams[1]`, then appends small pieces to `keep` (its bytes in
+/// `want`, extended) so cycles go on, until the store's packs hold at most
+/// `bound` bytes; returns them.
+fn delete_and_wait_compacted(
+    setup: &Setup,
+    server: &Server,
+    streams: &[String],
+    want: &mut Vec<u8>,
+    bound: u64,
+) -> u64 {
+    server.delete(&streams[1]).expect(204);
+    let mut n = 0u64;
+    wait_for("compaction to shrink the packs", Duration::from_secs(120), || {
+        let tick = pattern(&format!("tick{n}"), 8 << 10);
+        append(server, &streams[0], &tick);
+        want.extend_from_slice(&tick);
+        n += 1;
+        n.is_multiple_of(5) && pack_bytes(&setup.s, &setup.url) <= bound
+    });
+    pack_bytes(&setup.s, &setup.url)
+}
+
+/// The bytes of [`fill`]'s pattern for `stream`: a hash of the stream and
+/// the offset, so no 64 bytes of one stream occur in another.
+fn pattern(stream: &str, total: usize) -> Vec<u8> {
+    let seed = stream.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let word = |k: u64| {
+        // splitmix64
+        let mut z = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(k).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut all: Vec<u8> = (0..total.div_ceil(8) as u64).flat_map(|k| word(k).to_le_bytes()).collect();
+    all.truncate(total);
+    all
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn compaction_deletes_a_deleted_streams_bytes_from_shared_packs_and_restore_reads_the_survivor() {
+    let extra = ["--flush-interval", "200ms", "--segment-bytes", "1MiB"];
+    let (setup, server, paths) = start("compact", 2, &extra);
+    let [mut keep, gone] = fill_both(&server, &paths, 8 * MIB, 24 * MIB, MIB);
+    server.wait_flushed();
+    let cycles = metric(&server, "sluice_tier_cycles_total");
+    wait_for("the writes confirmed", Duration::from_secs(30), || {
+        metric(&server, "sluice_tier_cycles_total") >= cycles + 2.0
+            && metric(&server, "sluice_tier_backlog_bytes") == 0.0
+    });
+    let before = pack_bytes(&setup.s, &setup.url);
+    let needles = needles(&gone);
+    assert_eq!(
+        found_in_packs(&setup.s, &setup.url, &needles),
+        needles.len(),
+        "the deleted stream's bytes were shipped"
+    );
+
+    let bound = keep.len() as u64 + 6 * MIB as u64;
+    let after = delete_and_wait_compacted(&setup, &server, &paths, &mut keep, bound);
+    println!(
+        "packs in the store: {} KiB before the deletion, {} KiB after compaction ({} KiB of the surviving stream; \
+         {} KiB rewritten, {} packs emptied)",
+        before >> 10,
+        after >> 10,
+        keep.len() >> 10,
+        metric(&server, "sluice_tier_compacted_bytes_total") as u64 >> 10,
+        metric(&server, "sluice_tier_compacted_packs_total")
+    );
+    assert!(before >= 32 * MIB as u64, "both streams' bytes were shipped: {before}");
+    assert!(metric(&server, "sluice_tier_compacted_packs_total") > 0.0);
+    assert_eq!(found_in_packs(&setup.s, &setup.url, &needles), 0, "the deleted stream's bytes are still in the store");
+    assert!(server.read_all(&paths[0]).0 == keep, "the survivor reads back");
+
+    let new = setup.dir.path().join("restored");
+    let (ok, out, err) = restore(&setup.s, &setup.url, &new);
+    assert!(ok, "restore after compaction: {err}");
+    println!("{}", out.trim());
+    let restored = Server::launch(&new, Launch::quick(2, &[]));
+    assert!(restored.read_all(&paths[0]).0 == keep, "the survivor differs after a restore");
+    assert_eq!(restored.get(&paths[1]).status, 404, "the deleted stream is back");
+}
+
+#[test]
+#[ignore = "needs Garage: scripts/test starts it (scripts/object-store)"]
+fn tiered_bytes_read_back_from_the_packs_compaction_moved_them_to() {
+    let extra = ["--flush-interval", "200ms", "--segment-bytes", "1MiB", "--local-bytes", "1MiB"];
+    let (setup, mut server, paths) = start("compactcold", 2, &extra);
+    let [mut keep, _] = fill_both(&server, &paths, 8 * MIB, 24 * MIB, MIB);
+    wait_tiered(&server, &setup.data, MIB as u64, Duration::from_secs(60));
+    let old: Vec<String> = objects(&setup.s, &setup.url, "packs").into_iter().map(|(k, _)| k).collect();
+    // Nothing read yet: the cache holds no block of an old pack.
+    let bound = keep.len() as u64 + 6 * MIB as u64;
+    let after = delete_and_wait_compacted(&setup, &server, &paths, &mut keep, bound);
+    let now: Vec<String> = objects(&setup.s, &setup.url, "packs").into_iter().map(|(k, _)| k).collect();
+    let kept_old = now.iter().filter(|k| old.contains(k)).count();
+    println!("packs: {} before, {} now ({kept_old} of the old ones), {} KiB", old.len(), now.len(), after >> 10);
+    assert!(metric(&server, "sluice_tier_compacted_packs_total") > 0.0);
+    assert!(kept_old < old.len(), "no old pack left the store");
+    let tiered = metric(&server, "sluice_tier_tiered_bytes");
+    assert!(tiered >= 6.0 * MIB as f64, "the survivor is tiered: {tiered}");
+    let downloaded = metric(&server, "sluice_tier_download_bytes_total");
+    assert!(server.read_all(&paths[0]).0 == keep, "the tiered survivor differs after compaction");
+    assert!(metric(&server, "sluice_tier_download_bytes_total") - downloaded >= tiered, "read from the store");
+    assert_eq!(metric(&server, "sluice_tier_download_errors_total"), 0.0);
+    // A restart maps the tiered bytes through the newest manifest (a compaction's).
+    server.restart_after_kill();
+    assert!(server.read_all(&paths[0]).0 == keep, "the tiered survivor differs after a restart");
 }

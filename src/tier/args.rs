@@ -2,6 +2,7 @@
 //! every range is declared and checked here, once.
 
 use crate::tier::error::TierError;
+use crate::tier::layout::MAX_PACK_BYTES;
 use clap::Args;
 use sluice::units::{parse_duration, parse_size};
 use std::path::PathBuf;
@@ -47,6 +48,27 @@ pub const MAX_CYCLE_TIMES: usize = 1 << 16;
 /// Manifests kept behind the newest one (a restore racing a cycle still
 /// finds every object of the one it read).
 pub const KEEP_MANIFESTS: usize = 2;
+
+/// Pack compaction (see [`super::compact`]): a pack is rewritten when
+/// under this percentage of its bytes is live (some file of the newest
+/// manifest reads them) ...
+pub const COMPACT_LIVE_PERCENT: u64 = 50;
+/// ... and at least this many of its bytes are dead (smaller savings are
+/// not worth the requests).
+pub const MIN_COMPACT_DEAD_BYTES: u64 = 1 << 20;
+/// Live bytes one compaction step rewrites at most (one new pack; a step
+/// runs between backup cycles, so compaction never holds up a cycle longer).
+pub const MAX_COMPACT_BYTES: u64 = 32 << 20;
+/// Live ranges of a pack this close are read with one range GET (the dead
+/// bytes between them are read and skipped: fewer requests).
+pub const COMPACT_GAP_BYTES: u64 = 256 << 10;
+const _: () = assert!(COMPACT_LIVE_PERCENT > 0 && COMPACT_LIVE_PERCENT < 100, "a live fraction");
+const _: () = assert!(
+    MAX_COMPACT_BYTES * 100 >= MAX_PACK_BYTES * COMPACT_LIVE_PERCENT,
+    "any pack compaction would rewrite fits in one step"
+);
+const _: () = assert!(MAX_COMPACT_BYTES <= MAX_PACK_BYTES, "a step writes one pack");
+const _: () = assert!(COMPACT_GAP_BYTES < MIN_COMPACT_DEAD_BYTES, "reading gaps never costs what compaction saves");
 
 /// Where the backup goes: shared by `serve` and `restore`.
 #[derive(Args, Clone, Debug, Default)]

@@ -16,11 +16,13 @@
 //!    until it is confirmed (a failure reports the store degraded; the
 //!    shards keep serving and keep every local copy meanwhile);
 //! 5. release the shards; drop the local copies the cold tier may drop and
-//!    cap writes by what is confirmed (see [`super::tiering`]); now and then
-//!    delete what no kept manifest names.
+//!    cap writes by what is confirmed (see [`super::tiering`]); compact a few
+//!    mostly-dead packs (see [`super::compact`]); now and then delete what no
+//!    kept manifest names.
 
 use super::args::{TierArgs, FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, MAX_CYCLE_TIMES, PART_BYTES};
 use super::client::Remote;
+use super::compact;
 use super::extents::Resolved;
 use super::layout::{self, Extent, Journal, Manifest, MANIFESTS, MAX_PACK_BYTES, PACKS};
 use super::scan::{self, Found, Stat, Tracked};
@@ -41,7 +43,10 @@ use std::time::{Duration, Instant};
 const FRESH_LIMIT: Duration = Duration::from_secs(5);
 /// How long a shutdown waits for the last cycle.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
-/// Every this many cycles, unreferenced objects are deleted.
+/// Every this many cycles, unreferenced objects are deleted; and once
+/// more when the backup falls idle after any cycle (nothing left to ship),
+/// so packs and manifests an idle node no longer needs go too, and an idle
+/// node lists nothing more until it writes again.
 const GC_EVERY: u64 = 10;
 
 pub struct Backup {
@@ -54,6 +59,18 @@ pub struct Backup {
     seq: u64,
     /// Packs of recent manifests, by cycle (for deleting unreferenced packs).
     recent: VecDeque<(u64, BTreeSet<String>)>,
+    /// Every pack's size (listed at the start, then as shipped), for compaction.
+    pack_sizes: BTreeMap<String, u64>,
+    /// When the journal positions of this run's newest manifest were taken,
+    /// and the positions (a compaction manifest describes the same data dir).
+    last: Option<(u64, Vec<Journal>)>,
+    /// The cycle whose manifest compaction last found nothing to do in (or failed on).
+    compact_checked: u64,
+    /// The cycle after which unreferenced objects were last deleted.
+    collected: u64,
+    /// Packs compaction emptied, with the epoch of the reading thread's
+    /// mapping from which no read uses them (see [`super::leases`]).
+    retired: Vec<(String, u64)>,
     /// A manifest of this run is confirmed (before it, a cycle ships even
     /// when nothing looks changed: the last manifest may be another run's).
     shipped_once: bool,
@@ -115,6 +132,7 @@ impl Backup {
             }
         }
         let marks = tiered_marks(dir, shards, &files, &map)?;
+        let pack_sizes = remote.list_sized(PACKS)?.into_iter().collect();
         let backup = Backup {
             remote,
             dir: dir.to_path_buf(),
@@ -124,6 +142,11 @@ impl Backup {
             files,
             seq,
             recent,
+            pack_sizes,
+            last: None,
+            compact_checked: 0,
+            collected: 0,
+            retired: Vec::new(),
             shipped_once: false,
             local_limit: tier.local_bytes,
             tier_after: tier.tier_after,
@@ -154,8 +177,10 @@ impl Backup {
         loop {
             let started = Instant::now();
             let stopping = self.stop.load(Relaxed);
+            let mut idle = false;
             match self.cycle() {
                 Ok(shipped) => {
+                    idle = shipped == 0;
                     tracing::debug!(
                         seq = self.seq,
                         shipped,
@@ -166,6 +191,12 @@ impl Backup {
                         tracing::warn!(error = %e, "dropping confirmed local copies failed; retried next cycle");
                     }
                     self.cap_writes();
+                    if !stopping && self.seq != self.compact_checked {
+                        if let Err(e) = self.compact() {
+                            self.compact_checked = self.seq;
+                            tracing::warn!(error = %e, "pack compaction failed; planned again after the next cycle");
+                        }
+                    }
                 }
                 Err(e) => {
                     status::get().failed(&e.to_string());
@@ -175,9 +206,10 @@ impl Backup {
             if stopping {
                 return;
             }
-            if self.seq.is_multiple_of(GC_EVERY) {
-                if let Err(e) = self.collect() {
-                    tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later");
+            if self.seq >= self.collected + GC_EVERY || (idle && self.seq != self.collected) {
+                match self.collect() {
+                    Ok(()) => self.collected = self.seq,
+                    Err(e) => tracing::debug!(error = %e, "deleting unreferenced backup objects failed; retried later"),
                 }
             }
             // A cycle starts every half interval: an append is then confirmed
@@ -303,25 +335,94 @@ impl Backup {
             files.insert(rel.clone(), entry.clone());
             tracked.insert(rel, Tracked { stat: f.stat, shipped: f.shipped, entry });
         }
-        let manifest = Manifest { seq, taken_unix_ms, journals, files };
+        let manifest = Manifest { seq, taken_unix_ms, journals: journals.clone(), files };
         let body = Bytes::from(manifest.encode());
         self.retry(|r| r.put(&layout::manifest_key(seq), body.clone()))?;
-        status::get().upload_bytes.fetch_add(body.len() as u64, Relaxed);
-        status::get().uploads.fetch_add(1, Relaxed);
-        self.recent.push_back((seq, manifest.packs().into_iter().map(str::to_string).collect()));
-        while self.recent.len() > KEEP_MANIFESTS + 1 {
-            self.recent.pop_front();
-        }
+        self.confirmed_manifest(&manifest, body.len());
+        self.last = Some((taken_unix_ms, journals));
         self.files = tracked;
         self.seq = seq;
         self.shipped_once = true;
         status::get().backlog_bytes.store(0, Relaxed);
         status::get().confirmed(taken_unix_ms);
-        self.confirmed_at.insert(seq, now_ms());
+        self.remember_confirmed(seq, now_ms());
+        Ok(packer.shipped)
+    }
+
+    /// Counts manifest `m` (of `len` bytes) uploaded and remembers its packs.
+    fn confirmed_manifest(&mut self, m: &Manifest, len: usize) {
+        status::get().upload_bytes.fetch_add(len as u64, Relaxed);
+        status::get().uploads.fetch_add(1, Relaxed);
+        self.recent.push_back((m.seq, m.packs().into_iter().map(str::to_string).collect()));
+        while self.recent.len() > KEEP_MANIFESTS + 1 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Remembers when the bytes of cycle `seq`'s packs count as confirmed.
+    fn remember_confirmed(&mut self, seq: u64, unix_ms: u64) {
+        self.confirmed_at.insert(seq, unix_ms);
         while self.confirmed_at.len() > MAX_CYCLE_TIMES {
             self.confirmed_at.pop_first();
         }
-        Ok(packer.shipped)
+    }
+
+    /// When the bytes of cycle `seq`'s packs count as confirmed (Unix ms):
+    /// cycles older than this run's count as confirmed with its first.
+    fn confirmed_when(&self, seq: u64) -> u64 {
+        let first = self.confirmed_at.values().next().copied().unwrap_or(0);
+        self.confirmed_at.get(&seq).copied().unwrap_or(if seq < self.seq { first } else { u64::MAX })
+    }
+
+    /// One compaction step (see [`super::compact`]), between cycles: the
+    /// live bytes of the emptiest packs copied into one new pack, then a
+    /// manifest describing the same data dir as the newest one, with those
+    /// bytes in the new pack. Requests are tried once: a failure leaves the
+    /// newest manifest as it was (the old packs stay named), and the step
+    /// is planned again after the next cycle. Only once the new manifest is
+    /// confirmed does the reading thread map tiered bytes to the new pack;
+    /// the old packs go by the rule for every pack (see [`Self::collect`]).
+    fn compact(&mut self) -> Result<(), TierError> {
+        let Some((taken_unix_ms, journals)) = self.last.clone() else { return Ok(()) };
+        let Some(plan) = compact::plan(self.files.iter().map(|(p, t)| (p, &t.entry)), &self.pack_sizes) else {
+            self.compact_checked = self.seq;
+            return Ok(());
+        };
+        let (body, read) = compact::copy(&self.remote, &plan)?;
+        let s = status::get();
+        s.compaction_read_bytes.fetch_add(read, Relaxed);
+        let seq = self.seq + 1;
+        let key = layout::pack_key(seq, 0);
+        self.put_pack(&key, Bytes::from(body), false)?;
+        let moved: BTreeMap<String, Vec<Extent>> =
+            plan.paths().into_iter().map(|p| (p.to_string(), plan.rewrite(p, &self.files[p].entry, &key))).collect();
+        let files = self
+            .files
+            .iter()
+            .map(|(p, t)| {
+                let extents = moved.get(p).cloned().unwrap_or_else(|| t.entry.extents.clone());
+                (p.clone(), layout::FileEntry { extents, ..t.entry.clone() })
+            })
+            .collect();
+        let manifest = Manifest { seq, taken_unix_ms, journals, files };
+        let body = Bytes::from(manifest.encode());
+        // A manifest whose PUT failed may be in the store all the same:
+        // its cycle number (and pack key) is never used again.
+        self.seq = seq;
+        self.remote.put(&layout::manifest_key(seq), body.clone())?;
+        self.confirmed_manifest(&manifest, body.len());
+        for (p, extents) in &moved {
+            self.files.get_mut(p).expect("planned from these files").entry.extents = extents.clone();
+        }
+        // The moved bytes count as confirmed when the newest of their old packs was.
+        let when = plan.packs.iter().filter_map(|k| layout::pack_seq(k)).map(|s| self.confirmed_when(s)).max();
+        self.remember_confirmed(seq, when.unwrap_or(0));
+        let epoch = self.map.remap(moved.iter().map(|(p, e)| (p, Resolved::new(e))));
+        self.retired.extend(plan.packs.iter().map(|k| (k.clone(), epoch)));
+        s.compacted_bytes.fetch_add(plan.bytes, Relaxed);
+        s.compacted_packs.fetch_add(plan.packs.len() as u64, Relaxed);
+        tracing::info!(seq, packs = plan.packs.len(), moved = plan.bytes, read, "packs compacted");
+        Ok(())
     }
 
     /// The cold tier's step after a confirmed cycle (see [`super::tiering`]):
@@ -331,14 +432,12 @@ impl Backup {
         let mut changed: BTreeSet<u32> = gone.iter().map(|p| self.marks[p].0).collect();
         for p in &gone {
             self.marks.remove(p);
-            self.map.write().unwrap_or_else(|e| e.into_inner()).remove(p);
+            self.map.files.write().unwrap_or_else(|e| e.into_inner()).remove(p);
         }
         let local = tiering::local_bytes(&self.dir, self.shards);
         let (mut paths, mut candidates) = (Vec::new(), Vec::new());
         if self.local_limit.is_some() || self.tier_after.is_some() {
-            let first = self.confirmed_at.values().next().copied().unwrap_or(0);
-            let when =
-                |seq| self.confirmed_at.get(&seq).copied().unwrap_or(if seq < self.seq { first } else { u64::MAX });
+            let when = |seq| self.confirmed_when(seq);
             for (rel, t) in &self.files {
                 let Some((shard, handle)) = tiering::data_file(rel) else { continue };
                 let boundary = self.marks.get(rel).map_or(0, |(_, m)| m.boundary);
@@ -350,7 +449,7 @@ impl Backup {
         let chosen = tiering::choose(&candidates, local, self.local_limit, older);
         let mut punches = Vec::new();
         {
-            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.map.files.write().unwrap_or_else(|e| e.into_inner());
             for (&i, &to) in &chosen {
                 let (rel, mark, shard) = &paths[i];
                 map.insert(rel.clone(), Resolved::new(&self.files[rel].entry.extents));
@@ -385,22 +484,33 @@ impl Backup {
     }
 
     /// Uploads the packer's pack (retrying until confirmed) and starts the next.
-    fn ship(&self, p: &mut Packer) -> Result<(), TierError> {
-        let key = layout::pack_key(p.seq, p.n);
+    fn ship(&mut self, p: &mut Packer) -> Result<(), TierError> {
         let all = Bytes::from(std::mem::take(&mut p.buf));
-        let parts: Vec<Bytes> =
-            (0..all.len()).step_by(PART_BYTES).map(|i| all.slice(i..(i + PART_BYTES).min(all.len()))).collect();
-        self.retry(|r| r.put_parts(&key, parts.clone()))?;
-        let s = status::get();
-        s.upload_bytes.fetch_add(all.len() as u64, Relaxed);
-        s.uploads.fetch_add(1, Relaxed);
         p.shipped += all.len() as u64;
+        self.put_pack(&layout::pack_key(p.seq, p.n), all, true)?;
         p.n += 1;
         Ok(())
     }
 
+    /// Uploads pack `key` in parts, retrying until confirmed (`retry`) or once.
+    fn put_pack(&mut self, key: &str, all: Bytes, retry: bool) -> Result<(), TierError> {
+        let parts: Vec<Bytes> =
+            (0..all.len()).step_by(PART_BYTES).map(|i| all.slice(i..(i + PART_BYTES).min(all.len()))).collect();
+        match retry {
+            true => self.retry(|r| r.put_parts(key, parts.clone()))?,
+            false => self.remote.put_parts(key, parts)?,
+        }
+        let s = status::get();
+        s.upload_bytes.fetch_add(all.len() as u64, Relaxed);
+        s.uploads.fetch_add(1, Relaxed);
+        self.pack_sizes.insert(key.to_string(), all.len() as u64);
+        Ok(())
+    }
+
     /// Deletes manifests older than the newest `KEEP_MANIFESTS + 1`, and
-    /// packs older than the oldest kept manifest that none of them names.
+    /// packs older than the oldest kept manifest that none of them names
+    /// and no read of the cold tier may still use (packs compaction emptied
+    /// stay while a read that mapped its bytes to them runs).
     fn collect(&mut self) -> Result<(), TierError> {
         let seqs: Vec<u64> = self.remote.list(MANIFESTS)?.iter().filter_map(|k| layout::manifest_seq(k)).collect();
         let (old, kept) = kept_manifests(seqs);
@@ -414,8 +524,11 @@ impl Backup {
                 }
             }
         }
+        self.retired.retain(|(_, epoch)| self.map.leases.held_before(*epoch));
+        needed.extend(self.retired.iter().map(|(k, _)| k.clone()));
         for key in unneeded_packs(self.remote.list(PACKS)?, &kept, &needed) {
             self.remote.delete(&key)?;
+            self.pack_sizes.remove(&key);
         }
         for seq in old {
             self.remote.delete(&layout::manifest_key(seq))?;
@@ -462,7 +575,7 @@ fn tiered_marks(
     map: &fetch::Map,
 ) -> Result<Marks, TierError> {
     let mut marks = Marks::new();
-    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
+    let mut map = map.files.write().unwrap_or_else(|e| e.into_inner());
     for shard in 0..shards as u32 {
         let mine = tiering::load(dir, shard)?;
         for m in &mine {

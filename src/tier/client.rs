@@ -127,17 +127,25 @@ impl Remote {
 
     /// Keys under `dir/` (relative to the prefix), sorted.
     pub fn list(&self, dir: &str) -> Result<Vec<String>, TierError> {
+        Ok(self.list_sized(dir)?.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// Keys under `dir/` (relative to the prefix) and their sizes, sorted.
+    pub fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64)>, TierError> {
         let p = self.path(dir);
         let metas = self.run(REQUEST_TIMEOUT, &format!("LIST {dir}/"), async {
             let mut out = Vec::new();
             let mut s = self.store.list(Some(&p));
             while let Some(m) = s.next().await {
-                out.push(m?.location.to_string());
+                let m = m?;
+                out.push((m.location.to_string(), m.size));
             }
             Ok(out)
         })?;
-        let mut keys: Vec<String> =
-            metas.into_iter().filter_map(|k| k.strip_prefix(&self.prefix).map(str::to_string)).collect();
+        let mut keys: Vec<(String, u64)> = metas
+            .into_iter()
+            .filter_map(|(k, size)| k.strip_prefix(&self.prefix).map(|k| (k.to_string(), size)))
+            .collect();
         keys.sort();
         Ok(keys)
     }

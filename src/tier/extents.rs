@@ -58,6 +58,16 @@ impl Resolved {
         (at >= to).then_some(out)
     }
 
+    /// The pieces overlapping `[from, to)`, cut to it, in order (gaps left out).
+    pub fn overlapping(&self, from: u64, to: u64) -> Vec<Extent> {
+        if from >= to {
+            return Vec::new();
+        }
+        let start = self.0.range(..=from).next_back().map_or(from, |(k, _)| *k);
+        let hit = self.0.range(start..to).map(|(_, e)| e).filter(|e| e.file_offset + e.len > from);
+        hit.map(|e| slice(e, e.file_offset.max(from), (e.file_offset + e.len).min(to))).collect()
+    }
+
     /// Every piece, by file offset.
     pub fn pieces(&self) -> impl Iterator<Item = &Extent> {
         self.0.values()
@@ -95,8 +105,13 @@ mod tests {
         assert_eq!(r.range(50, 110).unwrap(), vec![ext("b", 1010, 50, 10), ext("a", 60, 60, 40), ext("c", 5, 100, 10)]);
         assert_eq!(r.range(0, 10).unwrap(), vec![ext("a", 0, 0, 10)]);
         assert_eq!(r.range(140, 151), None, "past the end");
+        assert_eq!(r.overlapping(140, 151), vec![ext("c", 45, 140, 10)], "up to the end");
+        assert_eq!(r.overlapping(30, 45), vec![ext("a", 30, 30, 10), ext("b", 1000, 40, 5)]);
         let holed = Resolved::new(&[ext("a", 0, 0, 10), ext("b", 0, 20, 10)]);
         assert_eq!(holed.range(5, 25), None, "a gap");
+        assert_eq!(holed.overlapping(5, 25), vec![ext("a", 5, 5, 5), ext("b", 0, 20, 5)], "gaps left out");
+        assert_eq!(holed.overlapping(10, 20), vec![], "only a gap");
+        assert_eq!(holed.overlapping(9, 9), vec![], "empty");
         let over = Resolved::new(&[ext("a", 0, 0, 10), ext("b", 0, 0, 30)]);
         assert_eq!(over.pieces().cloned().collect::<Vec<_>>(), vec![ext("b", 0, 0, 30)], "covered whole");
     }

@@ -10,11 +10,18 @@
 //! also fetches the next [`READ_AHEAD_BYTES`] of the file, so a catch-up
 //! finds its next blocks in the cache. A failed or timed-out GET fails the
 //! read (answered 503), and the next read tries again.
+//!
+//! A read maps its range once, under the mapping's read lock, and holds a
+//! lease on that mapping (see [`super::leases`]) until it and its fetches
+//! are done: compaction may move the bytes to another pack meanwhile, and
+//! the old pack is deleted only once no lease on the old mapping is held.
 
 use super::args::{BLOCK_BYTES, READ_AHEAD_BYTES};
 use super::cache::Lru;
 use super::client::Remote;
 use super::extents::Resolved;
+use super::layout::Extent;
+use super::leases::{Lease, Leases};
 use super::status;
 use crate::tier::error::TierError;
 use bytes::Bytes;
@@ -24,9 +31,41 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, OnceCell};
+use tokio::task::JoinHandle;
 
-/// Where the tiered data files' bytes are: by path relative to the data dir.
-pub type Map = Arc<RwLock<HashMap<String, Resolved>>>;
+/// Where the tiered data files' bytes are.
+pub type Map = Arc<Mapping>;
+
+#[derive(Default)]
+pub struct Mapping {
+    /// By path relative to the data dir.
+    pub files: RwLock<HashMap<String, Resolved>>,
+    /// The reads using each epoch of `files`.
+    pub leases: Arc<Leases>,
+}
+
+impl Mapping {
+    /// The pieces of `path` overlapping `[from, to)` (cut to it; `whole`:
+    /// `None` unless they cover all of it), with a lease on this mapping.
+    fn pieces(&self, path: &str, from: u64, to: u64, whole: bool) -> (Option<Vec<Extent>>, Lease) {
+        let files = self.files.read().unwrap_or_else(|p| p.into_inner());
+        let pieces =
+            files.get(path).and_then(|f| if whole { f.range(from, to) } else { Some(f.overlapping(from, to)) });
+        (pieces, self.leases.take())
+    }
+
+    /// Maps the files of `moved` that are mapped (tiered) anew; returns the
+    /// epoch from which no read uses their old mapping.
+    pub fn remap<'a>(&self, moved: impl IntoIterator<Item = (&'a String, Resolved)>) -> u64 {
+        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        for (path, now) in moved {
+            if let Some(f) = files.get_mut(path) {
+                *f = now;
+            }
+        }
+        self.leases.advance()
+    }
+}
 
 /// One block of a pack.
 type Block = (String, u64);
@@ -92,23 +131,20 @@ async fn answer(reader: Arc<Reader>, r: Request) {
     let got = read(&reader, &path, r.pos, end).await;
     if got.is_ok() {
         let ahead = sluice_shards::tiered::boundary(r.shard, r.handle).min(end + READ_AHEAD_BYTES);
-        for b in blocks(&reader, &path, end, ahead) {
-            tokio::spawn(block(reader.clone(), b, false));
+        let (pieces, lease) = reader.map.pieces(&path, end, ahead, false);
+        let lease = Arc::new(lease);
+        for b in blocks(&pieces.unwrap_or_default()) {
+            fetch(&reader, b, false, &lease);
         }
     }
     let _ = r.reply.send(got);
 }
 
-/// The blocks holding bytes `[from, to)` of `path` (as far as the map
-/// knows them), in file order.
-fn blocks(reader: &Reader, path: &str, from: u64, to: u64) -> Vec<Block> {
-    let map = reader.map.read().unwrap_or_else(|p| p.into_inner());
-    let Some(file) = map.get(path) else { return Vec::new() };
+/// The blocks holding `pieces`, in their order.
+fn blocks(pieces: &[Extent]) -> Vec<Block> {
     let mut out: Vec<Block> = Vec::new();
-    for e in file.pieces().filter(|e| e.file_offset < to && e.file_offset + e.len > from) {
-        let (a, b) =
-            (e.pack_offset + from.saturating_sub(e.file_offset), e.pack_offset + (to - e.file_offset).min(e.len));
-        for n in a / BLOCK_BYTES..b.div_ceil(BLOCK_BYTES) {
+    for e in pieces {
+        for n in e.pack_offset / BLOCK_BYTES..(e.pack_offset + e.len).div_ceil(BLOCK_BYTES) {
             if out.last() != Some(&(e.pack.clone(), n)) {
                 out.push((e.pack.clone(), n));
             }
@@ -119,15 +155,11 @@ fn blocks(reader: &Reader, path: &str, from: u64, to: u64) -> Vec<Block> {
 
 /// Bytes `[from, to)` of `path`: every block fetched at once, copied in order.
 async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Vec<u8>, TierError> {
-    let pieces = {
-        let map = reader.map.read().unwrap_or_else(|p| p.into_inner());
-        map.get(path).and_then(|f| f.range(from, to))
-    };
+    let (pieces, lease) = reader.map.pieces(path, from, to, true);
+    let lease = Arc::new(lease);
     let pieces = pieces.ok_or_else(|| format!("{path}: no backup holds bytes {from}..{to}"))?;
-    let fetches: HashMap<Block, _> = blocks(reader, path, from, to)
-        .into_iter()
-        .map(|b| (b.clone(), tokio::spawn(block(reader.clone(), b, true))))
-        .collect();
+    let fetches: HashMap<Block, _> =
+        blocks(&pieces).into_iter().map(|b| (b.clone(), fetch(reader, b, true, &lease))).collect();
     let mut got = HashMap::new();
     for (b, f) in fetches {
         got.insert(b, f.await.map_err(|e| format!("a block fetch failed: {e}"))??);
@@ -149,6 +181,17 @@ async fn read(reader: &Arc<Reader>, path: &str, from: u64, to: u64) -> Result<Ve
     }
     assert_eq!(out.len() as u64, to - from, "the pieces cover the range");
     Ok(out)
+}
+
+/// [`block`] on a task of its own, holding `lease` until it is done (a
+/// read that fails early leaves its other fetches running).
+fn fetch(reader: &Arc<Reader>, b: Block, read: bool, lease: &Arc<Lease>) -> JoinHandle<Result<Bytes, TierError>> {
+    let (reader, lease) = (reader.clone(), lease.clone());
+    tokio::spawn(async move {
+        let got = block(reader, b, read).await;
+        drop(lease);
+        got
+    })
 }
 
 /// Block `b`, from the cache or one range GET (shared by every read that

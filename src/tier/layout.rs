@@ -13,7 +13,10 @@
 //!   listing order is cycle order.
 //!
 //! Older manifests, and packs no kept manifest names, are deleted once a
-//! newer manifest is confirmed (the newest `KEEP_MANIFESTS + 1` stay).
+//! newer manifest is confirmed (the newest `KEEP_MANIFESTS + 1` stay). A
+//! compaction step (see [`super::compact`]) writes pack `<seq>-0` holding
+//! live bytes of older packs and manifest `seq` naming it instead of them,
+//! describing the same data dir as the manifest before it.
 
 use crate::tier::error::TierError;
 use serde_json::{json, Value};

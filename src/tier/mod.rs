@@ -7,13 +7,15 @@
 //! - [`layout`]: the objects and the manifest, readable by any node;
 //! - [`scan`]: what changed in the data dir since the last cycle;
 //! - [`backup`]: the cycle thread (holds, packs, manifest, retries, deletion);
+//! - [`compact`]: rewriting the live bytes of mostly-dead packs;
 //! - [`progress`]: shards publish their durable journal positions;
 //! - [`status`]: metrics and health;
 //! - [`restore`]: the `restore` subcommand;
 //! - the cold tier: [`tiering`] (which confirmed local copies to drop, and
 //!   dropping them), [`fetch`] (reading tiered bytes back on a thread of its
-//!   own), [`extents`] (where a file's bytes are in the packs) and
-//!   [`cache`] (the bounded cache of what was read back).
+//!   own), [`extents`] (where a file's bytes are in the packs),
+//!   [`leases`] (which mappings reads still use) and [`cache`] (the bounded
+//!   cache of what was read back).
 //!
 //! The shards never wait on the network: they only publish positions and
 //! skip a clean-up while held (both non-blocking), the backup thread does
@@ -25,10 +27,12 @@ pub mod args;
 pub mod backup;
 pub mod cache;
 pub mod client;
+pub mod compact;
 pub mod error;
 pub mod extents;
 pub mod fetch;
 pub mod layout;
+pub mod leases;
 pub mod progress;
 pub mod restore;
 pub mod scan;

@@ -36,6 +36,11 @@ pub struct Status {
     /// Stream data bytes on local disk, and bytes held only remotely.
     pub local_bytes: AtomicU64,
     pub tiered_bytes: AtomicU64,
+    /// Pack compaction: live bytes rewritten into new packs, old packs
+    /// emptied, and bytes range-read for it.
+    pub compacted_bytes: AtomicU64,
+    pub compacted_packs: AtomicU64,
+    pub compaction_read_bytes: AtomicU64,
 }
 
 pub fn get() -> &'static Status {
@@ -112,7 +117,7 @@ pub fn render(out: &mut String) {
     }
     let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.failing().is_some()));
     let held = u8::from(sluice_shards::tiered::CAP.held());
-    let families: [(&str, &str, &str, f64); 18] = [
+    let families: [(&str, &str, &str, f64); 21] = [
         ("sluice_tier_upload_bytes_total", "counter", "Bytes uploaded to the object store.", l(&s.upload_bytes)),
         ("sluice_tier_uploads_total", "counter", "Objects uploaded to the object store.", l(&s.uploads)),
         (
@@ -200,6 +205,24 @@ pub fn render(out: &mut String) {
             "gauge",
             "Stream data bytes held only in the object store (local copies dropped).",
             l(&s.tiered_bytes),
+        ),
+        (
+            "sluice_tier_compacted_bytes_total",
+            "counter",
+            "Live bytes pack compaction copied out of mostly-dead packs into new ones.",
+            l(&s.compacted_bytes),
+        ),
+        (
+            "sluice_tier_compacted_packs_total",
+            "counter",
+            "Packs compaction emptied (deleted once no kept manifest or read names them).",
+            l(&s.compacted_packs),
+        ),
+        (
+            "sluice_tier_compaction_read_bytes_total",
+            "counter",
+            "Bytes compaction range-read from old packs (live bytes and the small gaps between them).",
+            l(&s.compaction_read_bytes),
         ),
     ];
     for (name, kind, help, v) in families {
