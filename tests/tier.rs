@@ -78,7 +78,8 @@ fn start(tag: &str, n: usize, extra: &[&str]) -> (Setup, Server, Vec<String>) {
     let url = s.url(tag);
     let dir = TempDir::new(&format!("tier-{tag}"));
     let (data, log) = (dir.path().join("data"), dir.path().join("server.log"));
-    let server = launch(&s, &url, &data, &log, extra);
+    let mut server = launch(&s, &url, &data, &log, extra);
+    server.hold(&dir);
     let paths = streams(&server, tag, n);
     (Setup { s, url, dir, data, log }, server, paths)
 }
@@ -688,7 +689,7 @@ fn cold_tier_flags_are_checked_at_start() {
 fn retention_over_tiered_bytes_hides_them_and_the_rest_reads_back() {
     let limit = 8 * MIB as u64;
     let extra = ["--flush-interval", "200ms", "--local-bytes", "8MiB"];
-    let (Setup { data, .. }, mut server, paths) = start("retain", 1, &extra);
+    let (Setup { data, dir: _dir, .. }, mut server, paths) = start("retain", 1, &extra);
     let p = &paths[0];
     let want = fill(&server, p, 20 * MIB, 256 << 10);
     wait_tiered(&server, &data, limit, Duration::from_secs(60));
