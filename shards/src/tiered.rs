@@ -11,7 +11,10 @@
 //! - the process-wide boundaries the shards read ([`boundary`]; published
 //!   before the punch, and never lowered for a file);
 //! - the fetch hook ([`install`], [`fetch`]): a shard reads a tiered range by
-//!   awaiting an answer from the tier's own thread, never the network.
+//!   awaiting an answer from the tier's own thread, never the network;
+//! - the cap on writes ([`CAP`]): with `--local-bytes`, a write that adds
+//!   stream data is refused while the data files' bytes the object store has
+//!   not confirmed (so that cannot be dropped) would pass it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,6 +22,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{OnceLock, RwLock};
 
 /// The marks file in each shard's directory.
@@ -114,6 +118,71 @@ pub async fn fetch(shard: u32, handle: u64, pos: u64, len: usize) -> io::Result<
     }
 }
 
+/// The cap on writes while the object store is behind: the tier publishes a
+/// ceiling on the journal bytes the shards appended (all shards together),
+/// and a shard refuses a write that adds stream data once its count reaches
+/// it. Atomics only: a shard never waits on it, nor on the tier.
+pub struct Cap {
+    /// Journal bytes the shards appended, as counted so far (a shard counts
+    /// its own before each write that adds data: [`Cap::room`]).
+    appended: AtomicU64,
+    /// `appended` may grow to this (`u64::MAX`: no cap, nothing counted).
+    ceiling: AtomicU64,
+    /// A write was refused since the ceiling was last set.
+    held: AtomicBool,
+}
+
+/// The process's cap (no ceiling until the tier sets one).
+pub static CAP: Cap = Cap::new();
+
+impl Cap {
+    pub const fn new() -> Cap {
+        Cap { appended: AtomicU64::new(0), ceiling: AtomicU64::new(u64::MAX), held: AtomicBool::new(false) }
+    }
+
+    /// Journal bytes counted so far: the tier reads it before measuring
+    /// the data files, so bytes appended after count against the room it
+    /// then sets.
+    pub fn appended(&self) -> u64 {
+        self.appended.load(SeqCst)
+    }
+
+    /// Lets the shards append up to `ceiling` (as [`Cap::appended`] counts).
+    pub fn set_ceiling(&self, ceiling: u64) {
+        self.ceiling.store(ceiling, SeqCst);
+        self.held.store(false, SeqCst);
+    }
+
+    /// Whether a write was refused since the ceiling was last set.
+    pub fn held(&self) -> bool {
+        self.held.load(SeqCst)
+    }
+
+    /// On a shard, before a write of about `bytes` that adds stream data:
+    /// counts the `new` journal bytes the shard appended since it last
+    /// counted, and says whether `bytes` more stay within the ceiling.
+    pub fn room(&self, new: u64, bytes: u64) -> bool {
+        let ceiling = self.ceiling.load(SeqCst);
+        if ceiling == u64::MAX {
+            return true;
+        }
+        let appended = self.appended.fetch_add(new, SeqCst) + new;
+        if appended.saturating_add(bytes) <= ceiling {
+            return true;
+        }
+        if !self.held.load(SeqCst) {
+            self.held.store(true, SeqCst);
+        }
+        false
+    }
+}
+
+impl Default for Cap {
+    fn default() -> Cap {
+        Cap::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +204,20 @@ mod tests {
         assert_eq!(load(shard, data).unwrap(), vec![marks[0]], "missing files and other inodes are stale");
         std::fs::write(shard.join(MARKS), "zz\n").unwrap();
         assert!(load(shard, data).unwrap_err().to_string().contains("bad line"));
+    }
+
+    #[test]
+    fn the_cap_refuses_past_its_ceiling_until_raised() {
+        let cap = Cap::new();
+        assert!(cap.room(1 << 30, 1 << 30), "no ceiling: no cap");
+        assert_eq!(cap.appended(), 0, "nothing counted without a ceiling");
+        cap.set_ceiling(1000);
+        assert!(cap.room(600, 400), "up to the ceiling");
+        assert!(!cap.room(0, 401) && cap.held(), "past it: refused, and held shows");
+        assert!(!cap.room(500, 0), "bytes appended since count");
+        assert_eq!(cap.appended(), 1100);
+        cap.set_ceiling(cap.appended() + 500);
+        assert!(!cap.held() && cap.room(0, 500) && !cap.room(0, 501));
     }
 
     #[test]

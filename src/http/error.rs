@@ -84,7 +84,7 @@ pub fn stream_status(e: &Error) -> u16 {
         Error::Damaged(_) => 500,
         Error::NotImplemented(_) => 501,
         Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => 503,
-        Error::Log(LogError::NoSpace) => 507,
+        Error::Log(LogError::NoSpace | LogError::Unconfirmed) => 507,
     }
 }
 
@@ -104,9 +104,9 @@ impl From<HttpError> for Response {
                 r.set(h::PRODUCER_RECEIVED_SEQ, received.to_string());
             }
             HttpError::Stream(Error::Closed) => r.set(h::STREAM_CLOSED, "true"),
-            HttpError::Stream(Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::NoSpace)) => {
-                r.set(h::RETRY_AFTER, "1")
-            }
+            HttpError::Stream(
+                Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::NoSpace | LogError::Unconfirmed),
+            ) => r.set(h::RETRY_AFTER, "1"),
             // RFC 6750 challenges.
             HttpError::Unauthenticated => r.set(h::WWW_AUTHENTICATE, "Bearer realm=\"sluice\""),
             HttpError::InvalidToken(_) => {
@@ -136,6 +136,12 @@ mod tests {
         assert_eq!((r.status, r.headers.contains(&(h::PRODUCER_EPOCH, "7".into()))), (403, true));
         assert_eq!(Response::from(Error::Invalid("nope")).body, b"nope\n");
         assert_eq!(status(&Error::Log(LogError::NoSpace).into()), 507);
+        let r = Response::from(Error::Log(LogError::Unconfirmed));
+        assert_eq!(
+            (r.status, &r.body[..]),
+            (507, &b"object store behind: local data at --local-bytes; retry later\n"[..])
+        );
+        assert!(r.headers.contains(&(h::RETRY_AFTER, "1".into())), "the store may confirm soon");
         assert_eq!(status(&Error::Log(LogError::Failed("x".into())).into()), 503);
         assert_eq!(status(&Error::ReadFailed.into()), 503);
         let r = Response::from(Error::Damaged("stream b/s: damaged".into()));

@@ -15,9 +15,10 @@
 //! 4. scan, upload the packs, then the manifest, each retried with backoff
 //!    until it is confirmed (a failure reports the store degraded; the
 //!    shards keep serving and keep every local copy meanwhile);
-//! 5. release the shards; drop the local copies the cold tier may drop (see
-//!    [`super::tiering`]); compact a few mostly-dead packs (see
-//!    [`super::compact`]); now and then delete what no kept manifest names.
+//! 5. release the shards; drop the local copies the cold tier may drop and
+//!    cap writes by what is confirmed (see [`super::tiering`]); compact a few
+//!    mostly-dead packs (see [`super::compact`]); now and then delete what no
+//!    kept manifest names.
 
 use super::args::{TierArgs, FIRST_BACKOFF, KEEP_MANIFESTS, MAX_BACKOFF, MAX_CYCLE_TIMES, PART_BYTES};
 use super::client::Remote;
@@ -132,7 +133,7 @@ impl Backup {
         }
         let marks = tiered_marks(dir, shards, &files, &map)?;
         let pack_sizes = remote.list_sized(PACKS)?.into_iter().collect();
-        Ok(Backup {
+        let backup = Backup {
             remote,
             dir: dir.to_path_buf(),
             shards,
@@ -152,7 +153,10 @@ impl Backup {
             marks,
             map,
             confirmed_at: BTreeMap::new(),
-        })
+        };
+        // Before the shards take writes: they count from their first.
+        backup.cap_writes();
+        Ok(backup)
     }
 
     /// Runs cycles on a thread of its own until stopped.
@@ -186,6 +190,7 @@ impl Backup {
                     if let Err(e) = self.drop_confirmed() {
                         tracing::warn!(error = %e, "dropping confirmed local copies failed; retried next cycle");
                     }
+                    self.cap_writes();
                     if !stopping && self.seq != self.compact_checked {
                         if let Err(e) = self.compact() {
                             self.compact_checked = self.seq;
@@ -468,6 +473,14 @@ impl Backup {
         s.local_bytes.store(tiering::local_bytes(&self.dir, self.shards), Relaxed);
         s.tiered_bytes.store(self.marks.values().map(|(_, m)| m.boundary).sum(), Relaxed);
         Ok(())
+    }
+
+    /// With `--local-bytes`, caps writes by what the newest confirmed
+    /// manifest holds (see [`tiering::cap_writes`]).
+    fn cap_writes(&self) {
+        if let Some(limit) = self.local_limit {
+            tiering::cap_writes(&self.dir, self.shards, limit, |p| self.files.get(p).map(|t| (t.stat.ino, t.shipped)));
+        }
     }
 
     /// Uploads the packer's pack (retrying until confirmed) and starts the next.

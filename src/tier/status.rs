@@ -75,8 +75,8 @@ impl Status {
         now_ms().saturating_sub(confirmed) as f64 / 1000.0
     }
 
-    /// `None` when healthy (or off); else why the backup is degraded.
-    pub fn degraded(&self) -> Option<String> {
+    /// `None` when healthy (or off); else why the object store is failing.
+    pub fn failing(&self) -> Option<String> {
         let since = self.failing_since_ms.load(Relaxed);
         if !self.enabled.load(Relaxed) || since == 0 {
             return None;
@@ -85,7 +85,20 @@ impl Status {
         let why = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Some(format!("object store failing for {secs} s: {why}"))
     }
+
+    /// `None` when healthy (or off); else why the backup is degraded: the
+    /// store failing, writes held by the cold tier's cap, or both.
+    pub fn degraded(&self) -> Option<String> {
+        let held = sluice_shards::tiered::CAP.held().then_some(WRITES_HELD);
+        match (self.failing(), held) {
+            (Some(f), Some(h)) => Some(format!("{f}; {h}")),
+            (f, h) => f.or(h.map(str::to_string)),
+        }
+    }
 }
+
+/// What `/v1/healthz` adds while the cold tier refuses writes that add data.
+const WRITES_HELD: &str = "writes held: local data the object store has not confirmed is at --local-bytes";
 
 /// The `/v1/healthz` body: `ok`, or `degraded: ...` (still 200: the
 /// server serves, only its backup is behind).
@@ -102,8 +115,9 @@ pub fn render(out: &mut String) {
     if !s.enabled.load(Relaxed) {
         return;
     }
-    let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.degraded().is_some()));
-    let families: [(&str, &str, &str, f64); 20] = [
+    let (l, b) = (|a: &AtomicU64| a.load(Relaxed) as f64, u8::from(s.failing().is_some()));
+    let held = u8::from(sluice_shards::tiered::CAP.held());
+    let families: [(&str, &str, &str, f64); 21] = [
         ("sluice_tier_upload_bytes_total", "counter", "Bytes uploaded to the object store.", l(&s.upload_bytes)),
         ("sluice_tier_uploads_total", "counter", "Objects uploaded to the object store.", l(&s.uploads)),
         (
@@ -136,6 +150,12 @@ pub fn render(out: &mut String) {
             "gauge",
             "1 while the object store is failing (the server still serves and keeps every local copy).",
             f64::from(b),
+        ),
+        (
+            "sluice_tier_writes_held",
+            "gauge",
+            "1 while writes that add stream data are refused (507): local data the object store has not confirmed is at --local-bytes.",
+            f64::from(held),
         ),
         (
             "sluice_tier_download_bytes_total",

@@ -13,6 +13,11 @@
 //! (the manifest's extents), the shard's marks are written durably and
 //! published (`sluice_shards::tiered`), then the pages are punched. A crash
 //! between any two steps leaves bytes both local and remote, never neither.
+//!
+//! Bytes no confirmed manifest holds cannot be dropped, so while the store
+//! is down or behind they are capped instead ([`cap_writes`]): the shards
+//! take writes that add stream data only while those bytes stay within
+//! `--local-bytes`.
 
 use super::args::DROP_STEP;
 use super::extents::Resolved;
@@ -115,23 +120,50 @@ pub fn data_file(path: &str) -> Option<(u32, u64)> {
     }
 }
 
+/// The data files under `dir`'s shards: each one's path relative to `dir`
+/// and its metadata.
+fn data_files(dir: &Path, shards: usize) -> impl Iterator<Item = (String, std::fs::Metadata)> + '_ {
+    use sluice_shards::store::files::STREAMS_DIR;
+    (0..shards).flat_map(move |i| {
+        let entries = std::fs::read_dir(dir.join(format!("shard-{i}")).join(STREAMS_DIR)).into_iter().flatten();
+        entries.flatten().filter_map(move |e| {
+            let name = e.file_name().into_string().ok().filter(|n| n.ends_with(".data"))?;
+            Some((format!("shard-{i}/{STREAMS_DIR}/{name}"), e.metadata().ok()?))
+        })
+    })
+}
+
 /// Bytes the data files under `dir`'s shards hold on disk (allocated blocks).
 pub fn local_bytes(dir: &Path, shards: usize) -> u64 {
     use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    for i in 0..shards {
-        let Ok(entries) =
-            std::fs::read_dir(dir.join(format!("shard-{i}")).join(sluice_shards::store::files::STREAMS_DIR))
-        else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().ends_with(".data") {
-                total += e.metadata().map_or(0, |m| m.blocks() * 512);
-            }
-        }
-    }
-    total
+    data_files(dir, shards).map(|(_, m)| m.blocks() * 512).sum()
+}
+
+/// Bytes of the data files under `dir`'s shards that no confirmed manifest
+/// holds: each file's bytes past what `confirmed(path)` says was shipped of
+/// it (its inode and size then), the whole file when it names none or
+/// another inode.
+pub fn unconfirmed_bytes(dir: &Path, shards: usize, confirmed: impl Fn(&str) -> Option<(u64, u64)>) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let past = |(path, m): (String, std::fs::Metadata)| match confirmed(&path) {
+        Some((ino, shipped)) if ino == m.ino() => m.len().saturating_sub(shipped),
+        _ => m.len(),
+    };
+    data_files(dir, shards).map(past).sum()
+}
+
+/// Caps writes at `--local-bytes` (`limit`): lets the shards append as many
+/// journal bytes as the data files' unconfirmed bytes (see
+/// [`unconfirmed_bytes`]) may still grow by (`sluice_shards::tiered::CAP`).
+/// Journal bytes are at least the stream data they carry; bytes appended
+/// but not yet flushed when the files are measured count in neither, so the
+/// data files may pass `limit` by what one flush writes.
+pub fn cap_writes(dir: &Path, shards: usize, limit: u64, confirmed: impl Fn(&str) -> Option<(u64, u64)>) {
+    let cap = &sluice_shards::tiered::CAP;
+    // Read before measuring: whatever is appended after counts against the room.
+    let appended = cap.appended();
+    let unconfirmed = unconfirmed_bytes(dir, shards, confirmed);
+    cap.set_ceiling(appended.saturating_add(limit.saturating_sub(unconfirmed)));
 }
 
 /// The marks of every shard, by data file path.
@@ -212,6 +244,24 @@ mod tests {
         assert_eq!(data_file("shard-3/streams/00000000000000ab.idx"), None);
         assert_eq!(data_file("shard-x/streams/00000000000000ab.data"), None);
         assert_eq!(data_file("shard-3/00000000000000ab.data"), None);
+    }
+
+    #[test]
+    fn unconfirmed_bytes_are_those_past_what_was_shipped_of_the_same_file() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("sluice-unconfirmed-{}", std::process::id()));
+        let streams = dir.join("shard-1").join(sluice_shards::store::files::STREAMS_DIR);
+        std::fs::create_dir_all(&streams).unwrap();
+        let (a, b) = (crate::tier::fetch::data_path(1, 0xa), crate::tier::fetch::data_path(1, 0xb));
+        std::fs::write(dir.join(&a), vec![1u8; 5000]).unwrap();
+        std::fs::write(dir.join(&b), vec![1u8; 300]).unwrap();
+        std::fs::write(streams.join("000000000000000a.idx"), vec![1u8; 999]).unwrap();
+        let ino = std::fs::metadata(dir.join(&a)).unwrap().ino();
+        assert_eq!(unconfirmed_bytes(&dir, 2, |_| None), 5300, "nothing confirmed: every data file");
+        assert_eq!(unconfirmed_bytes(&dir, 2, |p| (p == a).then_some((ino, 4096))), 904 + 300);
+        assert_eq!(unconfirmed_bytes(&dir, 2, |p| (p == a).then_some((ino + 1, 4096))), 5300, "another inode");
+        assert_eq!(unconfirmed_bytes(&dir, 1, |_| None), 0, "shard-1 not counted with one shard");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

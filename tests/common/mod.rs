@@ -22,8 +22,13 @@ const TEST_SEGMENT_BYTES: &str = "4194304";
 
 static DIR_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// A temporary directory removed on drop.
-pub struct TempDir(PathBuf);
+/// A temporary directory, removed when the last clone of it is dropped (a
+/// [`Server`] may hold one, so the directory outlives the server using it).
+#[derive(Clone)]
+pub struct TempDir(std::sync::Arc<DirGuard>);
+
+/// Removes its directory on drop.
+struct DirGuard(PathBuf);
 
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
@@ -31,15 +36,15 @@ impl TempDir {
         let n = DIR_COUNTER.fetch_add(1, Ordering::SeqCst);
         let p = std::env::temp_dir().join(format!("sluice-it-{tag}-{}-{n}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
+        TempDir(std::sync::Arc::new(DirGuard(p)))
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.0 .0
     }
 }
 
-impl Drop for TempDir {
+impl Drop for DirGuard {
     fn drop(&mut self) {
         if std::env::var_os("KEEP_TMP").is_none() {
             let _ = std::fs::remove_dir_all(&self.0);
@@ -279,6 +284,14 @@ impl Server {
         }
     }
 
+    /// Keeps `dir` (e.g. the one holding its data dir and log) until this
+    /// server is dropped, however the test binds or drops its own handle:
+    /// a directory removed under a running server fails its writes (503).
+    pub fn hold(&mut self, dir: &TempDir) {
+        assert!(self.own_dir.is_none(), "the server already holds a directory");
+        self.own_dir = Some(dir.clone());
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server is running").id()
@@ -382,9 +395,24 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        let pid = self.child.as_ref().map(Child::id);
         self.kill();
+        // A failing test shows what its server logged last: the log file
+        // goes with the test's temporary directory.
+        if let Some(log) = self.launch.log.as_deref().filter(|_| std::thread::panicking()) {
+            let out = read_output(log);
+            let lines: Vec<&str> = out.lines().collect();
+            let mut tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+            if !log.exists() {
+                tail = "(the log file is gone: its directory was removed while the server ran)".into();
+            }
+            eprintln!("--- the last lines of {} (sluice pid {pid:?}) ---\n{tail}\n---", log.display());
+        }
     }
 }
+
+/// Lines of its server's log a failing test prints.
+const LOG_TAIL_LINES: usize = 60;
 
 /// Why a spawn attempt failed.
 enum Spawn {

@@ -81,6 +81,7 @@ impl Error {
             Error::RecordMismatch => "Stream-Record-Match does not equal the record tail",
             Error::ReadFailed => "stored data could not be read; retry later",
             Error::Log(LogError::NoSpace) => "no space left for the log; retry later",
+            Error::Log(LogError::Unconfirmed) => "object store behind: local data at --local-bytes; retry later",
             Error::Log(LogError::Failed(_)) => "log unavailable after a write failure; restart required",
         };
         Cow::Borrowed(fixed)
@@ -106,6 +107,7 @@ impl Error {
             Error::ReadFailed | Error::Unavailable(_) | Error::Log(LogError::Failed(_)) => "unavailable",
             Error::Damaged(_) => "damaged",
             Error::Log(LogError::NoSpace) => "no_space",
+            Error::Log(LogError::Unconfirmed) => "store_behind",
         }
     }
 }
@@ -121,6 +123,10 @@ impl From<LogError> for Error {
 pub enum LogError {
     /// No space for a new segment; nothing was written. Retry later.
     NoSpace,
+    /// The cold tier: local stream data the object store has not confirmed
+    /// (so cannot be dropped) is at `--local-bytes`; nothing was written.
+    /// Retry once the store confirms.
+    Unconfirmed,
     /// A write or sync failed; the shard accepts no more writes.
     Failed(String),
 }
@@ -139,6 +145,7 @@ mod tests {
             Error::Gone,
             Error::ReadFailed,
             Error::Log(LogError::Failed("disk on fire".into())),
+            Error::Log(LogError::Unconfirmed),
             Error::UnsupportedHeader("stream-seq"),
         ] {
             let r = e.reason();

@@ -28,8 +28,11 @@ pub struct FlushConfig {
 /// (see [`Shard::disk_room`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Room {
-    /// Adds data (creates, appends, snapshots, attributes, bucket creates).
+    /// Adds data (snapshots, attributes, bucket creates).
     Grows,
+    /// Adds stream data (creates, forks, appends): as `Grows`, and only
+    /// within the cold tier's cap ([`crate::tiered::CAP`]).
+    Data,
     /// Gives space back once flushed (deletes, retention, expiry, bucket deletes).
     Frees,
 }
@@ -79,6 +82,8 @@ pub struct Shard {
     disk_free: Cell<Option<(std::time::Instant, u64, u64)>>,
     /// See [`ShardConfig::shards`].
     shards: u64,
+    /// `log.appended_bytes()` when last counted toward the cold tier's cap.
+    capped: Cell<u64>,
 }
 
 impl Shard {
@@ -178,6 +183,7 @@ impl Shard {
             spares: RefCell::new(super::spares::Spares::new((FLUSH_BACKLOG * flush.bytes) as usize)),
             disk_free: Cell::new(None),
             shards: shards as u64,
+            capped: Cell::new(flushed),
         })
     }
 
@@ -189,7 +195,23 @@ impl Shard {
     pub(crate) async fn reserve(&self, bytes: usize, room: Room) -> Result<(), LogError> {
         self.flush_room().await?;
         self.disk_room(bytes as u64, room)?;
+        if room == Room::Data {
+            self.tier_room(bytes as u64)?;
+        }
         self.log.reserve(bytes + 256).await
+    }
+
+    /// Refuses a write that adds stream data (`507`) while the cold tier
+    /// holds writes: the data files' bytes the object store has not
+    /// confirmed would pass `--local-bytes` (see [`crate::tiered::Cap`]).
+    /// Counts the journal bytes this shard appended since it last did.
+    fn tier_room(&self, bytes: u64) -> Result<(), LogError> {
+        let appended = self.log.appended_bytes();
+        let new = appended - self.capped.replace(appended);
+        if !crate::tiered::CAP.room(new, bytes) {
+            return Err(LogError::Unconfirmed);
+        }
+        Ok(())
     }
 
     /// Refuses a write (`507`) unless the disk keeps room for the flush to
@@ -207,7 +229,7 @@ impl Shard {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
         let Some(free) = self.free_bytes() else { return Ok(()) };
         let (segments, free) = match room {
-            Room::Grows => (JOURNAL_ROOM_SEGMENTS, free / self.shards),
+            Room::Grows | Room::Data => (JOURNAL_ROOM_SEGMENTS, free / self.shards),
             Room::Frees => (0, free),
         };
         let need = unflushed.saturating_add(bytes).saturating_add(segments * self.log.segment_size());
@@ -265,7 +287,7 @@ impl Shard {
                 + key.1.len()
                 + input.content_type.len()
                 + input.attrs.len(),
-            Room::Grows,
+            Room::Data,
         )
         .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
@@ -287,7 +309,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve(Self::append_room(input.body) + extra, Room::Grows).await?;
+        self.reserve(Self::append_room(input.body) + extra, Room::Data).await?;
         let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.records.1, out.closed);
@@ -303,7 +325,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
         let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
-        self.reserve(total, Room::Grows).await?;
+        self.reserve(total, Room::Data).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
             st.expire(&self.log, key, now_ms);
