@@ -30,6 +30,7 @@ mod mesh;
 mod metrics;
 mod notify;
 mod outbox;
+pub mod port_claim;
 mod relay;
 mod reload;
 pub mod route;

@@ -124,6 +124,8 @@ struct Running {
     recovered: shard::Recovered,
     /// Held until the process exits: no second sluice on this data dir.
     _lock: DirLock,
+    /// The listening address, this process's alone ([`crate::port_claim`]).
+    _claim: Option<crate::port_claim::Claim>,
 }
 
 /// How a start ended, when it was not refused.
@@ -141,6 +143,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
     let lock = prepare_data_dir(&cfg.data_dir, cfg.shards, host)?;
     access.load_read_key(&cfg.data_dir)?;
     let access = Arc::new(access);
+    let claim = crate::port_claim::claim(cfg.listen)?;
     drop(bind_exclusive(cfg)?);
     let mut listeners = Vec::with_capacity(cfg.shards);
     for _ in 0..cfg.shards {
@@ -223,7 +226,7 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
             }
         }
     }
-    Ok(Started::Running(Running { handles, shutdown, signals, access, reloads, recovered, _lock: lock }))
+    Ok(Started::Running(Running { handles, shutdown, signals, access, reloads, recovered, _lock: lock, _claim: claim }))
 }
 
 /// The CPUs this process may run on (taskset, systemd CPUAffinity=, a

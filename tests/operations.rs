@@ -479,6 +479,31 @@ fn restart_right_after_sigkill_binds_the_same_port() {
     assert_eq!(s.read_all("/v1/stream/round-4").0, b"kept");
 }
 
+/// Two sluice processes never share a port: the per-shard listeners use
+/// SO_REUSEPORT, so a second server that passed the free-port check in the
+/// same instant as another could join it; the address is claimed first,
+/// for the process's life (`sluice::port_claim`). Here another "server"
+/// holds the claim of a port no socket listens on: the start is refused
+/// with the reason, and starts once the claim is given back.
+#[test]
+fn a_claimed_address_is_refused_even_while_the_port_is_free() {
+    use std::os::linux::net::SocketAddrExt;
+    let dir = TempDir::new("claimed");
+    let d = dir.path().to_str().unwrap();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let name = sluice::port_claim::name(listen);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let held = std::os::unix::net::UnixListener::bind_addr(&addr).expect("hold the claim");
+    let (status, err) =
+        common::run_to_exit(&["serve", "--shards", "1", "--data-dir", d, "--listen", &listen.to_string()]);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("address already in use (another sluice process serves it)"), "{err}");
+    drop(held);
+    let s = Server::try_launch_on(&dir.path().join("data"), listen.port(), Launch::quick(1, &[]))
+        .unwrap_or_else(|(status, out)| panic!("start once the claim is free: {status}: {out}"));
+    s.put("/v1/stream/claimed", "text/plain", b"x").expect(201);
+}
+
 /// Newcomers' mistakes get a clear line: a `SLUICE_*` variable no flag
 /// reads is named in a warning (the server starts), and a data dir that is
 /// a file is refused as such.
