@@ -492,6 +492,12 @@ impl Store {
         }
     }
 
+    /// Whether `key` names a stream that is there at `now_ms` (not expired,
+    /// not a tombstone): a create of it adds no stream, at most an answer.
+    pub fn is_live(&self, key: &StreamKey, now_ms: u64) -> bool {
+        self.streams.get(key).is_some_and(|e| !e.state.deleted && !e.state.lifetime.expired(now_ms))
+    }
+
     /// Whether `key` is a soft-deleted stream that forks still depend on (410).
     pub fn is_tombstone(&self, key: &StreamKey) -> bool {
         self.streams.get(key).is_some_and(|e| e.state.deleted)

@@ -280,6 +280,9 @@ impl Shard {
         let inherited = fork
             .as_ref()
             .map_or(0, |f| f.record.ancestors.len() * 44 + f.prefix.len() + 4 * f.prefix_messages.len() + 4);
+        // Repeating the create of a stream that is there adds no stream data
+        // (the answer is 200 or 409): the cold tier's cap does not hold it.
+        let room = if self.store.borrow().is_live(key, now_ms) { Room::Grows } else { Room::Data };
         self.reserve(
             Self::append_room(body)
                 + inherited
@@ -287,7 +290,7 @@ impl Shard {
                 + key.1.len()
                 + input.content_type.len()
                 + input.attrs.len(),
-            Room::Data,
+            room,
         )
         .await?;
         let decided = self.store.borrow_mut().decide_create(&self.log, key, input, body, fork.as_ref(), now_ms);
