@@ -155,7 +155,7 @@ impl Backup {
             confirmed_at: BTreeMap::new(),
         };
         // Before the shards take writes: they count from their first.
-        backup.cap_writes();
+        backup.measure();
         Ok(backup)
     }
 
@@ -190,7 +190,7 @@ impl Backup {
                     if let Err(e) = self.drop_confirmed() {
                         tracing::warn!(error = %e, "dropping confirmed local copies failed; retried next cycle");
                     }
-                    self.cap_writes();
+                    self.measure();
                     if !stopping && self.seq != self.compact_checked {
                         if let Err(e) = self.compact() {
                             self.compact_checked = self.seq;
@@ -469,17 +469,20 @@ impl Backup {
                 _ => tracing::debug!(file = %rel, from, to, "local copy dropped (held in the object store)"),
             }
         }
-        let s = status::get();
-        s.local_bytes.store(tiering::local_bytes(&self.dir, self.shards), Relaxed);
-        s.tiered_bytes.store(self.marks.values().map(|(_, m)| m.boundary).sum(), Relaxed);
+        status::get().tiered_bytes.store(self.marks.values().map(|(_, m)| m.boundary).sum(), Relaxed);
         Ok(())
     }
 
-    /// With `--local-bytes`, caps writes by what the newest confirmed
-    /// manifest holds (see [`tiering::cap_writes`]).
-    fn cap_writes(&self) {
+    /// Measures the data files once ([`tiering::measure`]): their bytes on
+    /// disk for the metrics and, with `--local-bytes`, the cap on writes by
+    /// what the newest confirmed manifest holds (see [`tiering::cap_writes`]).
+    fn measure(&self) {
+        let appended = sluice_shards::tiered::CAP.appended();
+        let (local, unconfirmed) =
+            tiering::measure(&self.dir, self.shards, |p| self.files.get(p).map(|t| (t.stat.ino, t.shipped)));
+        status::get().local_bytes.store(local, Relaxed);
         if let Some(limit) = self.local_limit {
-            tiering::cap_writes(&self.dir, self.shards, limit, |p| self.files.get(p).map(|t| (t.stat.ino, t.shipped)));
+            tiering::cap_writes(appended, unconfirmed, limit);
         }
     }
 

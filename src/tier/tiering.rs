@@ -135,35 +135,35 @@ fn data_files(dir: &Path, shards: usize) -> impl Iterator<Item = (String, std::f
 
 /// Bytes the data files under `dir`'s shards hold on disk (allocated blocks).
 pub fn local_bytes(dir: &Path, shards: usize) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    data_files(dir, shards).map(|(_, m)| m.blocks() * 512).sum()
+    measure(dir, shards, |_| None).0
 }
 
-/// Bytes of the data files under `dir`'s shards that no confirmed manifest
-/// holds: each file's bytes past what `confirmed(path)` says was shipped of
-/// it (its inode and size then), the whole file when it names none or
-/// another inode.
-pub fn unconfirmed_bytes(dir: &Path, shards: usize, confirmed: impl Fn(&str) -> Option<(u64, u64)>) -> u64 {
+/// What the data files under `dir`'s shards hold, in one pass over them:
+/// bytes on disk (allocated blocks), and bytes no confirmed manifest holds
+/// (each file's bytes past what `confirmed(path)` says was shipped of it,
+/// its inode and size then; the whole file when it names none or another
+/// inode).
+pub fn measure(dir: &Path, shards: usize, confirmed: impl Fn(&str) -> Option<(u64, u64)>) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    let past = |(path, m): (String, std::fs::Metadata)| match confirmed(&path) {
-        Some((ino, shipped)) if ino == m.ino() => m.len().saturating_sub(shipped),
-        _ => m.len(),
-    };
-    data_files(dir, shards).map(past).sum()
+    data_files(dir, shards).fold((0, 0), |(local, unconfirmed), (path, m)| {
+        let past = match confirmed(&path) {
+            Some((ino, shipped)) if ino == m.ino() => m.len().saturating_sub(shipped),
+            _ => m.len(),
+        };
+        (local + m.blocks() * 512, unconfirmed + past)
+    })
 }
 
 /// Caps writes at `--local-bytes` (`limit`): lets the shards append as many
-/// journal bytes as the data files' unconfirmed bytes (see
-/// [`unconfirmed_bytes`]) may still grow by (`sluice_shards::tiered::CAP`).
-/// Journal bytes are at least the stream data they carry; bytes appended
-/// but not yet flushed when the files are measured count in neither, so the
-/// data files may pass `limit` by what one flush writes.
-pub fn cap_writes(dir: &Path, shards: usize, limit: u64, confirmed: impl Fn(&str) -> Option<(u64, u64)>) {
-    let cap = &sluice_shards::tiered::CAP;
-    // Read before measuring: whatever is appended after counts against the room.
-    let appended = cap.appended();
-    let unconfirmed = unconfirmed_bytes(dir, shards, confirmed);
-    cap.set_ceiling(appended.saturating_add(limit.saturating_sub(unconfirmed)));
+/// journal bytes as the data files' `unconfirmed` bytes (see [`measure`])
+/// may still grow by (`sluice_shards::tiered::CAP`), from `appended`, the
+/// cap's count read before they were measured (whatever is appended after
+/// counts against the room). Journal bytes are at least the stream data
+/// they carry; bytes appended but not yet flushed when the files are
+/// measured count in neither, so the data files may pass `limit` by what
+/// one flush writes.
+pub fn cap_writes(appended: u64, unconfirmed: u64, limit: u64) {
+    sluice_shards::tiered::CAP.set_ceiling(appended.saturating_add(limit.saturating_sub(unconfirmed)));
 }
 
 /// The marks of every shard, by data file path.
@@ -257,10 +257,10 @@ mod tests {
         std::fs::write(dir.join(&b), vec![1u8; 300]).unwrap();
         std::fs::write(streams.join("000000000000000a.idx"), vec![1u8; 999]).unwrap();
         let ino = std::fs::metadata(dir.join(&a)).unwrap().ino();
-        assert_eq!(unconfirmed_bytes(&dir, 2, |_| None), 5300, "nothing confirmed: every data file");
-        assert_eq!(unconfirmed_bytes(&dir, 2, |p| (p == a).then_some((ino, 4096))), 904 + 300);
-        assert_eq!(unconfirmed_bytes(&dir, 2, |p| (p == a).then_some((ino + 1, 4096))), 5300, "another inode");
-        assert_eq!(unconfirmed_bytes(&dir, 1, |_| None), 0, "shard-1 not counted with one shard");
+        assert_eq!(measure(&dir, 2, |_| None).1, 5300, "nothing confirmed: every data file");
+        assert_eq!(measure(&dir, 2, |p| (p == a).then_some((ino, 4096))).1, 904 + 300);
+        assert_eq!(measure(&dir, 2, |p| (p == a).then_some((ino + 1, 4096))).1, 5300, "another inode");
+        assert_eq!(measure(&dir, 1, |_| None).1, 0, "shard-1 not counted with one shard");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
