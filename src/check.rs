@@ -35,7 +35,7 @@ pub fn run(dir: &Path) -> i32 {
         let shard = dir.join(format!("shard-{i}"));
         // Remember every producer the checkpoint holds: the check drops nothing.
         match restore::restore(&Storage::Real, &shard, i as u32, usize::MAX, Mode::Verify) {
-            Ok(Restored { store, tail: t }) => {
+            Ok(Restored { store, tail: t, .. }) => {
                 let torn = if t.torn_bytes > 0 {
                     format!("; a torn tail of {} bytes (never acknowledged) is trimmed at start", t.torn_bytes)
                 } else {

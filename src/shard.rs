@@ -150,7 +150,11 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
             fsync: cfg.fsync,
         },
         max_producers: cfg.max_producers,
-        flush: FlushConfig { bytes: cfg.flush_bytes, every: cfg.flush_interval },
+        flush: FlushConfig {
+            bytes: cfg.flush_bytes,
+            every: cfg.flush_interval,
+            free_spacing: sluice_shards::tuning::CHECKPOINT_FREE_SPACING,
+        },
         shards: cfg.shards,
         storage: Storage::Real,
     }
@@ -301,7 +305,8 @@ async fn accept_loop(ctx: &Rc<Ctx>, listener: TcpListener, shutdown: &AtomicBool
 
 /// After accepting stops (parked readers were told to reconnect, new
 /// requests are refused): let in-flight requests finish within
-/// `--drain-timeout`, then make the log durable. A shard that has drained
+/// `--drain-timeout`, then make the log durable and stop cleanly (a last
+/// flush and checkpoint, which the next start trusts). A shard that has drained
 /// keeps serving its peers until every shard has: a request another shard
 /// forwarded here counts there, and is answered before this shard exits.
 async fn drain(ctx: &Rc<Ctx>, drained: &AtomicUsize) {
@@ -310,6 +315,9 @@ async fn drain(ctx: &Rc<Ctx>, drained: &AtomicUsize) {
     drained.fetch_add(1, Ordering::SeqCst);
     until(deadline, || drained.load(Ordering::SeqCst) >= ctx.shards).await;
     let _ = ctx.shard.log.durable(ctx.shard.log.assigned()).await;
+    if let Err(error) = ctx.shard.stop_clean().await {
+        tracing::warn!(shard = ctx.shard.id, error = ?error, "not stopped cleanly: the next start checks every stream file");
+    }
 }
 
 /// Polls `done` every [`DRAIN_POLL`] until it holds or `deadline` passes.

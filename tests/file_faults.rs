@@ -386,3 +386,69 @@ fn retention_punches_index_pages_that_check_and_restart_accept() {
     let (code, out) = check(&data);
     assert!(code == 1 && out.contains(&named), "a zeroed page behind the retained one: {out}");
 }
+
+/// After a clean stop (SIGTERM) the next start trusts the stream files the
+/// checkpoint records (`clean-stop`): a stream file damaged while the
+/// server was down is refused by name when missing, and otherwise found by
+/// the first read of its stream (an error naming the file, never its bytes),
+/// while the other streams serve everything; `sluice check` names it. The
+/// mark is gone once the server started: after a crash the next start
+/// checks every stream file again and refuses the damage by name.
+#[test]
+fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
+    const VICTIM: &str = "/trusted/victim";
+    const WITNESS: &str = "/trusted/witness";
+    let tmp = TempDir::new("clean-stop-faults");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    s.req("PUT", "/trusted", &[], b"").expect(201);
+    s.put(VICTIM, "text/plain", b"").expect(201);
+    s.put(WITNESS, "text/plain", b"").expect(201);
+    let (mut victim, mut witness) = (Vec::new(), Vec::new());
+    append_to(&s, VICTIM, 0, 50, &mut victim);
+    append_to(&s, WITNESS, 0, 50, &mut witness);
+    s.wait_flushed();
+    assert!(s.terminate().success(), "a clean stop");
+    let mark = data.join("shard-0/clean-stop");
+    assert!(mark.exists(), "a clean stop leaves its mark");
+    let clean = files(&data);
+    assert_eq!(check(&data).0, 0, "a clean data dir: {}", check(&data).1);
+    // The victim was created first: its files carry the lower handle.
+    let mut streams: Vec<&PathBuf> = clean.keys().filter(|p| p.starts_with("shard-0/streams")).collect();
+    streams.sort_by_key(|p| p.file_stem().unwrap().to_str().unwrap().parse::<u64>().unwrap());
+    let (data_file, index_file) = (streams[0].clone(), streams[1].clone());
+    assert!(data_file.extension().unwrap() == "data" && index_file.extension().unwrap() == "idx", "{streams:?}");
+    for file in [data_file, index_file] {
+        let named = file.file_name().unwrap().to_str().unwrap();
+        for (name, fault) in FAULTS {
+            let case = format!("{} {name}", file.display());
+            restore(&data, &clean);
+            // The older copy of a clean stop's stream file: its first half.
+            let half = clean[&file][..clean[&file].len() / 2].to_vec();
+            fault(&data.join(&file), Some(&half));
+            let (code, out) = check(&data);
+            assert!(code == 1 && out.contains(named), "{case}: check: {out}");
+            match Server::try_launch(&data, flushing(tmp.path())) {
+                Err((_, refusal)) => {
+                    assert_eq!(name, "deleted", "{case}: refused: {refusal}");
+                    assert!(refusal.contains(named), "{case}: the refusal does not name the file: {refusal}");
+                }
+                Ok(mut s) => {
+                    assert_ne!(name, "deleted", "{case}: a missing file is refused at start");
+                    assert!(!mark.exists(), "{case}: the mark is removed before serving");
+                    assert_eq!(s.read_all(WITNESS).0, witness, "{case}: the other stream");
+                    let r = s.get(VICTIM);
+                    assert_eq!(r.status, 500, "{case}: {}", r.text());
+                    assert!(r.text().contains(named), "{case}: the error does not name the file: {}", r.text());
+                    s.kill();
+                    let refusal = Server::try_launch(&data, flushing(tmp.path())).err().expect("refused").1;
+                    assert!(refusal.contains(named), "{case}: after a crash: {refusal}");
+                }
+            }
+        }
+    }
+    restore(&data, &clean);
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    assert_eq!(s.read_all(VICTIM).0, victim, "undamaged, every byte");
+    s.kill();
+}

@@ -72,6 +72,12 @@ pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
 /// checkpoint byte, and a trickle of appends to many streams then rewrites
 /// their state at most this many times per journal byte.
 pub const CHECKPOINT_LAG: u64 = 4;
+/// A checkpoint written only to give space back (files of deleted streams,
+/// retained-away ranges) follows the last checkpoint after at least this
+/// many times as long as that one's flush took: with a million streams a
+/// checkpoint takes a second or more, and a stream of deletes would
+/// otherwise rewrite every stream's state every flush interval.
+pub const CHECKPOINT_FREE_SPACING: u32 = 10;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
 pub const STREAM_ENTRY_BYTES: usize = 456;
@@ -105,6 +111,7 @@ const _: () = {
     assert!(REACTOR_TICK.as_millis() < FLUSH_POLL.as_millis(), "the tick, not the flusher, bounds a stall");
     assert!(FLUSH_BACKLOG >= 2, "writers may fill the next flush while one is written");
     assert!(CHECKPOINT_LAG >= 1, "a checkpoint is due by the time the journal since it is as long as it");
+    assert!(CHECKPOINT_FREE_SPACING >= 1, "space is given back at most as often as checkpoints can be written");
     assert!(MIN_SPARE_TAIL as u64 <= MIN_FLUSH_BYTES, "a kept tail buffer fits within any flush's bound");
     assert!(MIN_FLUSH_BYTES <= MAX_FLUSH_BYTES && MIN_FLUSH_INTERVAL_MS <= MAX_FLUSH_INTERVAL_MS);
     assert!(MAX_FLUSH_BYTES.checked_mul(FLUSH_BACKLOG).is_some(), "the backlog bound does not overflow");

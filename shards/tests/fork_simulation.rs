@@ -32,6 +32,7 @@ use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, SnapshotAt, StoreError};
+use sluice_shards::tuning::CHECKPOINT_FREE_SPACING;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -99,7 +100,11 @@ fn config(root: &Path, id: usize) -> ShardConfig {
         open_files: sluice_shards::store::files::MAX_OPEN_FILES,
         max_producers: 16,
         // The simulation flushes when it decides to, never in the background.
-        flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
+        flush: FlushConfig {
+            bytes: 1 << 40,
+            every: Duration::from_secs(1 << 20),
+            free_spacing: CHECKPOINT_FREE_SPACING,
+        },
         shards: SHARDS,
         storage: Storage::Real,
     }

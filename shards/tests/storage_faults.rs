@@ -102,8 +102,10 @@ impl World {
             log: LogConfig { dir: self.root.join("shard-0"), segment_size: SEGMENT, fsync: FsyncMode::Always },
             open_files: sluice_shards::store::files::MIN_OPEN_FILES,
             max_producers: 16,
-            // The simulation flushes when it decides to, never in the background.
-            flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20) },
+            // The simulation flushes when it decides to, never in the
+            // background, and a clean flush gives back everything (the
+            // spacing of checkpoints that free is `checkpoint_due`'s).
+            flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20), free_spacing: 0 },
             storage: Storage::Faulty(self.faults.clone()),
             shards: 1,
         }

@@ -170,10 +170,13 @@ impl StreamFiles {
         out: &mut Vec<u8>,
     ) -> std::io::Result<()> {
         let f = self.file(shard, name).await?;
+        // Every byte read is below what the checkpoint or the flush recorded:
+        // a file that ends before it is damaged (shortened or replaced).
         let short = |got: usize, n: usize, at: u64| {
-            std::io::Error::other(format!(
-                "short read: {got} of {n} bytes at {at} of shard-{shard}/{STREAMS_DIR}/{name}"
-            ))
+            std::io::Error::new(
+                ErrorKind::InvalidData,
+                format!("short read: {got} of {n} bytes at {at} of shard-{shard}/{STREAMS_DIR}/{name}"),
+            )
         };
         out.reserve(len);
         let mut done = 0;

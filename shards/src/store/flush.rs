@@ -1,11 +1,12 @@
 //! The flush: moves every stream's unflushed tail from memory into its
-//! stream files and, when one is due ([`Shard::checkpoint_due`]), writes a
+//! stream files and, when one is due (see [`Shard::lagging`]), writes a
 //! checkpoint, so the journal before it can go.
 //!
 //! Order (each step durable before the next; recovery's decision table in
 //! [`super::restore`] handles a crash between any two):
 //! 1. capture, with no await: freeze every stream's tail, note the journal
-//!    position and, when one is due, encode the checkpoint as of that instant;
+//!    position and, when one is due ([`Shard::lagging`], [`Shard::may_free`]),
+//!    encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
 //! 3. write data, then index pages, then new snapshot files, each file
 //!    made durable (fdatasync) before its write returns, and sync the
@@ -33,6 +34,7 @@
 //! had failed, so a copy in progress finds every file its checkpoint needs.
 
 use super::checkpoint::{self, Header, CHECKPOINT};
+use super::clean_stop::{self, CheckpointId, CLEAN_STOP};
 use super::files::{snapshot_name, FileName, STREAMS_DIR};
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
@@ -50,7 +52,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One stream's frozen chunk, where its data file starts, and where its
 /// index ends before and after the chunk.
@@ -87,7 +89,7 @@ struct Capture {
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
     doomed: Vec<String>,
-    /// The checkpoint to write, when one is due ([`Shard::checkpoint_due`]).
+    /// The checkpoint to write, when one is due.
     checkpoint: Option<Vec<u8>>,
     /// Every (shard, handle) whose files a stream held here reads, when
     /// the flush writes a checkpoint (its clean-up uses it); empty otherwise.
@@ -113,7 +115,7 @@ impl Shard {
         let warn = Every::default();
         loop {
             glommio::timer::sleep(period(FLUSH_POLL)).await;
-            if self.log.is_failed() || self.flushing.get() {
+            if self.log.is_failed() || self.flushing.get() || self.stopped.get() {
                 continue;
             }
             let behind = self.log.appended_bytes() - self.flushed.get();
@@ -165,9 +167,30 @@ impl Shard {
         }
     }
 
-    /// One flush (see the module header). Not reentrant.
+    /// The clean stop, once nothing more is appended: waits for a flush in
+    /// progress, then flushes everything with a checkpoint and marks that
+    /// checkpoint as the one every stream file matches
+    /// ([`super::clean_stop`]). No flush runs after it, so the mark holds.
+    pub async fn stop_clean(&self) -> Result<(), LogError> {
+        while self.flushing.get() {
+            let seen = self.flush_done.generation();
+            self.flush_done.changed(seen).await;
+        }
+        self.force_checkpoint.set(true);
+        let flushed = self.flush().await;
+        self.stopped.set(true);
+        flushed?;
+        let id = self.installed.get().expect("a flush with a forced checkpoint that succeeded installed one");
+        clean_stop::write(self.files.storage(), &self.shard_dir(), id).await.map_err(io(CLEAN_STOP))
+    }
+
+    /// One flush (see the module header). Not reentrant, and not after the
+    /// clean stop's.
     pub async fn flush(&self) -> Result<(), LogError> {
         assert!(!self.flushing.get(), "one flush at a time");
+        if self.stopped.get() {
+            return Err(LogError::Failed("flush: the shard stopped".into()));
+        }
         self.flushing.set(true);
         let started = Instant::now();
         let c = self.capture();
@@ -186,6 +209,8 @@ impl Shard {
                 match &c.checkpoint {
                     Some(checkpoint) => {
                         self.checkpointed.set((self.flushed.get(), checkpoint.len()));
+                        self.checkpoint_took.set(Some((Instant::now(), started.elapsed())));
+                        self.installed.set(Some(CheckpointId::of(c.generation, checkpoint)));
                         stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + checkpoint.len() as u64);
                         self.unrecorded.set(false);
                         self.clean_up(&c).await
@@ -274,6 +299,8 @@ impl Shard {
         let generation = st.generation;
         let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
         let mut punch_pending = false;
+        let forced = self.force_checkpoint.take();
+        let may_free = forced || self.may_free();
         for e in st.streams.values_mut() {
             let s = &mut e.state;
             let (origin, index) = (s.body.base, s.body.index_end());
@@ -290,7 +317,7 @@ impl Shard {
             }
             // Retention is given back one flush after it moved, so a read
             // that resolved its start just before never meets a hole.
-            if s.forks == 0 && e.punch_next.0 > e.punched.0 {
+            if may_free && s.forks == 0 && e.punch_next.0 > e.punched.0 {
                 let own = |v: u64, base: u64| v.max(base) - base;
                 punches.push(Punch {
                     handle: s.handle,
@@ -303,11 +330,13 @@ impl Shard {
             e.punch_next = (s.retained, s.first_message);
             punch_pending |= e.punch_next.0 > e.punched.0;
         }
-        let retry = std::mem::replace(&mut st.flush_due, punch_pending);
-        let doomed = st.graveyard.clone();
-        let frees = retry || !doomed.is_empty() || !punches.is_empty() || !snapshots.is_empty();
-        let frees = self.force_checkpoint.take() || frees;
-        let checkpoint = self.checkpoint_due(frees).then(|| {
+        // Snapshot files carry this flush's generation: only a checkpoint names them.
+        let frees = st.flush_due || !st.graveyard.is_empty() || !punches.is_empty();
+        let due = forced || !snapshots.is_empty() || (frees && may_free) || self.lagging();
+        // Space not given back now keeps the flusher coming back for it.
+        st.flush_due = punch_pending || (frees && !due);
+        let doomed = if due { st.graveyard.clone() } else { Vec::new() };
+        let checkpoint = due.then(|| {
             let header = Header {
                 generation,
                 journal,
@@ -365,21 +394,40 @@ impl Shard {
         storage.install(&self.shard_dir(), CHECKPOINT, checkpoint.clone()).await.map_err(io(CHECKPOINT))
     }
 
-    /// Whether this flush writes a checkpoint: when it gives space back
-    /// (`frees`: files to delete, ranges to punch, snapshots to record, a
-    /// clean-up to retry), when a fork needs its source's stored bytes
-    /// recorded ([`Shard::flush_through`]), and once the journal since the
-    /// last checkpoint is 1/[`CHECKPOINT_LAG`] of that checkpoint's size.
-    /// Otherwise the flush only moves tails into stream files, a state
-    /// recovery knows as a flush cut off before its checkpoint (files cut
-    /// back, the journal since the checkpoint replayed, and kept until
-    /// then): a trickle of appends to a shard of many streams costs
-    /// stream-file writes, not a rewrite of every stream's state each
-    /// interval, and a restart replays at most about 1/[`CHECKPOINT_LAG`]
-    /// of a checkpoint's size of journal (plus one interval's).
-    fn checkpoint_due(&self, frees: bool) -> bool {
+    /// A flush writes a checkpoint when one is forced (a fork needs its
+    /// source's stored bytes recorded, [`Shard::flush_through`]; the redo
+    /// of a failed flush; the clean stop), when it records new snapshot
+    /// files, when it gives space back (files to delete, ranges to punch, a
+    /// clean-up to retry) and [`Shard::may_free`], and when
+    /// [`Shard::lagging`]. Otherwise the flush only moves tails into stream
+    /// files, a state recovery knows as a flush cut off before its
+    /// checkpoint (files cut back, the journal since the checkpoint
+    /// replayed, and kept until then): a trickle of appends to a shard of
+    /// many streams costs stream-file writes, not a rewrite of every
+    /// stream's state each interval.
+    ///
+    /// Once the journal since the last checkpoint is 1/[`CHECKPOINT_LAG`]
+    /// of that checkpoint's size: a restart replays at most about that
+    /// much journal (plus one interval's).
+    fn lagging(&self) -> bool {
         let (at, len) = self.checkpointed.get();
-        frees || (self.log.appended_bytes() - at).saturating_mul(CHECKPOINT_LAG) >= len as u64
+        (self.log.appended_bytes() - at).saturating_mul(CHECKPOINT_LAG) >= len as u64
+    }
+
+    /// Whether a checkpoint may be written to give space back: once the
+    /// last one is [`super::FlushConfig::free_spacing`] times as old as its
+    /// flush took. A small shard's checkpoint takes milliseconds, so it frees at
+    /// every flush; a shard of a million streams frees every ten seconds or
+    /// so instead of rewriting every stream's state each interval while
+    /// streams are deleted.
+    fn may_free(&self) -> bool {
+        self.frees_after().is_zero()
+    }
+
+    /// How long until a checkpoint may give space back ([`Shard::may_free`]).
+    pub fn frees_after(&self) -> Duration {
+        let left = |(at, took): (Instant, Duration)| (took * self.flush.free_spacing).saturating_sub(at.elapsed());
+        self.checkpoint_took.get().map_or(Duration::ZERO, left)
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every

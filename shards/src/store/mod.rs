@@ -22,6 +22,7 @@
 
 mod census;
 pub mod checkpoint;
+pub mod clean_stop;
 pub mod decide;
 pub mod files;
 pub mod flush;

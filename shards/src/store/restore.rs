@@ -14,6 +14,7 @@
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
 //! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
 //! | stream file shorter, missing, or a bad last index entry| refuse                 | damaged        |
+//! | `clean-stop` names the checkpoint (see [`clean_stop`])  | lengths, last entries trusted | all checked |
 //! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
 //!
@@ -24,6 +25,7 @@
 //! them, and reads check them against the index as they come back.
 
 use super::checkpoint::{self, Checkpoint, CHECKPOINT};
+use super::clean_stop::{self, CheckpointId};
 use super::files::{data_name, index_name, snapshot_name, FileName, STREAMS_DIR};
 use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
@@ -38,6 +40,9 @@ use std::path::Path;
 pub struct Restored {
     pub store: Store,
     pub tail: Tail,
+    /// The stream files were trusted after a clean stop: their lengths and
+    /// last records were not checked.
+    pub trusted: bool,
 }
 
 /// Restores shard `shard` from `dir` through `io` (see the module
@@ -50,11 +55,18 @@ pub fn restore(
     mode: Mode,
 ) -> Result<Restored, RecoveryError> {
     let path = dir.join(CHECKPOINT);
-    let ck = match io.read_file(&path) {
-        Ok(b) => Some(checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+    let (ck, id) = match io.read_file(&path) {
+        Ok(b) => {
+            let ck = checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?;
+            let id = CheckpointId::of(ck.generation, &b);
+            (Some(ck), Some(id))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
         Err(e) => return Err(format!("{}: {e}", path.display()).into()),
     };
+    // After a clean stop the stream files are what the checkpoint records
+    // (see `clean_stop`); `sluice check` trusts nothing.
+    let trusted = mode == Mode::Repair && id.is_some() && clean_stop::read(io, dir) == id;
     let start = marks::read(dir, LOG_START)?.unwrap_or(1);
     let journal = match &ck {
         None if start > 1 => {
@@ -95,7 +107,8 @@ pub fn restore(
         .into_iter()
         .map(|m| (m.handle, m.boundary))
         .collect();
-    check_files(io, &streams, &store, (generation, next_handle), &doomed, &tiered, mode)?;
+    let check = Check { generation, next_handle, tiered: &tiered, mode, trusted };
+    check_files(io, &streams, &store, &doomed, &check)?;
     let tail = recovery::scan(dir, mode, |r, at| {
         if (at.segment, at.frame) >= journal {
             store.replay(r);
@@ -105,7 +118,7 @@ pub fn restore(
     for (b, at) in &store.home_buckets {
         store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
     }
-    Ok(Restored { store, tail })
+    Ok(Restored { store, tail, trusted })
 }
 
 fn remove(io: &Storage, path: &Path, mode: Mode) -> Result<(), String> {
@@ -128,16 +141,20 @@ fn check_len(io: &Storage, path: &Path, need: u64, mode: Mode) -> Result<(), Str
     Ok(())
 }
 
-/// `tiered`: the data files' tiered boundaries, by handle.
-fn check_files(
-    io: &Storage,
-    dir: &Path,
-    store: &Store,
-    (generation, next_handle): (u64, u64),
-    doomed: &[String],
-    tiered: &HashMap<u64, u64>,
+/// How the stream files are checked.
+struct Check<'a> {
+    /// The checkpoint's generation and next handle.
+    generation: u64,
+    next_handle: u64,
+    /// The data files' tiered boundaries, by handle.
+    tiered: &'a HashMap<u64, u64>,
     mode: Mode,
-) -> Result<(), String> {
+    /// After a clean stop: lengths and last records are not checked.
+    trusted: bool,
+}
+
+fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<(), String> {
+    let &Check { generation, next_handle, tiered, mode, trusted } = check;
     let by_handle: HashMap<u64, &StreamState> = store.streams.values().map(|e| (e.state.handle, &e.state)).collect();
     let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
     let mut seen = HashSet::new();
@@ -164,6 +181,7 @@ fn check_files(
         };
         let b = &s.body;
         match file {
+            FileName::Data(_) | FileName::Index(_) if trusted => {}
             FileName::Data(_) => check_len(io, &path, b.stored - b.base, mode)?,
             FileName::Index(_) => check_len(io, &path, b.index_len, mode)?,
             FileName::Snapshot(_, g) if g > generation => {
@@ -199,7 +217,7 @@ fn check_files(
         if let Some(missing) = need.iter().find(|n| !seen.contains(*n)) {
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing).display()));
         }
-        if b.stored > b.base {
+        if b.stored > b.base && !trusted {
             verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
         }
     }

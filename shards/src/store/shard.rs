@@ -2,6 +2,7 @@
 //! protocol core ([`crate::decide`]), wait until durable, then publish to
 //! readers; and opening a shard (restore, then resume the journal).
 
+use super::clean_stop::{self, CheckpointId};
 use super::files::StreamFiles;
 use super::restore::{self, Restored};
 use super::{AppendOutcome, BucketInfo, CreateOutcome, ForkPlan, SnapshotAt, Store, StoreError, StreamKey};
@@ -22,6 +23,10 @@ pub struct FlushConfig {
     pub bytes: u64,
     /// Flush at least this often when anything changed.
     pub every: std::time::Duration,
+    /// A checkpoint that only gives space back waits until the last one is
+    /// this many times as old as its flush took
+    /// ([`crate::tuning::CHECKPOINT_FREE_SPACING`]; 0: at every flush).
+    pub free_spacing: u32,
 }
 
 /// What a write does to the disk: the disk room it needs depends on it
@@ -70,12 +75,19 @@ pub struct Shard {
     pub(crate) flush_error: RefCell<Option<LogError>>,
     pub flush_stats: crate::stats::FlushStats,
     /// `log.appended_bytes()` when the last checkpoint written was
-    /// captured, and its length (see `Shard::checkpoint_due`).
+    /// captured, and its length (see `Shard::lagging`).
     pub(crate) checkpointed: Cell<(u64, usize)>,
+    /// When the last flush that wrote a checkpoint ended, and how long it
+    /// took (see `Shard::may_free`).
+    pub(crate) checkpoint_took: Cell<Option<(std::time::Instant, std::time::Duration)>>,
     /// A flush since the last checkpoint stored bytes it does not record.
     pub(crate) unrecorded: Cell<bool>,
     /// The next flush writes a checkpoint whatever its size.
     pub(crate) force_checkpoint: Cell<bool>,
+    /// The checkpoint the last flush that wrote one installed.
+    pub(crate) installed: Cell<Option<CheckpointId>>,
+    /// The clean stop's flush ran ([`Shard::stop_clean`]): no flush runs after it.
+    pub(crate) stopped: Cell<bool>,
     /// Tail buffers one flush leaves for the next capture.
     pub spares: RefCell<super::spares::Spares>,
     /// Free disk bytes when last read, when, and the journal's appended bytes then.
@@ -97,7 +109,19 @@ impl Shard {
         let (streams, storage) = (files.dir(id as u32), files.storage());
         storage.create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
         storage.sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
-        let Restored { mut store, tail } = restore::restore(storage, &cfg.dir, id as u32, max_producers, Mode::Repair)?;
+        let Restored { mut store, tail, trusted } =
+            restore::restore(storage, &cfg.dir, id as u32, max_producers, Mode::Repair)?;
+        // Before anything is written: a crash from here on must not find the mark.
+        clean_stop::remove(storage, &cfg.dir)
+            .await
+            .map_err(|e| format!("cannot remove {}: {e}", cfg.dir.join(clean_stop::CLEAN_STOP).display()))?;
+        if trusted {
+            tracing::info!(
+                shard = id,
+                streams = store.streams.len(),
+                "stopped cleanly: stream files trusted as the checkpoint records them"
+            );
+        }
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled
         // into, but never written before the stop. Writing resumes where the
@@ -178,8 +202,11 @@ impl Shard {
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
             checkpointed: Cell::new((flushed, 0)),
+            checkpoint_took: Cell::new(None),
             unrecorded: Cell::new(false),
             force_checkpoint: Cell::new(false),
+            installed: Cell::new(None),
+            stopped: Cell::new(false),
             spares: RefCell::new(super::spares::Spares::new((FLUSH_BACKLOG * flush.bytes) as usize)),
             disk_free: Cell::new(None),
             shards: shards as u64,
