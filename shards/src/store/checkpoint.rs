@@ -34,7 +34,6 @@ pub struct Checkpoint {
     pub home_buckets: Vec<(String, u64)>,
     /// Stream files to delete: dropped by the state this checkpoint records.
     pub doomed: Vec<String>,
-    pub streams: Vec<StreamState>,
     /// Subscriptions the shard owns: id and server-encoded state.
     pub subscriptions: Vec<(String, Vec<u8>)>,
 }
@@ -129,13 +128,25 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     }
 }
 
-/// Decodes a checkpoint file; streams remember at most `max_producers`
-/// producers each. Errors name what is wrong.
-pub fn decode(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, RecoveryError> {
-    decode_checked(buf, shard, max_producers).map_err(RecoveryError::from)
+/// Decodes a checkpoint file, handing each stream to `stream` as it is
+/// decoded (a million streams are not held twice); streams remember at most
+/// `max_producers` producers each. Errors name what is wrong; streams
+/// handed over before an error are to be dropped.
+pub fn decode(
+    buf: &[u8],
+    shard: u32,
+    max_producers: usize,
+    stream: impl FnMut(StreamState),
+) -> Result<Checkpoint, RecoveryError> {
+    decode_checked(buf, shard, max_producers, stream).map_err(RecoveryError::from)
 }
 
-fn decode_checked(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkpoint, String> {
+fn decode_checked(
+    buf: &[u8],
+    shard: u32,
+    max_producers: usize,
+    stream: impl FnMut(StreamState),
+) -> Result<Checkpoint, String> {
     let body_len = buf.len().checked_sub(4).ok_or("it is shorter than its checksum")?;
     let crc = u32::from_le_bytes(buf[body_len..].try_into().expect("4 bytes"));
     if crc32c::crc32c(&buf[..body_len]) != crc {
@@ -149,10 +160,15 @@ fn decode_checked(buf: &[u8], shard: u32, max_producers: usize) -> Result<Checkp
     if version != VERSION && version != VERSION_BEFORE_SUBSCRIPTIONS {
         return Err(format!("format version {version} is not {VERSION}"));
     }
-    decode_fields(&mut c, shard, max_producers, version).ok_or_else(|| "a field does not decode".to_string())
+    decode_fields(&mut c, (shard, max_producers), version, stream).ok_or_else(|| "a field does not decode".to_string())
 }
 
-fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize, version: u32) -> Option<Checkpoint> {
+fn decode_fields(
+    c: &mut Cursor<'_>,
+    (shard, max_producers): (u32, usize),
+    version: u32,
+    mut stream: impl FnMut(StreamState),
+) -> Option<Checkpoint> {
     let generation = c.u64()?;
     let journal = (c.u32()?, c.u64()?);
     let next_handle = c.u64()?;
@@ -166,10 +182,8 @@ fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize, version: 
     for _ in 0..n {
         doomed.push(c.string()?);
     }
-    let n = c.u32()?;
-    let mut streams = Vec::new();
-    for _ in 0..n {
-        streams.push(get_stream(c, shard, max_producers)?);
+    for _ in 0..c.u32()? {
+        stream(get_stream(c, shard, max_producers)?);
     }
     let mut subscriptions = Vec::new();
     if version > VERSION_BEFORE_SUBSCRIPTIONS {
@@ -177,15 +191,7 @@ fn decode_fields(c: &mut Cursor<'_>, shard: u32, max_producers: usize, version: 
             subscriptions.push((c.string()?, c.bytes()?.to_vec()));
         }
     }
-    c.is_empty().then_some(Checkpoint {
-        generation,
-        journal,
-        next_handle,
-        home_buckets,
-        doomed,
-        streams,
-        subscriptions,
-    })
+    c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, subscriptions })
 }
 
 fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
@@ -302,12 +308,13 @@ mod tests {
         s.body.freeze();
         let subs = BTreeMap::from([("sub-1".to_string(), b"{}".to_vec())]);
         let bytes = encode(&header(&buckets, &doomed, &subs), [&s].into_iter());
-        let c = decode(&bytes, 0, 16).unwrap();
+        let mut streams = Vec::new();
+        let c = decode(&bytes, 0, 16, |s| streams.push(s)).unwrap();
         assert_eq!(c.subscriptions, [("sub-1".to_string(), b"{}".to_vec())]);
         assert_eq!((c.generation, c.journal, c.next_handle), (4, (3, 4096), 9));
         assert_eq!(c.home_buckets, [("b".to_string(), 77)]);
         assert_eq!(c.doomed, doomed);
-        let r = &c.streams[0];
+        let r = &streams[0];
         assert_eq!((r.tail(), r.records(), r.body.stored, r.body.stored_records), (5, 2, 5, 2));
         assert_eq!(r.body.index_len, 16 + 5 + 2, "the index as the flush will leave it: a page header, one entry");
         assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
@@ -337,8 +344,9 @@ mod tests {
         });
         let s = StreamState::from_create(&c, 0, 4);
         let buckets = HashMap::new();
-        let decoded = decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4).unwrap();
-        let r = &decoded.streams[0];
+        let mut streams = Vec::new();
+        decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4, |s| streams.push(s)).unwrap();
+        let r = &streams[0];
         assert_eq!(r.fork.as_deref(), c.fork.as_ref());
         assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
     }
@@ -347,12 +355,13 @@ mod tests {
     fn damage_is_reported_not_guessed() {
         let buckets = HashMap::new();
         let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), std::iter::empty());
-        assert!(decode(&bytes, 0, 1).is_ok());
+        let decode = |b: &[u8]| decode(b, 0, 1, drop);
+        assert!(decode(&bytes).is_ok());
         let mut flipped = bytes.clone();
         flipped[12] ^= 1;
-        assert!(decode(&flipped, 0, 1).unwrap_err().to_string().contains("checksum"));
-        assert!(decode(&bytes[..bytes.len() - 1], 0, 1).is_err());
-        assert!(decode(&vec![0; bytes.len()], 0, 1).is_err());
-        assert!(decode(&[], 0, 1).is_err());
+        assert!(decode(&flipped).unwrap_err().to_string().contains("checksum"));
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode(&vec![0; bytes.len()]).is_err());
+        assert!(decode(&[]).is_err());
     }
 }

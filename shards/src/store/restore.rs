@@ -26,7 +26,7 @@
 
 use super::checkpoint::{self, Checkpoint, CHECKPOINT};
 use super::clean_stop::{self, CheckpointId};
-use super::files::{data_name, index_name, snapshot_name, FileName, STREAMS_DIR};
+use super::files::{data_name, index_name, FileName, STREAMS_DIR};
 use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
@@ -55,9 +55,11 @@ pub fn restore(
     mode: Mode,
 ) -> Result<Restored, RecoveryError> {
     let path = dir.join(CHECKPOINT);
+    let mut store = Store::new(shard, max_producers);
     let (ck, id) = match io.read_file(&path) {
         Ok(b) => {
-            let ck = checkpoint::decode(&b, shard, max_producers).map_err(|e| format!("{}: {e}", path.display()))?;
+            let ck = checkpoint::decode(&b, shard, max_producers, |s| store.insert(s))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             let id = CheckpointId::of(ck.generation, &b);
             (Some(ck), Some(id))
         }
@@ -87,17 +89,13 @@ pub fn restore(
         }
         Some(c) => c.journal,
     };
-    let mut store = Store::new(shard, max_producers);
     let (generation, next_handle, doomed) = match ck {
         None => (0, 0, Vec::new()),
-        Some(Checkpoint { generation, next_handle, home_buckets, doomed, streams, subscriptions, .. }) => {
+        Some(Checkpoint { generation, next_handle, home_buckets, doomed, subscriptions, .. }) => {
             store.next_handle = next_handle;
             store.generation = generation;
             store.home_buckets = home_buckets.into_iter().collect();
             store.subscriptions = subscriptions.into_iter().collect();
-            for s in streams {
-                store.insert(s);
-            }
             (generation, next_handle, doomed)
         }
     };
@@ -155,9 +153,10 @@ struct Check<'a> {
 
 fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<(), String> {
     let &Check { generation, next_handle, tiered, mode, trusted } = check;
-    let by_handle: HashMap<u64, &StreamState> = store.streams.values().map(|e| (e.state.handle, &e.state)).collect();
+    let mut by_handle: HashMap<u64, &StreamState> = HashMap::with_capacity(store.streams.len());
+    by_handle.extend(store.streams.values().map(|e| (e.state.handle, &e.state)));
     let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
-    let mut seen = HashSet::new();
+    let mut seen: HashSet<FileName> = HashSet::new();
     let names = match io.list(dir) {
         Ok(names) => names,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -203,19 +202,19 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
                 }
             },
         }
-        seen.insert(name);
+        seen.insert(file);
     }
     for s in by_handle.values() {
         let b = &s.body;
-        let mut need = Vec::new();
-        if b.stored > b.base {
-            need.extend([data_name(s.handle), index_name(s.handle)]);
-        }
-        if let Some(Blob::Stored(g)) = s.snapshot.as_ref().map(|x| &x.blob) {
-            need.push(snapshot_name(s.handle, *g));
-        }
-        if let Some(missing) = need.iter().find(|n| !seen.contains(*n)) {
-            return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing).display()));
+        let stored = b.stored > b.base;
+        let own = stored.then_some([FileName::Data(s.handle), FileName::Index(s.handle)]);
+        let snapshot = match s.snapshot.as_ref().map(|x| &x.blob) {
+            Some(Blob::Stored(g)) => Some(FileName::Snapshot(s.handle, *g)),
+            _ => None,
+        };
+        let mut need = own.into_iter().flatten().chain(snapshot);
+        if let Some(missing) = need.find(|n| !seen.contains(n)) {
+            return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing.to_string()).display()));
         }
         if b.stored > b.base && !trusted {
             verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
