@@ -6,7 +6,8 @@
 //! in-memory journal. Each decision builds a record, logs it, then applies
 //! it with [`Store::commit`]; replay applies the same records through the
 //! same [`Store::apply`] ([`Store::replay`]). Appends apply through
-//! `StreamState::apply_append` on the entry in hand, as `Store::apply` does.
+//! `StreamState::apply_append` on the entry in hand, as `Store::apply` does,
+//! and their caller marks the stream written, as it does too.
 
 use crate::core::append::{self, AppendDecision, AppendInput};
 use crate::core::body::Point;
@@ -160,7 +161,9 @@ impl Store {
         self.expire(log, key, now_ms);
         let e = self.entry(key)?;
         let (lsn, out) = append_one(log, e, input, now_ms)?;
-        Ok((lsn, (e.state.handle, out)))
+        let handle = e.state.handle;
+        self.written.insert(handle);
+        Ok((lsn, (handle, out)))
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.

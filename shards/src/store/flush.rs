@@ -4,9 +4,10 @@
 //!
 //! Order (each step durable before the next; recovery's decision table in
 //! [`super::restore`] handles a crash between any two):
-//! 1. capture, with no await: freeze every stream's tail, note the journal
-//!    position and, when one is due ([`Shard::lagging`], [`Shard::may_free`]),
-//!    encode the checkpoint as of that instant;
+//! 1. capture, with no await: freeze the tails of the streams written since
+//!    the last capture (of every stream when a checkpoint is due), note the
+//!    journal position and, when one is due ([`Shard::lagging`],
+//!    [`Shard::may_free`]), encode the checkpoint as of that instant;
 //! 2. wait until the journal holds everything captured (it is durable);
 //! 3. write data, then index pages, then new snapshot files, each file
 //!    made durable (fdatasync) before its write returns, and sync the
@@ -297,44 +298,38 @@ impl Shard {
         let large = self.log.appended_bytes() - flushed_before >= self.flush.bytes;
         st.generation += 1;
         let generation = st.generation;
-        let (mut jobs, mut snapshots, mut punches) = (Vec::new(), Vec::new(), Vec::new());
-        let mut punch_pending = false;
         let forced = self.force_checkpoint.take();
         let may_free = forced || self.may_free();
-        for e in st.streams.values_mut() {
-            let s = &mut e.state;
-            let (origin, index) = (s.body.base, s.body.index_end());
-            if let Some(chunk) = s.body.freeze() {
-                if large && chunk.bytes.len() >= MIN_SPARE_TAIL {
-                    if let Some(room) = self.spares.borrow_mut().take() {
-                        s.body.give_room(room);
-                    }
-                }
-                jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
-            }
-            if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
-                snapshots.push((s.handle, b.clone()));
-            }
-            // Retention is given back one flush after it moved, so a read
-            // that resolved its start just before never meets a hole.
-            if may_free && s.forks == 0 && e.punch_next.0 > e.punched.0 {
-                let own = |v: u64, base: u64| v.max(base) - base;
-                punches.push(Punch {
-                    handle: s.handle,
-                    from: e.punched,
-                    bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
-                    record: e.punch_next.1,
-                });
-                e.punched = e.punch_next;
-            }
-            e.punch_next = (s.retained, s.first_message);
-            punch_pending |= e.punch_next.0 > e.punched.0;
-        }
         // Snapshot files carry this flush's generation: only a checkpoint names them.
-        let frees = st.flush_due || !st.graveyard.is_empty() || !punches.is_empty();
-        let due = forced || !snapshots.is_empty() || (frees && may_free) || self.lagging();
-        // Space not given back now keeps the flusher coming back for it.
-        st.flush_due = punch_pending || (frees && !due);
+        let frees = st.flush_due || !st.graveyard.is_empty();
+        let due = forced || st.snapshots_pending || (frees && may_free) || self.lagging();
+        let mut v = Visit { large, spares: &self.spares, jobs: Vec::new(), punches: Vec::new(), punch_pending: false };
+        let mut snapshots = Vec::new();
+        if due {
+            // A checkpoint records every stream as stored up to its tail:
+            // every stream is visited, whatever `written` says.
+            st.written.clear();
+            st.snapshots_pending = false;
+            for e in st.streams.values_mut() {
+                if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {
+                    snapshots.push((e.state.handle, b.clone()));
+                }
+                v.visit(e, may_free);
+            }
+            // Space given back now, or retention that moved since the last capture.
+            st.flush_due = v.punch_pending;
+        } else {
+            // Only the streams written since the last capture have new bytes
+            // or a retention that moved; the space still to give back keeps
+            // the flusher coming back for it.
+            for handle in std::mem::take(&mut st.written) {
+                if let Some(e) = st.by_handle(handle) {
+                    v.visit(e, false);
+                }
+            }
+            st.flush_due |= v.punch_pending;
+        }
+        let Visit { jobs, punches, .. } = v;
         let doomed = if due { st.graveyard.clone() } else { Vec::new() };
         let checkpoint = due.then(|| {
             let header = Header {
@@ -555,6 +550,48 @@ impl Shard {
         } else {
             assert!(c.doomed.is_empty() && c.snapshots.is_empty(), "only a checkpoint gives files back");
         }
+    }
+}
+
+/// One capture's pass over streams.
+struct Visit<'a> {
+    /// `--flush-bytes` of journal or more came since the last capture.
+    large: bool,
+    spares: &'a std::cell::RefCell<super::spares::Spares>,
+    jobs: Vec<Job>,
+    punches: Vec<Punch>,
+    /// A visited stream's retention moved beyond what was given back.
+    punch_pending: bool,
+}
+
+impl Visit<'_> {
+    /// Freezes `e`'s unflushed tail into a job and, when `punch`, takes the
+    /// retained-away range it may give back now.
+    fn visit(&mut self, e: &mut super::Entry, punch: bool) {
+        let s = &mut e.state;
+        let (origin, index) = (s.body.base, s.body.index_end());
+        if let Some(chunk) = s.body.freeze() {
+            if self.large && chunk.bytes.len() >= MIN_SPARE_TAIL {
+                if let Some(room) = self.spares.borrow_mut().take() {
+                    s.body.give_room(room);
+                }
+            }
+            self.jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
+        }
+        // Retention is given back one capture after it moved, so a read
+        // that resolved its start just before never meets a hole.
+        if punch && s.forks == 0 && e.punch_next.0 > e.punched.0 {
+            let own = |v: u64, base: u64| v.max(base) - base;
+            self.punches.push(Punch {
+                handle: s.handle,
+                from: e.punched,
+                bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
+                record: e.punch_next.1,
+            });
+            e.punched = e.punch_next;
+        }
+        e.punch_next = (s.retained, s.first_message);
+        self.punch_pending |= e.punch_next.0 > e.punched.0;
     }
 }
 

@@ -151,6 +151,11 @@ pub struct Store {
     pub journal_start: u32,
     /// Something was deleted: flush soon to give the space back.
     pub flush_due: bool,
+    /// Streams appended to, created or given a new retention since the last
+    /// flush's capture: a flush without a checkpoint visits only these.
+    pub(crate) written: HashSet<u64>,
+    /// A snapshot waits for a flush to store it (and a checkpoint to name it).
+    pub(crate) snapshots_pending: bool,
     /// Commit number of the newest hard delete: a reader that finds no
     /// stream answers only once it is durable.
     pub(crate) removed: u64,
@@ -276,9 +281,11 @@ impl Store {
             }
             Record::Create(c) => {
                 self.next_handle = self.next_handle.max(c.handle + 1);
+                self.written.insert(c.handle);
                 return Applied::Created { start: self.apply_create(&c) };
             }
             Record::Append(a) => {
+                self.written.insert(a.handle);
                 if let Some(e) = self.by_handle(a.handle) {
                     e.state.apply_append(&a);
                 }
@@ -297,6 +304,7 @@ impl Store {
             }
             Record::Snapshot(r) => self.apply_snapshot(&r),
             Record::Retention { handle, offset, record } => {
+                self.written.insert(handle);
                 if let Some(e) = self.by_handle(handle) {
                     e.state.retain_from(offset, record);
                 }
@@ -368,6 +376,7 @@ impl Store {
         let Some(e) = self.by_handle(r.handle) else { return };
         let old = e.state.snapshot.take();
         e.state.set_snapshot(r);
+        self.snapshots_pending = true;
         self.bury_snapshot(r.handle, old);
     }
 

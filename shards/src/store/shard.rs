@@ -377,7 +377,9 @@ impl Shard {
                 }));
             }
             // Refused frames report the tail as decided here: durable below.
-            Ok((lsn, (e.state.handle, e.state.tail(), e.state.records(), e.state.closed, results)))
+            let decided = (e.state.handle, e.state.tail(), e.state.records(), e.state.closed, results);
+            st.written.insert(decided.0);
+            Ok((lsn, decided))
         })();
         let (handle, tail, records, closed, results) = self.settle_outcome(key, decided).await?;
         self.publish(handle, tail, records, closed);
