@@ -135,7 +135,7 @@ impl StreamState {
         let records_before = self.records();
         let single = [a.data.len() as u32];
         let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
-        self.body.cache.push(a.data, lengths);
+        self.body.push(a.data, lengths);
         if a.close {
             self.closed = true;
             self.closed_by = a.producer.clone().map(Box::new);
@@ -244,7 +244,7 @@ mod tests {
         // An older publish arriving late changes nothing.
         s.publish(5, 1, false);
         assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
-        assert_eq!(s.body.cache.ends, [5, 7]);
+        assert_eq!(s.body.unflushed().map(|c| &c.ends[..]), Some(&[5, 7][..]));
     }
 
     #[test]
@@ -253,7 +253,7 @@ mod tests {
         s.apply_append(&append(b"1\n22\n", vec![2, 3], false));
         s.publish(5, 2, false);
         assert_eq!(s.records(), 2);
-        assert_eq!(s.body.cache.ends, [2, 5]);
+        assert_eq!(s.body.unflushed().map(|c| &c.ends[..]), Some(&[2, 5][..]));
     }
 
     #[test]

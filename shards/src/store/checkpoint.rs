@@ -7,7 +7,7 @@
 //! is damage, never an empty store.
 
 use crate::codec::{Cursor, Put};
-use crate::core::body::{Body, Chunk};
+use crate::core::body::Body;
 use crate::core::producer::{ProducerState, Producers};
 use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
@@ -239,7 +239,6 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     };
     let mut body = Body::new(ancestors, base, base_record);
     (body.stored, body.stored_records, body.index_len) = (tail, records, index_len);
-    body.cache = Chunk::at(tail, records);
     Some(StreamState {
         handle,
         key: Rc::new((bucket, name)),
@@ -348,7 +347,7 @@ mod tests {
         decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4, |s| streams.push(s)).unwrap();
         let r = &streams[0];
         assert_eq!(r.fork.as_deref(), c.fork.as_ref());
-        assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
+        assert_eq!((&r.body.ancestors[..], r.body.base, r.tail(), r.retained), (&[ancestor][..], 5, 5, 3));
     }
 
     #[test]
