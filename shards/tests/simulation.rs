@@ -822,7 +822,7 @@ impl World {
                     if snapshot != m.snapshot {
                         return Err(format!("{name}: snapshot differs from the model"));
                     }
-                    if s.attrs != m.attrs {
+                    if s.attrs() != m.attrs {
                         return Err(format!("{name}: attributes differ"));
                     }
                     let (first, tail) = m.ordinals();
