@@ -139,8 +139,10 @@ pub struct Body {
     /// The index's length once the frozen chunk is stored.
     pub frozen_index_len: u64,
     /// Decided, not yet flushed: `[frozen end or stored, tail)`; None
-    /// while nothing is (made by the first append after a capture).
-    cache: Option<Box<Chunk>>,
+    /// while nothing is (made by the first append after a capture). Held
+    /// in the `Rc` the capture hands the flusher, so freezing it allocates
+    /// nothing (and leaves no hole among the streams' long-lived memory).
+    cache: Option<Rc<Chunk>>,
 }
 
 impl Body {
@@ -193,7 +195,8 @@ impl Body {
             return;
         }
         let (tail, records) = self.end();
-        self.cache.get_or_insert_with(|| Box::new(Chunk::at(tail, records))).push(data, lengths);
+        let c = self.cache.get_or_insert_with(|| Rc::new(Chunk::at(tail, records)));
+        Rc::get_mut(c).expect("only the stream holds its unflushed tail").push(data, lengths);
     }
 
     /// The own-file layer, as any reader (this shard's or a fork's) sees it.
@@ -298,7 +301,7 @@ impl Body {
         if self.cache.as_ref().is_none_or(|c| c.bytes.is_empty()) {
             return None;
         }
-        let chunk: Rc<Chunk> = Rc::new(*self.cache.take().expect("a tail with bytes"));
+        let chunk = self.cache.take().expect("a tail with bytes");
         self.frozen_index_len = index::planned(self.index_end(), &chunk.ends).len;
         self.frozen = Some(chunk.clone());
         Some(chunk)
@@ -313,19 +316,20 @@ impl Body {
             "room goes to an empty tail"
         );
         let (tail, records) = self.end();
-        self.cache = Some(Box::new(Chunk { bytes: room, ..Chunk::at(tail, records) }));
+        self.cache = Some(Rc::new(Chunk { bytes: room, ..Chunk::at(tail, records) }));
     }
 
     /// A flush failed: the frozen chunk goes back in front of the unflushed
     /// tail, for the next flush to write again.
     pub fn thaw(&mut self) {
-        let Some(f) = self.frozen.take() else { return };
-        let mut c = Rc::try_unwrap(f).unwrap_or_else(|shared| (*shared).clone());
+        let Some(mut f) = self.frozen.take() else { return };
+        // The tail is the stream's alone (the flusher may still hold the frozen chunk).
+        let c = Rc::make_mut(&mut f);
         if let Some(after) = self.cache.take() {
             c.bytes.extend_from_slice(&after.bytes);
             c.ends.extend_from_slice(&after.ends);
         }
-        self.cache = Some(Box::new(c));
+        self.cache = Some(f);
     }
 
     /// The frozen chunk is in the stream files: serve it from there.
