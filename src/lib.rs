@@ -25,6 +25,7 @@ pub mod edge_limits;
 pub mod fatal;
 mod forward;
 pub mod handlers;
+pub mod heap;
 pub mod logging;
 mod mesh;
 mod metrics;

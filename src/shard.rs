@@ -114,7 +114,7 @@ pub async fn run(id: usize, cfg: Config, fd: RawFd, mesh: MeshBuilder<Message, F
         .borrow()
         .streams
         .values()
-        .filter_map(|e| e.state.fork.as_ref().map(|f| (f.parent_shard as usize, f.parent_handle)))
+        .filter_map(|e| e.state.fork().map(|f| (f.parent_shard as usize, f.parent_handle)))
         .collect();
     for (shard, handle) in parents {
         ctx.ask(shard, BucketReq::ForkRef { handle }).await;

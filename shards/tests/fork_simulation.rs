@@ -147,7 +147,7 @@ impl World {
                     .borrow()
                     .streams
                     .values()
-                    .filter_map(|e| e.state.fork.as_ref().map(|f| (f.parent_shard as usize, f.parent_handle)))
+                    .filter_map(|e| e.state.fork().map(|f| (f.parent_shard as usize, f.parent_handle)))
                     .collect::<Vec<_>>()
             })
             .collect();

@@ -797,8 +797,8 @@ impl World {
                 (None, Some(_)) => return Err(format!("{name}: present in the store, absent in the model")),
                 (Some(m), Some(e)) => {
                     let s = &e.state;
-                    let ends = &s.body.cache.ends;
-                    if s.tail() != m.data.len() as u64 || s.closed != m.closed || *ends != m.ends {
+                    let ends = s.body.unflushed().map_or(&[][..], |c| &c.ends[..]);
+                    if s.tail() != m.data.len() as u64 || s.closed != m.closed || ends != m.ends {
                         return Err(format!(
                             "{name}: store tail {} closed {} messages {}, model {} {} {}",
                             s.tail(),
@@ -822,7 +822,7 @@ impl World {
                     if snapshot != m.snapshot {
                         return Err(format!("{name}: snapshot differs from the model"));
                     }
-                    if s.attrs != m.attrs {
+                    if s.attrs() != m.attrs {
                         return Err(format!("{name}: attributes differ"));
                     }
                     let (first, tail) = m.ordinals();

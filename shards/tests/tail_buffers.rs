@@ -30,7 +30,9 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
         let mut want = Vec::new();
         s.create(&a, &CreateInput::plain(OCTET), b"", None, 0).await.unwrap();
         s.create(&small, &CreateInput::plain(OCTET), b"tiny", None, 0).await.unwrap();
-        let cache_room = |k| s.store.borrow().streams.get(k).map(|e| e.state.body.cache.bytes.capacity()).unwrap();
+        let cache_room = |k| {
+            s.store.borrow().streams.get(k).map(|e| e.state.body.unflushed().map_or(0, |c| c.bytes.capacity())).unwrap()
+        };
         // Appends of a large flush: past --flush-bytes of journal.
         let large = MIN_FLUSH_BYTES as usize / (MIN_SPARE_TAIL + 1000) + 1;
         for round in 0..3u8 {

@@ -25,7 +25,7 @@ fn read(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
     let now = ctx.now_ms();
     let mut st = ctx.shard.store.borrow_mut();
     let e = st.live(key, now).ok_or(Error::NoStream)?;
-    let body = if e.state.attrs.is_empty() { b"{}".to_vec() } else { e.state.attrs.clone() };
+    let body = if e.state.attrs().is_empty() { b"{}".to_vec() } else { e.state.attrs().to_vec() };
     Ok(Response::new(200).header(h::CONTENT_TYPE, "application/json").with_body(body))
 }
 

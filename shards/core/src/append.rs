@@ -42,7 +42,7 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
         return Err(Error::Invalid("empty append body"));
     }
     if s.closed {
-        let same_closer = input.producer.is_some() && input.producer.as_ref() == s.closed_by.as_deref();
+        let same_closer = input.producer.is_some() && input.producer.as_ref() == s.closed_by();
         return if (close_only && input.producer.is_none()) || same_closer {
             Ok(AppendDecision::Duplicate { producer: input.producer.as_ref().map(|p| (p.epoch, p.seq)) })
         } else {
@@ -67,7 +67,7 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
             ProducerCheck::Gap { expected, received } => return Err(Error::ProducerGap { expected, received }),
         }
     }
-    if let (Some(seq), Some(last)) = (input.stream_seq, &s.last_stream_seq) {
+    if let (Some(seq), Some(last)) = (input.stream_seq, s.last_stream_seq()) {
         if seq.as_bytes() <= last.as_bytes() {
             return Err(Error::SeqRegression);
         }
@@ -165,8 +165,8 @@ mod tests {
     #[test]
     fn producer_dedup_runs_before_stream_seq() {
         let mut s = stream("text/plain");
-        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 0, seq: 0 }, (0, 0, 0));
-        s.last_stream_seq = Some("b".into());
+        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 0, seq: 0 }, (0, 0, 0), 16);
+        s.rare_mut().last_stream_seq = Some("b".into());
         let mut dup = input(Some("text/plain"), b"x");
         dup.producer = Some(stamp(0, 0));
         dup.stream_seq = Some("b");

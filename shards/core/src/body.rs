@@ -9,7 +9,8 @@
 //!
 //! Memory per stream is the layer bookkeeping plus the unflushed bytes and
 //! their message ends; the flusher bounds the latter, whatever the
-//! stream's message count.
+//! stream's message count. An idle stream (everything stored) holds no
+//! chunk at all: its tail is where its own files end.
 
 use crate::index::{self, IndexEnd};
 use std::rc::Rc;
@@ -125,7 +126,7 @@ pub enum Layer<'a> {
 /// A stream's layers (see the module header).
 #[derive(Clone, Debug, Default)]
 pub struct Body {
-    pub ancestors: Vec<Ancestor>,
+    pub ancestors: Box<[Ancestor]>,
     pub base: u64,
     pub base_record: u64,
     /// Own stream files hold `[base, stored)` and records `[base_record, stored_records)`.
@@ -137,8 +138,11 @@ pub struct Body {
     pub frozen: Option<Rc<Chunk>>,
     /// The index's length once the frozen chunk is stored.
     pub frozen_index_len: u64,
-    /// Decided, not yet flushed: `[frozen end or stored, tail)`.
-    pub cache: Chunk,
+    /// Decided, not yet flushed: `[frozen end or stored, tail)`; None
+    /// while nothing is (made by the first append after a capture). Held
+    /// in the `Rc` the capture hands the flusher, so freezing it allocates
+    /// nothing (and leaves no hole among the streams' long-lived memory).
+    cache: Option<Rc<Chunk>>,
 }
 
 impl Body {
@@ -149,7 +153,7 @@ impl Body {
             assert_eq!((last.end, last.end_record), (base, base_record), "ancestors end where the stream begins");
         }
         Body {
-            ancestors,
+            ancestors: ancestors.into_boxed_slice(),
             base,
             base_record,
             stored: base,
@@ -157,16 +161,42 @@ impl Body {
             index_len: 0,
             frozen: None,
             frozen_index_len: 0,
-            cache: Chunk::at(base, base_record),
+            cache: None,
+        }
+    }
+
+    /// Where the newest memory layer ends (the stream files' end when
+    /// none is held): the decided tail and record count.
+    fn end(&self) -> (u64, u64) {
+        match (&self.cache, &self.frozen) {
+            (Some(c), _) => (c.end(), c.end_record()),
+            (None, Some(f)) => (f.end(), f.end_record()),
+            (None, None) => (self.stored, self.stored_records),
         }
     }
 
     pub fn tail(&self) -> u64 {
-        self.cache.end()
+        self.end().0
     }
 
     pub fn records(&self) -> u64 {
-        self.cache.end_record()
+        self.end().1
+    }
+
+    /// The decided, unflushed tail, if it holds anything.
+    pub fn unflushed(&self) -> Option<&Chunk> {
+        self.cache.as_deref()
+    }
+
+    /// Appends messages of `lengths` whose bytes are `data` to the unflushed
+    /// tail (nothing, such as a close, makes no chunk).
+    pub fn push(&mut self, data: &[u8], lengths: &[u32]) {
+        if data.is_empty() && lengths.is_empty() {
+            return;
+        }
+        let (tail, records) = self.end();
+        let c = self.cache.get_or_insert_with(|| Rc::new(Chunk::at(tail, records)));
+        Rc::get_mut(c).expect("only the stream holds its unflushed tail").push(data, lengths);
     }
 
     /// The own-file layer, as any reader (this shard's or a fork's) sees it.
@@ -192,7 +222,7 @@ impl Body {
     /// The own index's length once everything up to the tail is stored
     /// (right after a flush's capture froze the whole tail).
     pub fn index_len_after_flush(&self) -> u64 {
-        assert!(self.cache.ends.is_empty(), "the capture froze the whole tail");
+        assert!(self.cache.as_ref().is_none_or(|c| c.ends.is_empty()), "the capture froze the whole tail");
         if self.frozen.is_some() {
             self.frozen_index_len
         } else {
@@ -216,7 +246,7 @@ impl Body {
     }
 
     fn ram(&self) -> impl Iterator<Item = &Chunk> {
-        self.frozen.as_deref().into_iter().chain(std::iter::once(&self.cache))
+        self.frozen.as_deref().into_iter().chain(self.cache.as_deref())
     }
 
     /// The layer holding byte `offset` (below the tail).
@@ -264,14 +294,14 @@ impl Body {
     }
 
     /// Moves the unflushed tail into `frozen` for the flusher; returns it
-    /// (None when there is nothing to flush).
+    /// (None when there is nothing to flush). The stream then holds no
+    /// unflushed tail until its next append.
     pub fn freeze(&mut self) -> Option<Rc<Chunk>> {
         assert!(self.frozen.is_none(), "one flush at a time");
-        if self.cache.bytes.is_empty() {
+        if self.cache.as_ref().is_none_or(|c| c.bytes.is_empty()) {
             return None;
         }
-        let next = Chunk::at(self.cache.end(), self.cache.end_record());
-        let chunk = Rc::new(std::mem::replace(&mut self.cache, next));
+        let chunk = self.cache.take().expect("a tail with bytes");
         self.frozen_index_len = index::planned(self.index_end(), &chunk.ends).len;
         self.frozen = Some(chunk.clone());
         Some(chunk)
@@ -281,18 +311,25 @@ impl Body {
     /// already mapped (`store::spares`): appends copy into it without
     /// faulting fresh memory in.
     pub fn give_room(&mut self, room: Vec<u8>) {
-        assert!(self.cache.bytes.is_empty() && room.is_empty(), "room goes to an empty tail");
-        self.cache.bytes = room;
+        assert!(
+            self.cache.as_ref().is_none_or(|c| c.bytes.is_empty()) && room.is_empty(),
+            "room goes to an empty tail"
+        );
+        let (tail, records) = self.end();
+        self.cache = Some(Rc::new(Chunk { bytes: room, ..Chunk::at(tail, records) }));
     }
 
     /// A flush failed: the frozen chunk goes back in front of the unflushed
     /// tail, for the next flush to write again.
     pub fn thaw(&mut self) {
-        let Some(f) = self.frozen.take() else { return };
-        let mut c = Rc::try_unwrap(f).unwrap_or_else(|shared| (*shared).clone());
-        c.bytes.extend_from_slice(&self.cache.bytes);
-        c.ends.extend_from_slice(&self.cache.ends);
-        self.cache = c;
+        let Some(mut f) = self.frozen.take() else { return };
+        // The tail is the stream's alone (the flusher may still hold the frozen chunk).
+        let c = Rc::make_mut(&mut f);
+        if let Some(after) = self.cache.take() {
+            c.bytes.extend_from_slice(&after.bytes);
+            c.ends.extend_from_slice(&after.ends);
+        }
+        self.cache = Some(f);
     }
 
     /// The frozen chunk is in the stream files: serve it from there.
@@ -316,10 +353,12 @@ mod tests {
     #[test]
     fn layers_cover_ancestors_files_frozen_and_cache() {
         let mut b = Body::new(vec![ancestor()], 10, 2);
-        b.cache.push(b"abcdef", &[2, 4]);
+        assert_eq!((b.tail(), b.records(), b.unflushed()), (10, 2, None), "no chunk before the first append");
+        b.push(b"abcdef", &[2, 4]);
         assert_eq!((b.tail(), b.records()), (16, 4));
         assert_eq!(b.freeze().map(|c| c.end()), Some(16));
-        b.cache.push(b"xyz", &[3]);
+        assert_eq!((b.unflushed(), b.tail()), (None, 16), "the capture took the whole tail");
+        b.push(b"xyz", &[3]);
         assert!(matches!(b.layer_at(0, 3, 9), Layer::File(f) if f.handle == 7));
         assert!(matches!(b.layer_at(0, 3, 12), Layer::Ram(c) if c.start == 10));
         assert!(matches!(b.layer_of(0, 3, 4), Layer::Ram(c) if c.start == 16));
@@ -327,7 +366,8 @@ mod tests {
         b.copy_ram(11, 18, &mut out);
         assert_eq!(out, b"bcdefxy");
         b.thaw();
-        assert_eq!((b.frozen.is_none(), b.cache.start, b.cache.ends.clone()), (true, 10, vec![12, 16, 19]));
+        let c = b.unflushed().expect("thawed");
+        assert_eq!((b.frozen.is_none(), c.start, c.ends.clone()), (true, 10, vec![12, 16, 19]));
         assert!(b.freeze().is_some());
         assert_eq!(b.index_len_after_flush(), 16 + 5 + 3, "a page header and an entry of three lengths");
         b.stored_frozen();

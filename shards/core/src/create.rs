@@ -47,7 +47,7 @@ pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) 
             && s.lifetime.ttl_secs == input.ttl_secs
             && s.lifetime.expires_at_ms == input.expires_at_ms
             && s.closed == input.closed
-            && s.attrs == input.attrs;
+            && s.attrs() == input.attrs;
         return if same { Ok(CreateDecision::Exists) } else { Err(CONFLICT) };
     }
     if is_json(&input.content_type) {

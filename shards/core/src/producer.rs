@@ -20,13 +20,13 @@ pub struct ProducerState {
 /// written producer is forgotten (as Kafka expires idle producer ids), and
 /// its next request is judged as a new producer's. Only accepted writes
 /// count as use, so replaying the log forgets exactly the producers the live
-/// server forgot (given the same cap).
-#[derive(Clone, Debug)]
+/// server forgot (given the same cap). The cap is the store's, passed in:
+/// every stream of a shard has the same.
+#[derive(Clone, Debug, Default)]
 pub struct Producers {
     /// `None` until a producer first writes: most streams never have one,
     /// and an idle stream then pays one pointer for the table.
     table: Option<Box<Table>>,
-    cap: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -37,20 +37,15 @@ struct Table {
 }
 
 impl Producers {
-    /// An empty table remembering at most `cap` (at least one) producers.
-    pub fn new(cap: usize) -> Producers {
-        assert!(cap > 0, "a producer table must hold at least one producer");
-        Producers { table: None, cap }
-    }
-
-    /// A table as a checkpoint recorded it: `writes` so far and the producers.
+    /// A table as a checkpoint recorded it: `writes` so far and the
+    /// producers, at most `cap` (at least one) of them remembered.
     pub fn restore(cap: usize, writes: u64, by_id: HashMap<String, ProducerState>) -> Producers {
-        let mut p = Producers::new(cap);
+        let mut p = Producers::default();
         if writes > 0 || !by_id.is_empty() {
             p.table = Some(Box::new(Table { by_id, writes }));
         }
         // A smaller cap than when checkpointed forgets the least recently written.
-        p.evict();
+        p.evict(cap);
         p
     }
 
@@ -72,19 +67,20 @@ impl Producers {
     }
 
     /// Records `stamp`'s accepted write, answered with `ack`; forgets the
-    /// least recently written producer if the table is then over its cap.
-    pub fn record(&mut self, stamp: &ProducerStamp, ack: (u64, u64, u64)) {
+    /// least recently written producer if the table is then over `cap`.
+    pub fn record(&mut self, stamp: &ProducerStamp, ack: (u64, u64, u64), cap: usize) {
         let t = self.table.get_or_insert_with(Box::default);
         t.writes += 1;
         let state = ProducerState { epoch: stamp.epoch, last_seq: stamp.seq, ack, written: t.writes };
         t.by_id.insert(stamp.id.clone(), state);
-        self.evict();
+        self.evict(cap);
     }
 
-    /// Forgets the least recently written producers beyond the cap.
-    fn evict(&mut self) {
+    /// Forgets the least recently written producers beyond `cap`.
+    fn evict(&mut self, cap: usize) {
+        assert!(cap > 0, "a producer table must hold at least one producer");
         let Some(t) = self.table.as_mut() else { return };
-        while t.by_id.len() > self.cap {
+        while t.by_id.len() > cap {
             let oldest = t.by_id.iter().min_by_key(|(_, p)| p.written).map(|(id, _)| id.clone());
             t.by_id.remove(&oldest.expect("over the cap, so not empty"));
         }
@@ -170,11 +166,11 @@ mod tests {
 
     #[test]
     fn least_recently_written_producer_is_forgotten_beyond_the_cap() {
-        let mut t = Producers::new(2);
-        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 0 }, (1, 0, 1));
-        t.record(&ProducerStamp { id: "b".into(), epoch: 0, seq: 0 }, (2, 1, 2));
-        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 1 }, (3, 2, 3));
-        t.record(&ProducerStamp { id: "c".into(), epoch: 0, seq: 0 }, (4, 3, 4));
+        let mut t = Producers::default();
+        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 0 }, (1, 0, 1), 2);
+        t.record(&ProducerStamp { id: "b".into(), epoch: 0, seq: 0 }, (2, 1, 2), 2);
+        t.record(&ProducerStamp { id: "a".into(), epoch: 0, seq: 1 }, (3, 2, 3), 2);
+        t.record(&ProducerStamp { id: "c".into(), epoch: 0, seq: 0 }, (4, 3, 4), 2);
         assert_eq!(t.len(), 2);
         assert!(t.get("b").is_none(), "b wrote least recently");
         assert_eq!(t.get("a").map(|p| p.last_seq), Some(1));

@@ -36,20 +36,18 @@ pub struct StreamState {
     pub created_ms: u64,
     pub last_write_ms: u64,
     pub lifetime: Lifetime,
-    /// Canonical attribute JSON, empty when none.
-    pub attrs: Vec<u8>,
     pub closed: bool,
-    /// The producer stamp whose request closed the stream.
-    pub closed_by: Option<Box<ProducerStamp>>,
-    pub last_stream_seq: Option<String>,
+    /// What few streams set (attributes, fork origin, closing stamp,
+    /// Stream-Seq): one pointer for the rest.
+    pub rare: Option<Box<Rare>>,
     pub producers: Producers,
+    /// Producers the stream remembers at most (the store's setting).
+    pub max_producers: u32,
     /// Where the bytes and message boundaries live.
     pub body: Body,
     pub visible: Visible,
     /// The shard this stream lives on.
     pub shard: u32,
-    /// Fork origin, as requested (for idempotent re-creation and release).
-    pub fork: Option<Box<ForkRecord>>,
     /// Live forks whose parent is this stream.
     pub forks: u32,
     /// Deleted while forks remain: every request gets 410.
@@ -60,6 +58,18 @@ pub struct StreamState {
     pub retained: u64,
     /// Index of the first retained message (record ordinal F).
     pub first_message: u64,
+}
+
+/// The parts of a stream's state that few streams set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rare {
+    /// Canonical attribute JSON, empty when none.
+    pub attrs: Vec<u8>,
+    /// Fork origin, as requested (for idempotent re-creation and release).
+    pub fork: Option<ForkRecord>,
+    /// The producer stamp whose request closed the stream.
+    pub closed_by: Option<ProducerStamp>,
+    pub last_stream_seq: Option<String>,
 }
 
 /// A published snapshot and where its blob lives.
@@ -85,6 +95,7 @@ impl StreamState {
     /// State of a stream as its create record describes it, remembering at
     /// most `max_producers` producers.
     pub fn from_create(c: &CreateRecord, shard: u32, max_producers: usize) -> StreamState {
+        let rare = Rare { attrs: c.attrs.clone(), fork: c.fork.clone(), ..Rare::default() };
         let (body, retained, first_message) = match &c.fork {
             None => (Body::new(Vec::new(), 0, 0), 0, 0),
             Some(f) => {
@@ -102,21 +113,56 @@ impl StreamState {
             created_ms: c.created_ms,
             last_write_ms: c.created_ms,
             lifetime: Lifetime { ttl_secs: c.ttl_secs, expires_at_ms: c.expires_at_ms, last_access_ms: c.created_ms },
-            attrs: c.attrs.clone(),
             closed: c.closed,
-            closed_by: None,
-            last_stream_seq: None,
-            producers: Producers::new(max_producers),
+            rare: rare.boxed(),
+            producers: Producers::default(),
+            max_producers: Self::producer_cap(max_producers),
             body,
             visible: Visible { tail, closed: c.closed, messages },
             shard,
-            fork: c.fork.clone().map(Box::new),
             forks: 0,
             deleted: false,
             snapshot: None,
             retained,
             first_message,
         }
+    }
+
+    /// `max_producers` as a stream keeps it: beyond `u32::MAX` (`sluice
+    /// check` remembers every producer) it is as good as no cap.
+    pub fn producer_cap(max_producers: usize) -> u32 {
+        assert!(max_producers > 0, "a producer table must hold at least one producer");
+        u32::try_from(max_producers).unwrap_or(u32::MAX)
+    }
+
+    /// Canonical attribute JSON, empty when none.
+    pub fn attrs(&self) -> &[u8] {
+        self.rare.as_ref().map_or(&[], |r| &r.attrs)
+    }
+
+    /// Fork origin, as requested (for idempotent re-creation and release).
+    pub fn fork(&self) -> Option<&ForkRecord> {
+        self.rare.as_ref()?.fork.as_ref()
+    }
+
+    /// The producer stamp whose request closed the stream.
+    pub fn closed_by(&self) -> Option<&ProducerStamp> {
+        self.rare.as_ref()?.closed_by.as_ref()
+    }
+
+    /// The Stream-Seq of the last append that carried one.
+    pub fn last_stream_seq(&self) -> Option<&str> {
+        self.rare.as_ref()?.last_stream_seq.as_deref()
+    }
+
+    /// The rare parts, for a change (made when the stream had none).
+    pub fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    /// Producers the stream remembers at most.
+    pub fn max_producers(&self) -> usize {
+        self.max_producers as usize
     }
 
     /// The decided tail (what the next append starts at).
@@ -135,17 +181,19 @@ impl StreamState {
         let records_before = self.records();
         let single = [a.data.len() as u32];
         let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
-        self.body.cache.push(a.data, lengths);
+        self.body.push(a.data, lengths);
         if a.close {
             self.closed = true;
-            self.closed_by = a.producer.clone().map(Box::new);
+            if a.producer.is_some() || self.closed_by().is_some() {
+                self.rare_mut().closed_by = a.producer.clone();
+            }
         }
         if let Some(s) = &a.stream_seq {
-            self.last_stream_seq = Some(s.clone());
+            self.rare_mut().last_stream_seq = Some(s.clone());
         }
         if let Some(p) = &a.producer {
             let ack = (self.tail(), records_before, self.records());
-            self.producers.record(p, ack);
+            self.producers.record(p, ack, self.max_producers());
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
@@ -203,6 +251,13 @@ impl StreamState {
     }
 }
 
+impl Rare {
+    /// Boxed, or None when it holds nothing.
+    pub fn boxed(self) -> Option<Box<Rare>> {
+        (self != Rare::default()).then(|| Box::new(self))
+    }
+}
+
 /// Test fixtures shared by the core's unit tests.
 #[cfg(test)]
 pub(crate) mod fixture {
@@ -244,7 +299,7 @@ mod tests {
         // An older publish arriving late changes nothing.
         s.publish(5, 1, false);
         assert_eq!(s.visible, Visible { tail: 7, closed: true, messages: 2 });
-        assert_eq!(s.body.cache.ends, [5, 7]);
+        assert_eq!(s.body.unflushed().map(|c| &c.ends[..]), Some(&[5, 7][..]));
     }
 
     #[test]
@@ -253,7 +308,7 @@ mod tests {
         s.apply_append(&append(b"1\n22\n", vec![2, 3], false));
         s.publish(5, 2, false);
         assert_eq!(s.records(), 2);
-        assert_eq!(s.body.cache.ends, [2, 5]);
+        assert_eq!(s.body.unflushed().map(|c| &c.ends[..]), Some(&[2, 5][..]));
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! is damage, never an empty store.
 
 use crate::codec::{Cursor, Put};
-use crate::core::body::{Body, Chunk};
+use crate::core::body::Body;
 use crate::core::producer::{ProducerState, Producers};
-use crate::core::stream::{Blob, Snapshot, StreamState, Visible};
+use crate::core::stream::{Blob, Rare, Snapshot, StreamState, Visible};
 use crate::core::ttl::Lifetime;
 use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
@@ -91,11 +91,11 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_opt_u64(s.lifetime.ttl_secs);
     out.put_opt_u64(s.lifetime.expires_at_ms);
     out.put_u64(s.lifetime.last_access_ms);
-    out.put_bytes(&s.attrs);
+    out.put_bytes(s.attrs());
     out.put_u8(s.closed as u8);
     out.put_u8(s.deleted as u8);
-    ProducerStamp::put_opt(out, s.closed_by.as_deref());
-    out.put_opt_bytes(s.last_stream_seq.as_deref().map(str::as_bytes));
+    ProducerStamp::put_opt(out, s.closed_by());
+    out.put_opt_bytes(s.last_stream_seq().map(str::as_bytes));
     let (writes, producers) = s.producers.entries();
     out.put_u64(writes);
     out.put_u32(s.producers.len() as u32);
@@ -110,8 +110,8 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
         out.put_u64(v);
     }
     // A fork's ancestors are its body's: they are recorded once, in the fork record.
-    debug_assert_eq!(s.fork.as_ref().map_or(&[][..], |f| &f.ancestors[..]), &b.ancestors[..]);
-    ForkRecord::put_opt(out, s.fork.as_deref());
+    debug_assert_eq!(s.fork().map_or(&[][..], |f| &f.ancestors[..]), &b.ancestors[..]);
+    ForkRecord::put_opt(out, s.fork());
     match &s.snapshot {
         Some(snap) => {
             out.put_u8(1);
@@ -239,7 +239,6 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     };
     let mut body = Body::new(ancestors, base, base_record);
     (body.stored, body.stored_records, body.index_len) = (tail, records, index_len);
-    body.cache = Chunk::at(tail, records);
     Some(StreamState {
         handle,
         key: Rc::new((bucket, name)),
@@ -248,15 +247,13 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         created_ms,
         last_write_ms,
         lifetime,
-        attrs,
         closed,
-        closed_by: closed_by.map(Box::new),
-        last_stream_seq,
+        rare: Rare { attrs, fork, closed_by, last_stream_seq }.boxed(),
         producers: Producers::restore(max_producers, writes, by_id),
+        max_producers: StreamState::producer_cap(max_producers),
         body,
         visible: Visible { tail, closed, messages: records },
         shard,
-        fork: fork.map(Box::new),
         forks: 0,
         deleted,
         snapshot: snapshot.map(Box::new),
@@ -296,9 +293,9 @@ mod tests {
             messages: vec![2, 3],
             data,
         });
-        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 2, seq: 7 }, (5, 0, 2));
-        s.last_stream_seq = Some("k".into());
-        s.attrs = b"{\"a\":1}".to_vec();
+        s.producers.record(&ProducerStamp { id: "p".into(), epoch: 2, seq: 7 }, (5, 0, 2), 16);
+        s.rare_mut().last_stream_seq = Some("k".into());
+        s.rare_mut().attrs = b"{\"a\":1}".to_vec();
         s.retain_from(0, 0);
         let blob = Blob::Pending(std::rc::Rc::new(b"snap".to_vec()));
         s.snapshot =
@@ -319,7 +316,7 @@ mod tests {
         assert_eq!(r.body.index_len, 16 + 5 + 2, "the index as the flush will leave it: a page header, one entry");
         assert_eq!(r.visible, Visible { tail: 5, closed: false, messages: 2 });
         assert_eq!(r.producers.get("p").map(|p| (p.epoch, p.last_seq, p.ack)), Some((2, 7, (5, 0, 2))));
-        assert_eq!((r.last_stream_seq.as_deref(), &r.attrs[..], r.json), (Some("k"), &b"{\"a\":1}"[..], true));
+        assert_eq!((r.last_stream_seq(), r.attrs(), r.json), (Some("k"), &b"{\"a\":1}"[..], true));
         assert_eq!(
             r.snapshot.as_ref().map(|s| s.blob.clone()),
             Some(Blob::Stored(4)),
@@ -347,8 +344,8 @@ mod tests {
         let mut streams = Vec::new();
         decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4, |s| streams.push(s)).unwrap();
         let r = &streams[0];
-        assert_eq!(r.fork.as_deref(), c.fork.as_ref());
-        assert_eq!((r.body.ancestors.clone(), r.body.base, r.tail(), r.retained), (vec![ancestor], 5, 5, 3));
+        assert_eq!(r.fork(), c.fork.as_ref());
+        assert_eq!((&r.body.ancestors[..], r.body.base, r.tail(), r.retained), (&[ancestor][..], 5, 5, 3));
     }
 
     #[test]

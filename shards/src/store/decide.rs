@@ -84,7 +84,7 @@ impl Store {
             return Err(create::CONFLICT);
         }
         if let (Some(e), Some(plan)) = (self.streams.get(key), fork) {
-            let same = e.state.fork.as_ref().is_some_and(|f| {
+            let same = e.state.fork().is_some_and(|f| {
                 f.from == plan.record.from && f.offset == plan.record.offset && f.sub == plan.record.sub
             });
             if !same {
@@ -245,7 +245,7 @@ impl Store {
     pub fn decide_attrs(&mut self, log: &impl Journal, key: &StreamKey, attrs: Vec<u8>, now_ms: u64) -> Decided<()> {
         self.expire(log, key, now_ms);
         let e = self.entry(key)?;
-        if e.state.attrs != attrs {
+        if e.state.attrs() != attrs {
             let record = Record::Attrs { handle: e.state.handle, attrs };
             e.settle = log.append(&record).lsn;
             self.commit(record);

@@ -69,9 +69,10 @@ pub struct Entry {
     queued_ms: u64,
 }
 
-// A stream's in-memory cost (issue 25): rare parts (fork origin, snapshot,
-// producer table, closing stamp) are boxed and the name is shared with the
-// map, so an idle stream's entry stays within this.
+// A stream's in-memory cost (issue 25): rare parts (attributes, fork
+// origin, snapshot, producer table, closing stamp, Stream-Seq) and the
+// unflushed tail are boxed, and the name is shared with the map, so an idle
+// stream's entry stays within this.
 const _: () = assert!(std::mem::size_of::<Entry>() <= STREAM_ENTRY_BYTES);
 
 impl Entry {
@@ -299,7 +300,7 @@ impl Store {
             }
             Record::Attrs { handle, attrs } => {
                 if let Some(e) = self.by_handle(handle) {
-                    e.state.attrs = attrs;
+                    e.state.rare_mut().attrs = attrs;
                 }
             }
             Record::Snapshot(r) => self.apply_snapshot(&r),
@@ -490,7 +491,7 @@ impl Store {
         self.census.removed(&key.0, handle, e.queued_ms);
         self.bury(&e);
         e.notify();
-        e.state.fork.as_ref().map(|f| (f.parent_shard, f.parent_handle))
+        e.state.fork().map(|f| (f.parent_shard, f.parent_handle))
     }
 
     /// The stream at `key` for a write: missing is 404, a tombstone 410.
