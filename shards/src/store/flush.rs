@@ -307,8 +307,9 @@ impl Shard {
         let mut snapshots = Vec::new();
         if due {
             // A checkpoint records every stream as stored up to its tail:
-            // every stream is visited, whatever `written` says.
-            st.written.clear();
+            // every stream is visited, whatever `written` says (dropped with
+            // its room: a burst of creates leaves no table behind).
+            st.written = HashSet::new();
             st.snapshots_pending = false;
             for e in st.streams.values_mut() {
                 if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {
