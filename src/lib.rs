@@ -25,7 +25,6 @@ pub mod edge_limits;
 pub mod fatal;
 mod forward;
 pub mod handlers;
-pub mod heap;
 pub mod logging;
 mod mesh;
 mod metrics;

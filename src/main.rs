@@ -3,7 +3,7 @@
 use clap::error::ErrorKind;
 use clap::Parser;
 use sluice::config::{self, Cli, Command};
-use sluice::{check, config_file, fatal, heap, logging, server};
+use sluice::{check, config_file, fatal, logging, server};
 use std::io::Write;
 
 fn main() {
@@ -46,7 +46,6 @@ fn main() {
                 let _ = writeln!(std::io::stderr(), "sluice: {why} (see sluice serve --help)");
                 std::process::exit(2);
             }
-            heap::configure();
             logging::init(&cfg.log_level, &cfg.log_format);
             fatal::stop_process_on_panic();
             if let Err(code) = server::run(*cfg) {
