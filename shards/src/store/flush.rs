@@ -37,6 +37,7 @@
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::clean_stop::{self, CheckpointId, CLEAN_STOP};
 use super::files::{snapshot_name, FileName, STREAMS_DIR};
+use super::shard::Installed;
 use super::{Shard, StreamKey};
 use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
@@ -181,7 +182,7 @@ impl Shard {
         let flushed = self.flush().await;
         self.stopped.set(true);
         flushed?;
-        let id = self.installed.get().expect("a flush with a forced checkpoint that succeeded installed one");
+        let id = self.installed.get().expect("a flush with a forced checkpoint that succeeded installed one").id;
         clean_stop::write(self.files.storage(), &self.shard_dir(), id).await.map_err(io(CLEAN_STOP))
     }
 
@@ -210,8 +211,8 @@ impl Shard {
                 match &c.checkpoint {
                     Some(checkpoint) => {
                         self.checkpointed.set((self.flushed.get(), checkpoint.len()));
-                        self.checkpoint_took.set(Some((Instant::now(), started.elapsed())));
-                        self.installed.set(Some(CheckpointId::of(c.generation, checkpoint)));
+                        let id = CheckpointId::of(c.generation, checkpoint);
+                        self.installed.set(Some(Installed { id, ended: Instant::now(), took: started.elapsed() }));
                         stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + checkpoint.len() as u64);
                         self.unrecorded.set(false);
                         self.clean_up(&c).await
@@ -300,8 +301,8 @@ impl Shard {
         let generation = st.generation;
         let forced = self.force_checkpoint.take();
         let may_free = forced || self.may_free();
-        // Snapshot files carry this flush's generation: only a checkpoint names them.
         let frees = st.flush_due || !st.graveyard.is_empty();
+        // Snapshot files carry this flush's generation: only a checkpoint names them.
         let due = forced || st.snapshots_pending || (frees && may_free) || self.lagging();
         let mut v = Visit { large, spares: &self.spares, jobs: Vec::new(), punches: Vec::new(), punch_pending: false };
         let mut snapshots = Vec::new();
@@ -422,8 +423,8 @@ impl Shard {
 
     /// How long until a checkpoint may give space back ([`Shard::may_free`]).
     pub fn frees_after(&self) -> Duration {
-        let left = |(at, took): (Instant, Duration)| (took * self.flush.free_spacing).saturating_sub(at.elapsed());
-        self.checkpoint_took.get().map_or(Duration::ZERO, left)
+        let left = |i: Installed| (i.took * self.flush.free_spacing).saturating_sub(i.ended.elapsed());
+        self.installed.get().map_or(Duration::ZERO, left)
     }
 
     /// Step 5, after the checkpoint's rename (see the module header): every

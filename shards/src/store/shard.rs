@@ -29,6 +29,15 @@ pub struct FlushConfig {
     pub free_spacing: u32,
 }
 
+/// The last checkpoint a flush installed (see [`Shard::stop_clean`] and
+/// `Shard::may_free`).
+#[derive(Clone, Copy)]
+pub(crate) struct Installed {
+    pub id: CheckpointId,
+    pub ended: std::time::Instant,
+    pub took: std::time::Duration,
+}
+
 /// What a write does to the disk: the disk room it needs depends on it
 /// (see [`Shard::disk_room`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,15 +86,13 @@ pub struct Shard {
     /// `log.appended_bytes()` when the last checkpoint written was
     /// captured, and its length (see `Shard::lagging`).
     pub(crate) checkpointed: Cell<(u64, usize)>,
-    /// When the last flush that wrote a checkpoint ended, and how long it
-    /// took (see `Shard::may_free`).
-    pub(crate) checkpoint_took: Cell<Option<(std::time::Instant, std::time::Duration)>>,
     /// A flush since the last checkpoint stored bytes it does not record.
     pub(crate) unrecorded: Cell<bool>,
     /// The next flush writes a checkpoint whatever its size.
     pub(crate) force_checkpoint: Cell<bool>,
-    /// The checkpoint the last flush that wrote one installed.
-    pub(crate) installed: Cell<Option<CheckpointId>>,
+    /// The checkpoint the last flush that wrote one installed, when that
+    /// flush ended and how long it took.
+    pub(crate) installed: Cell<Option<Installed>>,
     /// The clean stop's flush ran ([`Shard::stop_clean`]): no flush runs after it.
     pub(crate) stopped: Cell<bool>,
     /// Tail buffers one flush leaves for the next capture.
@@ -202,7 +209,6 @@ impl Shard {
             flush_error: RefCell::new(None),
             flush_stats: crate::stats::FlushStats::new(flushed),
             checkpointed: Cell::new((flushed, 0)),
-            checkpoint_took: Cell::new(None),
             unrecorded: Cell::new(false),
             force_checkpoint: Cell::new(false),
             installed: Cell::new(None),
