@@ -23,7 +23,7 @@ use sluice_shards::store::StreamKey;
 /// A planned streamed response: `head` announces `end - from` bytes, the
 /// first piece of which (up to `first.end`) is read already.
 pub struct Catchup {
-    pub key: StreamKey,
+    pub key: Box<StreamKey>,
     pub from: u64,
     pub end: u64,
     pub head: Response,
@@ -77,12 +77,12 @@ pub async fn send_streamed(ctx: &Ctx, sock: &mut TcpStream, c: Catchup, close: b
         let span = match ctx.shard.read_span_into(&c.key, pos, piece(ctx, pos, c.end), std::mem::take(&mut buf)).await {
             Ok(s) if s.end > pos && s.end <= c.end => s,
             Ok(s) => {
-                tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, end = s.end, "streamed read cut short: the stream changed under it");
+                tracing::warn!(key = %c.key, at = pos, end = s.end, "streamed read cut short: the stream changed under it");
                 reset(sock);
                 return false;
             }
             Err(e) => {
-                tracing::warn!(bucket = %c.key.0, stream = %c.key.1, at = pos, error = %e, "streamed read failed part-way");
+                tracing::warn!(key = %c.key, at = pos, error = %e, "streamed read failed part-way");
                 reset(sock);
                 return false;
             }

@@ -27,7 +27,7 @@ use std::time::Instant;
 pub enum Start {
     /// Joined the relay: the response head and first control event, and the
     /// offset and stream incarnation the events follow.
-    Live { key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
+    Live { key: Box<StreamKey>, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
     /// Not relayable (catch-up, another view, a cursor ahead): move the connection here.
     Move,
 }
@@ -37,7 +37,7 @@ pub enum Start {
 pub fn join(ctx: &Rc<Ctx>, from: usize, req: SseRequest) -> Start {
     let interval = next_cursor(ctx.now_ms(), None, 0);
     let cursor = next_cursor(ctx.now_ms(), req.cursor.as_deref(), ctx.random());
-    let live = ctx.shard.store.borrow().streams.get(&req.key).and_then(|e| {
+    let live = ctx.shard.store.borrow().streams.get(&*req.key).and_then(|e| {
         let s = &e.state;
         (s.visible.tail == req.from && !s.visible.closed && !s.deleted).then_some(s.handle)
     });
@@ -87,13 +87,13 @@ pub fn leave(ctx: &Ctx, from: usize, key: &StreamKey, handle: u64, pump: u64) {
 
 /// Owner: reads each new batch once and sends its encoded event to every
 /// subscribing shard, until none remain or the stream ends.
-async fn run_pump(ctx: Rc<Ctx>, key: StreamKey, pump: Rc<Pump>) {
+async fn run_pump(ctx: Rc<Ctx>, key: Box<StreamKey>, pump: Rc<Pump>) {
     let current = |ctx: &Ctx| ctx.relays.pumps.borrow().get(&key).is_some_and(|p| Rc::ptr_eq(p, &pump));
     loop {
         let shards: Vec<usize> =
             pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
         let state =
-            ctx.shard.store.borrow_mut().streams.get_mut(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
+            ctx.shard.store.borrow_mut().streams.get_mut(&*key).filter(|e| e.state.handle == pump.handle).map(|e| {
                 let (signal, seen) = e.park();
                 let s = &e.state;
                 (signal, seen, s.visible.tail, s.visible.closed, s.deleted, s.content_type.clone())
@@ -181,7 +181,7 @@ pub fn subscribe(ctx: &Ctx, key: &StreamKey, handle: u64, pump: u64) -> Rc<Feed>
             subscribers: Cell::new(0),
             gone: Cell::new(false),
         });
-        feeds.insert(key.clone(), feed.clone());
+        feeds.insert(key.to_owned(), feed.clone());
         feed
     });
     feed.subscribers.set(feed.subscribers.get() + 1);
@@ -198,7 +198,7 @@ pub fn unsubscribe(ctx: &Rc<Ctx>, owner: usize, key: &StreamKey, feed: &Rc<Feed>
         feeds.remove(key);
     }
     drop(feeds);
-    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.clone(), handle: feed.handle, pump: feed.pump });
+    push(ctx, owner, Envelope::Leave { from: ctx.id, key: key.to_owned(), handle: feed.handle, pump: feed.pump });
 }
 
 /// Subscriber shard: an event (None: the end) of a remote stream arrived.

@@ -41,7 +41,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         out.clear();
         let (signal, seen, tail, closed, shared) = {
             let mut st = ctx.shard.store.borrow_mut();
-            let Some(e) = st.streams.get_mut(&req.key) else {
+            let Some(e) = st.streams.get_mut(&*req.key) else {
                 return;
             };
             let (signal, seen) = e.park();
@@ -125,7 +125,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
 /// stream is binary (base64 events) and JSON; None if the stream is gone.
 pub fn start(ctx: &Ctx, req: &SseRequest) -> Option<(Vec<u8>, bool, bool)> {
     let (content_type, json) =
-        ctx.shard.store.borrow().streams.get(&req.key).map(|e| (e.state.content_type.clone(), e.state.json))?;
+        ctx.shard.store.borrow().streams.get(&*req.key).map(|e| (e.state.content_type.clone(), e.state.json))?;
     let binary = is_binary(&content_type);
     let data_type = match req.view {
         View::Envelope => "application/vnd.durable-stream-record+json".to_string(),

@@ -51,7 +51,7 @@ fn small_flushes_skip_the_checkpoint_and_lose_nothing_in_a_crash() {
             s.append(&key(&format!("s{i}")), &append_input(b" more"), 0).await.unwrap();
             s.flush().await.unwrap();
             assert_eq!(std::fs::read(&checkpoint).unwrap(), written, "flush {i} rewrote the checkpoint");
-            assert_eq!(s.store.borrow().streams.get(&key(&format!("s{i}"))).unwrap().state.body.stored, 10);
+            assert_eq!(s.store.borrow().streams.get(&*key(&format!("s{i}"))).unwrap().state.body.stored, 10);
         }
         crash(s).await;
 
@@ -96,7 +96,7 @@ fn small_flushes_skip_the_checkpoint_and_lose_nothing_in_a_crash() {
         assert!(s.bytes(&key("s2"), 0, 5).await.is_err(), "the deleted stream is gone at once");
         crash(s).await;
         let s = Shard::open(0, spaced(&dir, 0)).await.unwrap();
-        assert!(!s.store.borrow().streams.contains_key(&key("s2")), "the delete was replayed");
+        assert!(!s.store.borrow().streams.contains_key(&*key("s2")), "the delete was replayed");
         s.flush().await.unwrap();
         assert_eq!(count(&streams), all - 4, "given back after the restart");
         assert_eq!(s.bytes(&key("s3"), 0, 5).await.unwrap(), b"first");

@@ -48,7 +48,7 @@ fn a_checkpoint_at_a_roll_loses_nothing_appended_after_a_restart() {
         crash(s).await;
 
         let s = Shard::open(0, config(&dir)).await.unwrap();
-        let tail = s.store.borrow().streams.get(&key("a")).map(|e| e.state.visible.tail);
+        let tail = s.store.borrow().streams.get(&*key("a")).map(|e| e.state.visible.tail);
         assert_eq!(tail, Some(want.len() as u64), "the acknowledged append survived");
         assert_eq!(s.bytes(&key("a"), 0, want.len() as u64).await.unwrap(), want);
     });

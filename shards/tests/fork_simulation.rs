@@ -475,7 +475,7 @@ impl World {
             let name = format!("s{n}");
             let s = &self.shards[owner(&name)];
             let k = key(&name);
-            let held = s.store.borrow().streams.get(&k).map(|e| {
+            let held = s.store.borrow().streams.get(&*k).map(|e| {
                 let st = &e.state;
                 (st.deleted, st.visible.tail, st.visible.messages, st.retained, st.first_message, st.forks as u64)
             });

@@ -371,7 +371,11 @@ impl World {
         // sweep's way: every stream the census finds expired, one record each.
         if self.rng.chance(10) {
             for k in self.store.expired(self.now) {
-                assert!(!live_in(&self.model, &k.1, self.now), "seed {seed}: the sweep found live {} expired", k.1);
+                assert!(
+                    !live_in(&self.model, k.stream(), self.now),
+                    "seed {seed}: the sweep found live {} expired",
+                    k.stream()
+                );
                 self.store.expire(&self.journal, &k, self.now);
                 self.record();
             }
@@ -732,7 +736,7 @@ impl World {
 
     /// The index's view of `offset` in stream `name` (all in memory here).
     fn point(&self, name: &str, offset: u64) -> Point {
-        let e = self.store.streams.get(&key(name));
+        let e = self.store.streams.get(&*key(name));
         e.and_then(|e| e.state.point_in_memory(offset)).unwrap_or(Point { offset, record: None })
     }
 

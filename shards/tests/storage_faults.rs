@@ -379,7 +379,7 @@ impl World {
         for n in 0..NAMES {
             let name = format!("s{n}");
             let k = key(&name);
-            let held = s.store.borrow().streams.get(&k).map(|e| {
+            let held = s.store.borrow().streams.get(&*k).map(|e| {
                 let st = &e.state;
                 (st.deleted, st.visible.tail, st.visible.messages, st.retained, st.first_message)
             });

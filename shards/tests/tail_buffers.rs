@@ -8,7 +8,7 @@ mod sim;
 
 use sim::{append_input, key, one_shard};
 use sluice_shards::core::create::CreateInput;
-use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
+use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StreamKey};
 use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
 use std::path::Path;
 use std::time::Duration;
@@ -30,7 +30,7 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
         let mut want = Vec::new();
         s.create(&a, &CreateInput::plain(OCTET), b"", None, 0).await.unwrap();
         s.create(&small, &CreateInput::plain(OCTET), b"tiny", None, 0).await.unwrap();
-        let cache_room = |k| {
+        let cache_room = |k: &StreamKey| {
             s.store.borrow().streams.get(k).map(|e| e.state.body.unflushed().map_or(0, |c| c.bytes.capacity())).unwrap()
         };
         // Appends of a large flush: past --flush-bytes of journal.

@@ -31,11 +31,11 @@ pub fn classify<'a>(method: Method, route: &'a Route, fork_source: Option<&'a st
         Route::Bucket(b) if safe => bucket(b, Action::Read),
         Route::Bucket(b) => bucket(b, Action::Admin),
         Route::BucketList(b) => bucket(b, if safe { Action::Read } else { Action::Write }),
-        Route::Stream((b, _), _) if safe => bucket(b, Action::Read),
-        Route::Stream((b, _), sub) if sub.is_empty() && method == Method::Delete => bucket(b, Action::Admin),
-        Route::Stream((b, _), sub) => {
+        Route::Stream(k, _) if safe => bucket(k.bucket(), Action::Read),
+        Route::Stream(k, sub) if sub.is_empty() && method == Method::Delete => bucket(k.bucket(), Action::Admin),
+        Route::Stream(k, sub) => {
             let forking = sub.is_empty() && method == Method::Put;
-            Need::Bucket { bucket: b, action: Action::Write, fork_source: fork_source.filter(|_| forking) }
+            Need::Bucket { bucket: k.bucket(), action: Action::Write, fork_source: fork_source.filter(|_| forking) }
         }
     }
 }
@@ -60,7 +60,7 @@ fn subscription(r: &SubRoute) -> Need<'static> {
 pub fn fork_source(head: &Head) -> Option<String> {
     let target = parse_target(head.header(h::STREAM_FORKED_FROM)?).ok()?;
     match route(head, &target) {
-        Route::Stream((bucket, _), _) => Some(bucket),
+        Route::Stream(k, _) => Some(k.bucket().to_string()),
         _ => None,
     }
 }

@@ -36,7 +36,7 @@ impl ReadScope {
     fn covers(&self, bucket: &str, route: &Route) -> bool {
         match (&self.stream, route) {
             (None, _) => self.bucket == bucket,
-            (Some(stream), Route::Stream((b, s), _)) => *b == self.bucket && s == stream,
+            (Some(stream), Route::Stream(k, _)) => k.bucket() == self.bucket && k.stream() == stream,
             (Some(_), _) => false,
         }
     }
@@ -154,13 +154,14 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_shards::store::StreamKey;
 
     fn key() -> ReadKey {
         ReadKey([7; KEY_LEN])
     }
 
     fn stream(b: &str, s: &str) -> Route {
-        Route::Stream((b.into(), s.into()), Vec::new())
+        Route::Stream(StreamKey::boxed(b, s), Vec::new())
     }
 
     fn read(bucket: &str) -> Need<'_> {

@@ -230,7 +230,7 @@ pub async fn serve_request(ctx: &Rc<Ctx>, req: BucketReq) -> BucketRep {
                 .filter(|(_, e)| e.listed(durable, now))
                 .take(limit)
                 .map(|(k, e)| Listed {
-                    stream_id: k.1.clone(),
+                    stream_id: k.stream().to_string(),
                     closed: e.state.visible.closed,
                     content_type: e.state.content_type.to_string(),
                     tail: e.state.visible.tail,

@@ -54,7 +54,7 @@ pub async fn fork_plan(
     if !sub_path.is_empty() {
         return bad("Stream-Forked-From must be a stream path");
     }
-    let owner = stream_shard(&source.0, &source.1, ctx.shards);
+    let owner = stream_shard(source.bucket(), source.stream(), ctx.shards);
     let grant = match ctx.ask(owner, BucketReq::ForkGrant { key: source.clone(), offset, sub }).await {
         BucketRep::Fork(grant) => grant?,
         // The source's shard is stopping.

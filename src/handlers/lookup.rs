@@ -7,7 +7,7 @@ use sluice_shards::store::StreamKey;
 
 /// Refuses a request to a bucket that does not exist.
 pub fn bucket_exists(ctx: &Ctx, key: &StreamKey) -> Result<(), Error> {
-    if ctx.shard.store.borrow().bucket_exists(&key.0) {
+    if ctx.shard.store.borrow().bucket_exists(key.bucket()) {
         Ok(())
     } else {
         Err(Error::NoBucket)

@@ -106,7 +106,7 @@ async fn stream_operation(
 
 /// A request to one of a stream's sub-resources (bucketed surface).
 async fn sub_resource(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, sub: &[String], body: Vec<u8>) -> Reply {
-    if !ctx.shard.store.borrow().bucket_exists(&key.0) {
+    if !ctx.shard.store.borrow().bucket_exists(key.bucket()) {
         return Reply::Full(Error::NoBucket.into());
     }
     let sub: Vec<&str> = sub.iter().map(String::as_str).collect();

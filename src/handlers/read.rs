@@ -199,7 +199,7 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
     head.head_length = Some((end - from) as usize);
     let first = ctx.shard.read_span(key, from, piece(ctx, from, end)).await.map_err(|e| read_failed(ctx, key, e))?;
     assert!(from < first.end && first.end <= end, "a streamed response's first piece is inside it");
-    Ok(Some((Catchup { key: key.clone(), from, end, head, first }, etag)))
+    Ok(Some((Catchup { key: key.to_owned(), from, end, head, first }, etag)))
 }
 
 /// Cache-Control of a read that is not at the tail: its bytes never change.
@@ -347,7 +347,7 @@ impl View {
 
 /// A live SSE read, planned by `get` and run by `sse` (or joined to a relay).
 pub struct SseRequest {
-    pub key: StreamKey,
+    pub key: Box<StreamKey>,
     pub from: u64,
     pub cursor: Option<String>,
     pub view: View,
@@ -413,7 +413,7 @@ async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result
     let cursor = || next_cursor(ctx.now_ms(), t.param("cursor"), ctx.random()).to_string();
     let reply = match q.live {
         Some("sse") => Reply::Sse(SseRequest {
-            key: key.clone(),
+            key: key.to_owned(),
             from,
             cursor: t.param("cursor").map(str::to_string),
             view,

@@ -55,9 +55,9 @@ pub fn refusal(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response 
 /// data that fails its checks (`InvalidData`) is named with its stream and
 /// the damage, anything else may be retried.
 pub fn read_failed(ctx: &Ctx, key: &StreamKey, e: std::io::Error) -> Error {
-    tracing::error!(shard = ctx.id, bucket = %key.0, stream = %key.1, error = %e, "read failed");
+    tracing::error!(shard = ctx.id, key = %key, error = %e, "read failed");
     match e.kind() {
-        std::io::ErrorKind::InvalidData => Error::Damaged(format!("stream {}/{} is damaged: {e}", key.0, key.1)),
+        std::io::ErrorKind::InvalidData => Error::Damaged(format!("stream {key} is damaged: {e}")),
         _ => Error::ReadFailed,
     }
 }

@@ -32,7 +32,7 @@ pub fn encode_segment(s: &str) -> String {
 
 /// `/{bucket}/{stream}` as a URL path.
 pub fn stream_path(key: &StreamKey) -> String {
-    format!("/{}/{}", key.0, encode_segment(&key.1))
+    format!("/{}/{}", key.bucket(), encode_segment(key.stream()))
 }
 
 /// The position a snapshot/retention request names: a path offset or `?record=`.

@@ -34,7 +34,7 @@ pub enum Answered {
     Response(Rendered),
     /// A live SSE read joined the owner's relay: write `bytes` (head and
     /// first control event), then follow the stream's relayed events from `from`.
-    Live { owner: usize, key: StreamKey, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
+    Live { owner: usize, key: Box<StreamKey>, handle: u64, pump: u64, bytes: Vec<u8>, from: u64 },
     /// Move the connection to the owner and replay the request there.
     Move,
 }
@@ -53,19 +53,19 @@ pub enum Envelope {
     Answer(Answer),
     /// A live event of a stream (incarnation `handle`) the receiver has SSE subscribers for.
     Event {
-        key: StreamKey,
+        key: Box<StreamKey>,
         handle: u64,
         event: Event,
     },
     /// That stream is gone: its relayed subscribers end.
     Gone {
-        key: StreamKey,
+        key: Box<StreamKey>,
         handle: u64,
     },
     /// A relayed subscriber on shard `from`, fed by pump `pump`, ended.
     Leave {
         from: usize,
-        key: StreamKey,
+        key: Box<StreamKey>,
         handle: u64,
         pump: u64,
     },

@@ -16,6 +16,7 @@ pub mod replies;
 
 use envelope::Envelope;
 pub use link::{Link, PeerGone};
+use sluice_shards::store::StreamKey;
 use std::os::fd::RawFd;
 
 /// One stream in a bucket listing.
@@ -47,7 +48,7 @@ pub enum BucketReq {
     /// To every shard: streams after `after` matching `prefix`, at most `limit`.
     List { bucket: String, prefix: String, after: String, limit: usize },
     /// To a fork source's shard: take a reference and describe the fork point.
-    ForkGrant { key: (String, String), offset: Option<u64>, sub: u64 },
+    ForkGrant { key: Box<StreamKey>, offset: Option<u64>, sub: u64 },
     /// To a fork source's shard: a fork of stream `handle` is gone.
     ForkRelease { handle: u64 },
     /// At start: a recovered fork still references stream `handle`.

@@ -20,8 +20,8 @@ pub struct Event {
 /// of remote streams its subscribers follow.
 #[derive(Default)]
 pub struct Relays {
-    pub pumps: RefCell<HashMap<StreamKey, Rc<Pump>>>,
-    pub feeds: RefCell<HashMap<StreamKey, Rc<Feed>>>,
+    pub pumps: RefCell<HashMap<Box<StreamKey>, Rc<Pump>>>,
+    pub feeds: RefCell<HashMap<Box<StreamKey>, Rc<Feed>>>,
     /// The id the next pump gets.
     pub next_pump: Cell<u64>,
 }
@@ -60,7 +60,7 @@ pub struct Feed {
 /// bytes to send first and the offset its events start at.
 pub struct Subscription {
     pub owner: usize,
-    pub key: StreamKey,
+    pub key: Box<StreamKey>,
     pub feed: Rc<Feed>,
     pub start: Vec<u8>,
     pub from: u64,

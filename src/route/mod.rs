@@ -24,7 +24,7 @@ pub enum Route {
     Bucket(String),
     BucketList(String),
     /// A stream and the sub-resource path after it (bucketed surface only).
-    Stream(StreamKey, Vec<String>),
+    Stream(Box<StreamKey>, Vec<String>),
     /// `/v1/ui...`: the console and its data.
     Ui(Page),
     /// `/v1/tokens`: mint a signed read token for this scope.
@@ -39,7 +39,7 @@ impl Route {
     /// The shard that must serve this request, if it is stream-scoped.
     pub fn owner(&self, shards: usize) -> Option<usize> {
         match self {
-            Route::Stream((b, s), _) => Some(stream_shard(b, s, shards)),
+            Route::Stream(k, _) => Some(stream_shard(k.bucket(), k.stream(), shards)),
             Route::Subs(r) => r.owner(shards),
             _ => None,
         }
@@ -113,7 +113,7 @@ pub fn route(head: &Head, t: &Target) -> Route {
             Some("stream") if seg.len() >= 3 => {
                 let id = seg[2..].join("/");
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
-                    Ok(()) => Route::Stream((BUILTIN_BUCKET.to_string(), id), Vec::new()),
+                    Ok(()) => Route::Stream(StreamKey::boxed(BUILTIN_BUCKET, &id), Vec::new()),
                     Err(e) => Route::Bad(e),
                 }
             }
@@ -127,7 +127,7 @@ pub fn route(head: &Head, t: &Target) -> Route {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
                 2..=4 => match validate_stream_id(bucket, &seg[1]) {
-                    Ok(()) => Route::Stream((bucket.to_string(), seg[1].clone()), seg[2..].to_vec()),
+                    Ok(()) => Route::Stream(StreamKey::boxed(bucket, &seg[1]), seg[2..].to_vec()),
                     Err(e) => Route::Bad(e),
                 },
                 _ => Route::NotFound,

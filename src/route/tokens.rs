@@ -20,8 +20,8 @@ pub struct ReadScope {
 pub fn route(head: &Head, t: &Target) -> Route {
     match (t.param("stream"), t.param("bucket")) {
         (Some(path), None) => match parse_target(path).map(|p| super::route(head, &p)) {
-            Ok(Route::Stream((bucket, stream), sub)) if sub.is_empty() => {
-                Route::Tokens(ReadScope { bucket, stream: Some(stream) })
+            Ok(Route::Stream(k, sub)) if sub.is_empty() => {
+                Route::Tokens(ReadScope { bucket: k.bucket().to_string(), stream: Some(k.stream().to_string()) })
             }
             _ => Route::Bad(BAD_STREAM),
         },

@@ -15,8 +15,8 @@ fn homed_on(home: usize, prefix: &str) -> String {
     (0..).map(|i| format!("{prefix}-{i}")).find(|b| bucket_shard(b, 2) == home).expect("some id")
 }
 
-fn key(stream: &str) -> StreamKey {
-    (BUILTIN_BUCKET.to_string(), stream.to_string())
+fn key(stream: &str) -> Box<StreamKey> {
+    StreamKey::boxed(BUILTIN_BUCKET, stream)
 }
 
 fn create(stream: &str) -> String {
@@ -43,7 +43,7 @@ async fn undelivered(p: &Pair, on: usize, raw: &str) -> (u16, String) {
 
 /// The visible tail of `stream` on shard `on` (`None`: not there).
 fn tail(p: &Pair, on: usize, stream: &str) -> Option<u64> {
-    p.shards[on].shard.store.borrow().streams.get(&key(stream)).map(|e| e.state.visible.tail)
+    p.shards[on].shard.store.borrow().streams.get(&*key(stream)).map(|e| e.state.visible.tail)
 }
 
 /// Subscribers per shard of the owner's pump for `stream`.

@@ -82,7 +82,11 @@ impl<'a> Cursor<'a> {
         self.take(n)
     }
     pub fn string(&mut self) -> Option<String> {
-        String::from_utf8(self.bytes()?.to_vec()).ok()
+        self.str().map(str::to_string)
+    }
+    /// What `put_bytes` wrote, borrowed, when it is UTF-8.
+    pub fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
     }
     /// What `put_opt_bytes` wrote, as a UTF-8 string.
     pub fn opt_string(&mut self) -> Option<Option<String>> {

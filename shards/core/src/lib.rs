@@ -19,6 +19,7 @@ pub mod error;
 pub mod index;
 pub mod int;
 pub mod json;
+pub mod key;
 pub mod limits;
 pub mod line_error;
 pub mod media;

@@ -12,9 +12,7 @@ use super::ttl::Lifetime;
 use crate::record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
 use std::rc::Rc;
 
-/// `(bucket_id, stream_id)`: a stream's name, shared by its state and the
-/// store's map of streams.
-pub type StreamKey = (String, String);
+pub use crate::key::StreamKey;
 
 /// The durable, reader-visible part of the state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,7 +105,7 @@ impl StreamState {
         let messages = body.records();
         StreamState {
             handle: c.handle,
-            key: Rc::new((c.bucket.clone(), c.stream.clone())),
+            key: StreamKey::shared(&c.bucket, &c.stream),
             json: crate::media::is_json(&c.content_type),
             content_type: Rc::from(c.content_type.as_str()),
             created_ms: c.created_ms,

@@ -9,12 +9,11 @@
 use crate::codec::{Cursor, Put};
 use crate::core::body::Body;
 use crate::core::producer::{ProducerState, Producers};
-use crate::core::stream::{Blob, Rare, Snapshot, StreamState, Visible};
+use crate::core::stream::{Blob, Rare, Snapshot, StreamKey, StreamState, Visible};
 use crate::core::ttl::Lifetime;
 use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
 use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
 
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
@@ -83,7 +82,7 @@ pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a Str
 
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_u64(s.handle);
-    for v in [&s.key.0[..], &s.key.1, &s.content_type] {
+    for v in [s.key.bucket(), s.key.stream(), &s.content_type] {
         out.put_bytes(v.as_bytes());
     }
     out.put_u64(s.created_ms);
@@ -196,7 +195,7 @@ fn decode_fields(
 
 fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
     let handle = c.u64()?;
-    let (bucket, name, content_type) = (c.string()?, c.string()?, c.string()?);
+    let (bucket, name, content_type) = (c.str()?, c.str()?, c.str()?);
     let created_ms = c.u64()?;
     let last_write_ms = c.u64()?;
     let lifetime = Lifetime { ttl_secs: c.opt_u64()?, expires_at_ms: c.opt_u64()?, last_access_ms: c.u64()? };
@@ -241,8 +240,8 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     (body.stored, body.stored_records, body.index_len) = (tail, records, index_len);
     Some(StreamState {
         handle,
-        key: Rc::new((bucket, name)),
-        json: crate::core::is_json(&content_type),
+        key: StreamKey::shared(bucket, name),
+        json: crate::core::is_json(content_type),
         content_type: content_type.into(),
         created_ms,
         last_write_ms,

@@ -91,10 +91,10 @@ impl Store {
                 return Err(create::CONFLICT);
             }
         }
-        if !self.bucket_exists(&key.0) {
+        if !self.bucket_exists(key.bucket()) {
             return Err(StoreError::NoBucket);
         }
-        if self.buckets.get(&key.0).is_some_and(|b| b.deleting) {
+        if self.buckets.get(key.bucket()).is_some_and(|b| b.deleting) {
             return Err(StoreError::BucketBusy);
         }
         let existing = self.streams.get(key).map(|e| &e.state);
@@ -126,8 +126,8 @@ impl Store {
                 self.next_handle += 1;
                 let c = CreateRecord {
                     handle,
-                    bucket: key.0.clone(),
-                    stream: key.1.clone(),
+                    bucket: key.bucket().to_string(),
+                    stream: key.stream().to_string(),
                     content_type: input.content_type.clone(),
                     created_ms: now_ms,
                     ttl_secs: input.ttl_secs,

@@ -37,7 +37,7 @@ impl Shard {
             return Err(StoreError::Trimmed("Stream-Fork-Offset is older than the earliest retained offset"));
         }
         let read_failed = |e: std::io::Error| {
-            tracing::error!(shard = self.id, bucket = %key.0, stream = %key.1, error = %e, "fork lookup failed");
+            tracing::error!(shard = self.id, key = %key, error = %e, "fork lookup failed");
             StoreError::ReadFailed
         };
         let point = self.point(key, at).await.map_err(read_failed)?;

@@ -402,10 +402,10 @@ impl Store {
         let key = state.key.clone();
         if let Some(old) = self.streams.remove(&*key) {
             self.handles.remove(&old.state.handle);
-            self.census.removed(&key.0, old.state.handle, old.queued_ms);
+            self.census.removed(key.bucket(), old.state.handle, old.queued_ms);
         }
         self.handles.insert(state.handle, key.clone());
-        let queued_ms = self.census.added(&key.0, state.handle, state.lifetime.deadline_ms());
+        let queued_ms = self.census.added(key.bucket(), state.handle, state.lifetime.deadline_ms());
         let punched = (state.retained, state.first_message);
         self.streams.insert(
             key,
@@ -488,7 +488,7 @@ impl Store {
     fn remove(&mut self, handle: u64) -> Option<(u32, u64)> {
         let key = self.handles.remove(&handle)?;
         let mut e = self.streams.remove(&key)?;
-        self.census.removed(&key.0, handle, e.queued_ms);
+        self.census.removed(key.bucket(), handle, e.queued_ms);
         self.bury(&e);
         e.notify();
         e.state.fork().map(|f| (f.parent_shard, f.parent_handle))
@@ -522,7 +522,7 @@ impl Store {
             .census
             .due(now_ms)
             .filter_map(|(_, handle)| self.handles.get(&handle).and_then(|k| self.streams.get(&**k)))
-            .filter(|e| e.state.key.0 == bucket && e.state.lifetime.expired(now_ms))
+            .filter(|e| e.state.key.bucket() == bucket && e.state.lifetime.expired(now_ms))
             .count() as u64;
         let held = self.census.streams(bucket);
         debug_assert!(expired <= held, "expired streams of a bucket are streams it holds");
@@ -532,7 +532,7 @@ impl Store {
     /// The live streams that have expired at `now_ms`, for the sweep to
     /// delete; due streams touched since they were queued move to their
     /// new deadline, and tombstones stay due (forks still read them).
-    pub fn expired(&mut self, now_ms: u64) -> Vec<StreamKey> {
+    pub fn expired(&mut self, now_ms: u64) -> Vec<Rc<StreamKey>> {
         let due: Vec<(u64, u64)> = self.census.due(now_ms).collect();
         let mut expired = Vec::new();
         for (queued_ms, handle) in due {
@@ -543,7 +543,7 @@ impl Store {
             if !e.state.lifetime.expired(now_ms) {
                 e.queued_ms = self.census.requeue(handle, queued_ms, deadline);
             } else if !e.state.deleted {
-                expired.push(StreamKey::clone(&key));
+                expired.push(key);
             }
         }
         expired
@@ -561,13 +561,13 @@ impl Store {
         use std::ops::Bound;
         // Ids with the prefix are contiguous from the prefix itself on.
         let start = if after >= prefix {
-            Bound::Excluded((bucket.to_string(), after.to_string()))
+            Bound::Excluded(StreamKey::boxed(bucket, after))
         } else {
-            Bound::Included((bucket.to_string(), prefix.to_string()))
+            Bound::Included(StreamKey::boxed(bucket, prefix))
         };
         self.streams
-            .range::<StreamKey, _>((start, Bound::Unbounded))
-            .take_while(move |(k, _)| k.0 == bucket && k.1.starts_with(prefix))
+            .range::<StreamKey, _>((start.as_ref().map(|k| &**k), Bound::Unbounded))
+            .take_while(move |(k, _)| k.bucket() == bucket && k.stream().starts_with(prefix))
             .map(|(k, e)| (&**k, &**e))
     }
 }

@@ -319,8 +319,8 @@ impl Shard {
         self.reserve(
             Self::append_room(body)
                 + inherited
-                + key.0.len()
-                + key.1.len()
+                + key.bucket().len()
+                + key.stream().len()
                 + input.content_type.len()
                 + input.attrs.len(),
             room,
@@ -476,7 +476,7 @@ impl Shard {
             SnapshotAt::Offset(o) => self.point(key, o).await,
         };
         found.map_err(|e| {
-            tracing::error!(shard = self.id, bucket = %key.0, stream = %key.1, error = %e, "index lookup failed");
+            tracing::error!(shard = self.id, key = %key, error = %e, "index lookup failed");
             StoreError::ReadFailed
         })
     }

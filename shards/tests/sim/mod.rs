@@ -150,8 +150,8 @@ pub async fn crash(shard: Shard) {
     std::mem::forget(shard);
 }
 
-pub fn key(name: &str) -> StreamKey {
-    (BUILTIN_BUCKET.to_string(), name.to_string())
+pub fn key(name: &str) -> Box<StreamKey> {
+    StreamKey::boxed(BUILTIN_BUCKET, name)
 }
 
 /// The stored bytes and message ends of canonical JSON records.

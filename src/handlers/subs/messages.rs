@@ -9,6 +9,7 @@ use crate::subscriptions::SubsReq;
 use sluice_shards::core::append::AppendInput;
 use sluice_shards::core::Error;
 use sluice_shards::ids::BUILTIN_BUCKET;
+use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
 /// Serves a subscription message from a peer shard (or from this one).
@@ -43,7 +44,7 @@ pub async fn serve(ctx: &Rc<Ctx>, req: SubsReq) -> BucketRep {
             BucketRep::Done(Ok(()))
         }
         SubsReq::WakeEvent { stream, event } => {
-            let key = (BUILTIN_BUCKET.to_string(), stream);
+            let key = StreamKey::boxed(BUILTIN_BUCKET, &stream);
             let input = AppendInput {
                 content_type: Some("application/json"),
                 body: &event,

@@ -39,10 +39,10 @@ pub fn notify_delete(ctx: &Rc<Ctx>, key: &StreamKey) {
 }
 
 fn tell_owners(ctx: &Rc<Ctx>, key: &StreamKey, message: impl Fn(Vec<String>, String) -> SubsReq + 'static) {
-    if key.0 != BUILTIN_BUCKET {
+    if key.bucket() != BUILTIN_BUCKET {
         return;
     }
-    let interested = ctx.subs.trie.borrow().matching(&key.1);
+    let interested = ctx.subs.trie.borrow().matching(key.stream());
     if interested.is_empty() {
         return;
     }
@@ -50,7 +50,7 @@ fn tell_owners(ctx: &Rc<Ctx>, key: &StreamKey, message: impl Fn(Vec<String>, Str
     for (id, owner) in interested {
         by_owner.entry(owner).or_default().push(id);
     }
-    let (ctx, path) = (ctx.clone(), key.1.clone());
+    let (ctx, path) = (ctx.clone(), key.stream().to_string());
     spawn(async move {
         for (owner, ids) in by_owner {
             ctx.ask(owner, BucketReq::Subs(message(ids, path.clone()))).await;
