@@ -11,6 +11,13 @@
 //! (Linux 5.15); on an older kernel it logs one warning and the kernel's
 //! defaults stay.
 //!
+//! The kernel sizes a thread's pool by the first ring the thread makes.
+//! glommio probes the kernel's operations once per process, with a ring
+//! of 2 entries, on the thread of the first executor: before the cap the
+//! first shard had at most 2 workers for file work (the others 8, on 2
+//! CPUs): its flush's [`crate::tuning::FLUSH_CONCURRENCY`] concurrent
+//! stream writes ran 2 at a time.
+//!
 //! glommio 0.9 does not give out its rings' descriptors, and the kernel
 //! applies the limits to the pool of the thread that calls (whichever ring
 //! the call names), so the call is made on a ring of our own, one entry,
