@@ -190,7 +190,11 @@ fn start(cfg: &Config, host: &HostLimits, notifier: &Arc<Notifier>) -> Result<St
                 let made = builder.make();
                 let _ = made_tx.send(());
                 match made {
-                    Ok(ex) => ex.run(shard::run(i, cfg, fd, mesh, start)),
+                    Ok(ex) => {
+                        // This thread's rings exist now: cap their workers.
+                        sluice_shards::iowq::cap_workers();
+                        ex.run(shard::run(i, cfg, fd, mesh, start))
+                    }
                     Err(e) => {
                         let why = format!("cannot start shard {i} executor (io_uring or locked memory): {e}");
                         let _ = start.ready.send(Err(why.into()));

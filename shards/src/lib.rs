@@ -9,6 +9,7 @@
 //! - [`stats`]: lock-free per-shard counters and histograms for metrics.
 //! - [`storage`]: the store's file operations, real or with injected faults.
 //! - [`tick`]: the timer every executor keeps armed (a glommio stall bound).
+//! - [`iowq`]: the cap on a shard thread's io_uring worker threads.
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 //! - [`every`]: a repeated warning, logged at most once per interval.
 //! - [`hold`]: the backup's hold on a shard's clean-up (issue 27).
@@ -20,6 +21,7 @@ pub use sluice_core::codec;
 pub mod every;
 pub mod hold;
 pub mod ids;
+pub mod iowq;
 pub mod log;
 pub mod offset;
 pub mod signal;

@@ -48,7 +48,8 @@ pub fn spawn_reactor_tick() {
 }
 
 /// Runs `make()`'s future to completion on a fresh glommio executor (its own
-/// thread) with the tick, and returns its output; a panic inside panics here.
+/// thread) with the tick and a shard's cap on io_uring workers
+/// ([`crate::iowq`]), and returns its output; a panic inside panics here.
 pub fn block_on<T, Fut>(make: impl FnOnce() -> Fut + Send + 'static) -> T
 where
     T: Send + 'static,
@@ -56,6 +57,7 @@ where
 {
     glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
+            crate::iowq::cap_workers();
             spawn_reactor_tick();
             make().await
         })
