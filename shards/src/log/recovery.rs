@@ -279,7 +279,7 @@ pub fn scan_files<F: LogFiles>(
                     // after the end with no valid record among them were
                     // never acknowledged. Zero them, or the log would resume
                     // here and later find them in front of newer records.
-                    let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| (p + 1).max(pos));
+                    let end = last_nonzero(&buf).map_or(pos, |p| (p + 1).max(pos));
                     if end > pos {
                         if mode == Mode::Repair {
                             files.zero(no, pos as u64, end - pos)?;
@@ -298,7 +298,7 @@ pub fn scan_files<F: LogFiles>(
                     if !lost_a_sector(&buf, pos) {
                         return Err(not_torn(&path, pos, "damaged"));
                     }
-                    let end = buf.iter().rposition(|b| *b != 0).map_or(pos, |p| p + 1);
+                    let end = last_nonzero(&buf).map_or(pos, |p| p + 1);
                     if mode == Mode::Repair {
                         files.zero(no, pos as u64, end - pos)?;
                     }
@@ -375,7 +375,7 @@ fn lost_a_sector(buf: &[u8], pos: usize) -> bool {
 fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, RecoveryError> {
     for &no in later {
         let buf = files.read(no)?;
-        if buf.iter().any(|b| *b != 0) {
+        if first_nonzero(&buf).is_some() {
             return Ok(false);
         }
     }
@@ -383,19 +383,43 @@ fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, RecoveryEr
 }
 
 /// Whether any valid frame starts at or after `from`. A frame's length field
-/// is non-zero, so the search starts just before the first non-zero byte.
+/// is non-zero, so a frame can only start in the 3 bytes before a non-zero
+/// byte or on it: runs of zeros (a segment's preallocated tail, tens of
+/// MiB) are skipped whole.
 fn valid_frame_after(buf: &[u8], from: usize) -> bool {
-    let Some(first) = buf.get(from..).and_then(|b| b.iter().position(|x| *x != 0)) else {
-        return false;
-    };
-    let start = (from + first).saturating_sub(3).max(from);
-    (start..buf.len()).any(|p| {
-        let b = &buf[p..];
-        if b.len() < 9 || b[0..4] == [0, 0, 0, 0] || !(1..=MAX_KIND).contains(&b[8]) {
-            return false;
+    let mut at = from;
+    while let Some(nonzero) = buf.get(at..).and_then(first_nonzero).map(|p| at + p) {
+        if (nonzero.saturating_sub(3).max(at)..=nonzero).any(|p| frame_at(&buf[p..])) {
+            return true;
         }
-        matches!(read_frame(b), Frame::Record { .. })
-    })
+        at = nonzero + 1;
+    }
+    false
+}
+
+/// Whether a valid record frame starts at `b[0]`.
+fn frame_at(b: &[u8]) -> bool {
+    b.len() >= 9
+        && b[0..4] != [0, 0, 0, 0]
+        && (1..=MAX_KIND).contains(&b[8])
+        && matches!(read_frame(b), Frame::Record { .. })
+}
+
+/// Bytes tested at once when looking for a non-zero one.
+const SCAN_BLOCK: usize = 64;
+
+/// Where the first non-zero byte of `buf` is: whole blocks of zeros are
+/// passed over with one test each.
+fn first_nonzero(buf: &[u8]) -> Option<usize> {
+    let blank = buf.chunks_exact(SCAN_BLOCK).take_while(|b| b.iter().fold(0, |a, x| a | x) == 0).count();
+    let at = blank * SCAN_BLOCK;
+    buf[at..].iter().position(|x| *x != 0).map(|p| at + p)
+}
+
+/// Where the last non-zero byte of `buf` is (as [`first_nonzero`], from the end).
+fn last_nonzero(buf: &[u8]) -> Option<usize> {
+    let blank = buf.rchunks_exact(SCAN_BLOCK).take_while(|b| b.iter().fold(0, |a, x| a | x) == 0).count();
+    buf[..buf.len() - blank * SCAN_BLOCK].iter().rposition(|x| *x != 0)
 }
 
 fn zero_range(path: &Path, at: u64, len: usize) -> std::io::Result<()> {
@@ -410,6 +434,26 @@ mod tests {
     use super::*;
     use crate::log::record::{Record, Seal, SEAL_FRAME};
     use crate::test_dir::TestDir;
+
+    /// The block-wise scans find the same byte as a byte-by-byte one, for
+    /// every length around the block size and every position of a lone
+    /// non-zero byte (or none).
+    #[test]
+    fn nonzero_scans_match_a_byte_by_byte_scan() {
+        for len in [0, 1, 63, 64, 65, 127, 128, 129, 200] {
+            for at in (0..len).map(Some).chain([None]) {
+                let mut buf = vec![0u8; len];
+                if let Some(at) = at {
+                    buf[at] = 0x80;
+                }
+                assert_eq!(first_nonzero(&buf), buf.iter().position(|x| *x != 0), "{len} {at:?}");
+                assert_eq!(last_nonzero(&buf), buf.iter().rposition(|x| *x != 0), "{len} {at:?}");
+            }
+        }
+        let mut buf = vec![0u8; 300];
+        (buf[5], buf[250]) = (1, 2);
+        assert_eq!((first_nonzero(&buf), last_nonzero(&buf)), (Some(5), Some(250)));
+    }
 
     /// One Delete frame.
     const DEL: usize = 17;

@@ -221,10 +221,27 @@ impl Storage {
         std::fs::create_dir_all(dir)
     }
 
-    /// The names in `dir`.
-    pub fn list(&self, dir: &Path) -> Result<Vec<String>> {
+    /// Visits the names in `dir` (a name that is not UTF-8 lossily
+    /// converted) without collecting them (a streams directory holds two
+    /// names per stream), until `visit` refuses one: its error is the inner
+    /// result, the directory's the outer.
+    pub fn each_name<E>(
+        &self,
+        dir: &Path,
+        mut visit: impl FnMut(&str) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<(), E>> {
         self.fail(Op::Dir)?;
-        std::fs::read_dir(dir)?.map(|e| Ok(e?.file_name().to_string_lossy().into_owned())).collect()
+        for e in std::fs::read_dir(dir)? {
+            let name = e?.file_name();
+            let visited = match name.to_str() {
+                Some(name) => visit(name),
+                None => visit(&name.to_string_lossy()),
+            };
+            if visited.is_err() {
+                return Ok(visited);
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// The whole of the file at `path`.

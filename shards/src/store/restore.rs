@@ -58,7 +58,9 @@ pub fn restore(
     let mut store = Store::new(shard, max_producers);
     let (ck, id) = match io.read_file(&path) {
         Ok(b) => {
-            let ck = checkpoint::decode(&b, shard, max_producers, |s| store.insert(s))
+            let ck = store
+                .adopt(|add| checkpoint::decode(&b, shard, max_producers, add))
+                .and_then(|decoded| decoded.map_err(|e| e.to_string()))
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             let id = CheckpointId::of(ck.generation, &b);
             (Some(ck), Some(id))
@@ -151,44 +153,41 @@ struct Check<'a> {
     trusted: bool,
 }
 
+/// A stream's files found in its directory, one bit each.
+const DATA: u8 = 1;
+const INDEX: u8 = 2;
+const SNAPSHOT: u8 = 4;
+
 fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<(), String> {
     let &Check { generation, next_handle, tiered, mode, trusted } = check;
-    let mut by_handle: HashMap<u64, &StreamState> = HashMap::with_capacity(store.streams.len());
-    by_handle.extend(store.streams.values().map(|e| (e.state.handle, &e.state)));
+    // Every stream of the checkpoint, and which of its files were found.
+    let mut by_handle: HashMap<u64, (&StreamState, u8)> = HashMap::with_capacity(store.streams.len());
+    by_handle.extend(store.streams.values().map(|e| (e.state.handle, (&e.state, 0))));
     let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
-    let mut seen: HashSet<FileName> = HashSet::new();
-    let names = match io.list(dir) {
-        Ok(names) => names,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
-    };
-    for name in names {
-        let path = dir.join(&name);
-        if doomed.contains(name.as_str()) {
-            remove(io, &path, mode)?;
-            continue;
+    let listed = io.each_name(dir, |name| {
+        let path = || dir.join(name);
+        if doomed.contains(name) {
+            return remove(io, &path(), mode);
         }
-        let Some(file) = FileName::parse(&name) else {
-            return Err(format!("{}: not a stream file (an extra file)", path.display()));
+        let Some(file) = FileName::parse(name) else {
+            return Err(format!("{}: not a stream file (an extra file)", path().display()));
         };
-        let Some(s) = by_handle.get(&file.handle()) else {
+        let Some((s, found)) = by_handle.get_mut(&file.handle()) else {
             if file.handle() >= next_handle {
-                remove(io, &path, mode)?;
-                continue;
+                return remove(io, &path(), mode);
             }
-            return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path.display()));
+            return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path().display()));
         };
         let b = &s.body;
-        match file {
-            FileName::Data(_) | FileName::Index(_) if trusted => {}
-            FileName::Data(_) => check_len(io, &path, b.stored - b.base, mode)?,
-            FileName::Index(_) => check_len(io, &path, b.index_len, mode)?,
-            FileName::Snapshot(_, g) if g > generation => {
-                remove(io, &path, mode)?;
-                continue;
-            }
+        *found |= match file {
+            FileName::Data(_) if trusted => DATA,
+            FileName::Index(_) if trusted => INDEX,
+            FileName::Data(_) => check_len(io, &path(), b.stored - b.base, mode).map(|()| DATA)?,
+            FileName::Index(_) => check_len(io, &path(), b.index_len, mode).map(|()| INDEX)?,
+            FileName::Snapshot(_, g) if g > generation => return remove(io, &path(), mode),
             FileName::Snapshot(_, g) => match &s.snapshot {
                 Some(snap) if snap.blob == Blob::Stored(g) => {
+                    let path = path();
                     let body = io.read_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                     if crate::core::snapshot::digest(&snap.content_type, &body) != snap.digest {
                         return Err(format!(
@@ -196,24 +195,33 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
                             path.display()
                         ));
                     }
+                    SNAPSHOT
                 }
                 _ => {
-                    return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display()))
+                    return Err(format!(
+                        "{}: a snapshot the checkpoint does not name (an extra file)",
+                        path().display()
+                    ))
                 }
             },
-        }
-        seen.insert(file);
+        };
+        Ok(())
+    });
+    match listed {
+        Ok(checked) => checked?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
-    for s in by_handle.values() {
+    for &(s, found) in by_handle.values() {
         let b = &s.body;
-        let stored = b.stored > b.base;
-        let own = stored.then_some([FileName::Data(s.handle), FileName::Index(s.handle)]);
+        let own = [(DATA, FileName::Data(s.handle)), (INDEX, FileName::Index(s.handle))];
+        let own = (b.stored > b.base).then_some(own);
         let snapshot = match s.snapshot.as_ref().map(|x| &x.blob) {
-            Some(Blob::Stored(g)) => Some(FileName::Snapshot(s.handle, *g)),
+            Some(Blob::Stored(g)) => Some((SNAPSHOT, FileName::Snapshot(s.handle, *g))),
             _ => None,
         };
         let mut need = own.into_iter().flatten().chain(snapshot);
-        if let Some(missing) = need.find(|n| !seen.contains(n)) {
+        if let Some((_, missing)) = need.find(|(bit, _)| found & bit == 0) {
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing.to_string()).display()));
         }
         if b.stored > b.base && !trusted {
