@@ -19,6 +19,7 @@
 pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod every;
+pub mod handles;
 pub mod hold;
 pub mod ids;
 pub mod iowq;

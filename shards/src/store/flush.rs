@@ -43,6 +43,7 @@ use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::stream::{Blob, Snapshot};
 use crate::every::Every;
+use crate::handles::HandleSet;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
@@ -310,7 +311,7 @@ impl Shard {
             // A checkpoint records every stream as stored up to its tail:
             // every stream is visited, whatever `written` says (dropped with
             // its room: a burst of creates leaves no table behind).
-            st.written = HashSet::new();
+            st.written = HandleSet::default();
             st.snapshots_pending = false;
             for e in st.streams.values_mut() {
                 if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {

@@ -38,6 +38,7 @@ pub use shard::{FlushConfig, Shard, ShardConfig};
 use crate::core::body::Ancestor;
 use crate::core::stream::Blob;
 use crate::core::StreamState;
+use crate::handles::{HandleMap, HandleSet};
 use crate::ids::BUILTIN_BUCKET;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
@@ -130,7 +131,7 @@ pub struct Store {
     /// name is shared with `handles`, and entries are boxed: B-tree nodes
     /// are part empty, and empty slots cost what a slot holds.
     pub streams: BTreeMap<Rc<StreamKey>, Box<Entry>>,
-    handles: HashMap<u64, Rc<StreamKey>>,
+    handles: HandleMap<Rc<StreamKey>>,
     pub(crate) next_handle: u64,
     /// Buckets every shard knows about (replicated).
     pub buckets: HashMap<String, BucketInfo>,
@@ -154,7 +155,7 @@ pub struct Store {
     pub flush_due: bool,
     /// Streams appended to, created or given a new retention since the last
     /// flush's capture: a flush without a checkpoint visits only these.
-    pub(crate) written: HashSet<u64>,
+    pub(crate) written: HandleSet,
     /// A snapshot waits for a flush to store it (and a checkpoint to name it).
     pub(crate) snapshots_pending: bool,
     /// Commit number of the newest hard delete: a reader that finds no

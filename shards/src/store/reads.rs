@@ -290,13 +290,22 @@ impl Shard {
         Ok(Span { data, lengths, end, first, next })
     }
 
-    /// A snapshot's bytes, from memory or its file.
+    /// A snapshot's bytes, from memory or its file; a file's bytes are
+    /// checked against the snapshot's digest (after a clean stop nothing
+    /// else checked them).
     pub async fn snapshot_blob(&self, handle: u64, s: &Snapshot) -> io::Result<Vec<u8>> {
         match &s.blob {
             Blob::Pending(b) => Ok(b.as_ref().clone()),
             Blob::Stored(generation) => {
                 let name = super::files::FileName::Snapshot(handle, *generation);
-                self.files.read(self.id as u32, name, 0, s.len as usize).await
+                let blob = self.files.read(self.id as u32, name, 0, s.len as usize).await?;
+                if crate::core::snapshot::digest(&s.content_type, &blob) != s.digest {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("shard-{}/{}/{name} does not match its digest", self.id, super::files::STREAMS_DIR),
+                    ));
+                }
+                Ok(blob)
             }
         }
     }

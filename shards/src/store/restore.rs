@@ -14,7 +14,7 @@
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
 //! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
 //! | stream file shorter, missing, or a bad last index entry| refuse                 | damaged        |
-//! | `clean-stop` names the checkpoint (see [`clean_stop`])  | lengths, last entries trusted | all checked |
+//! | `clean-stop` names the checkpoint (see [`clean_stop`])  | files trusted, not listed: doomed ones removed by name, damage found at first read | all checked |
 //! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
 //!
@@ -30,6 +30,7 @@ use super::files::{data_name, index_name, FileName, STREAMS_DIR};
 use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
+use crate::handles::HandleMap;
 use crate::log::marks::{self, LOG_START};
 use crate::log::recovery::{self, Mode, RecoveryError, Tail};
 use crate::storage::Storage;
@@ -107,8 +108,15 @@ pub fn restore(
         .into_iter()
         .map(|m| (m.handle, m.boundary))
         .collect();
-    let check = Check { generation, next_handle, tiered: &tiered, mode, trusted };
-    check_files(io, &streams, &store, &doomed, &check)?;
+    if trusted {
+        // The streams directory is not listed (two names per stream): a
+        // missing or damaged file is found by the first read of its stream,
+        // by `sluice check` and by any start after a crash.
+        remove_doomed(io, &streams, &doomed)?;
+    } else {
+        let check = Check { generation, next_handle, tiered: &tiered, mode };
+        check_files(io, &streams, &store, &doomed, &check)?;
+    }
     let tail = recovery::scan(dir, mode, |r, at| {
         if (at.segment, at.frame) >= journal {
             store.replay(r);
@@ -119,6 +127,21 @@ pub fn restore(
         store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
     }
     Ok(Restored { store, tail, trusted })
+}
+
+/// Removes the files the checkpoint dooms, by name (after a clean stop, its
+/// clean-up may have removed them already).
+fn remove_doomed(io: &Storage, dir: &Path, doomed: &[String]) -> Result<(), String> {
+    for name in doomed {
+        let path = dir.join(name);
+        match io.unlink(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("{}: cannot remove: {e}", path.display()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn remove(io: &Storage, path: &Path, mode: Mode) -> Result<(), String> {
@@ -149,8 +172,6 @@ struct Check<'a> {
     /// The data files' tiered boundaries, by handle.
     tiered: &'a HashMap<u64, u64>,
     mode: Mode,
-    /// After a clean stop: lengths and last records are not checked.
-    trusted: bool,
 }
 
 /// A stream's files found in its directory, one bit each.
@@ -159,14 +180,15 @@ const INDEX: u8 = 2;
 const SNAPSHOT: u8 = 4;
 
 fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<(), String> {
-    let &Check { generation, next_handle, tiered, mode, trusted } = check;
+    let &Check { generation, next_handle, tiered, mode } = check;
     // Every stream of the checkpoint, and which of its files were found.
-    let mut by_handle: HashMap<u64, (&StreamState, u8)> = HashMap::with_capacity(store.streams.len());
+    let mut by_handle: HandleMap<(&StreamState, u8)> = HandleMap::default();
+    by_handle.reserve(store.streams.len());
     by_handle.extend(store.streams.values().map(|e| (e.state.handle, (&e.state, 0))));
     let doomed: HashSet<&str> = doomed.iter().map(String::as_str).collect();
     let listed = io.each_name(dir, |name| {
         let path = || dir.join(name);
-        if doomed.contains(name) {
+        if !doomed.is_empty() && doomed.contains(name) {
             return remove(io, &path(), mode);
         }
         let Some(file) = FileName::parse(name) else {
@@ -180,8 +202,6 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         };
         let b = &s.body;
         *found |= match file {
-            FileName::Data(_) if trusted => DATA,
-            FileName::Index(_) if trusted => INDEX,
             FileName::Data(_) => check_len(io, &path(), b.stored - b.base, mode).map(|()| DATA)?,
             FileName::Index(_) => check_len(io, &path(), b.index_len, mode).map(|()| INDEX)?,
             FileName::Snapshot(_, g) if g > generation => return remove(io, &path(), mode),
@@ -224,7 +244,7 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         if let Some((_, missing)) = need.find(|(bit, _)| found & bit == 0) {
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing.to_string()).display()));
         }
-        if b.stored > b.base && !trusted {
+        if b.stored > b.base {
             verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
         }
     }
