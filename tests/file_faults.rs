@@ -391,9 +391,10 @@ fn retention_punches_index_pages_that_check_and_restart_accept() {
 /// checkpoint records (`clean-stop`) and does not list them: a stream file
 /// damaged or deleted while the server was down is found by the first read
 /// of its stream (an error naming the file, never its bytes), while the
-/// other streams serve everything; `sluice check` names it. The mark is
-/// gone once the server started: after a crash the next start checks every
-/// stream file again and refuses the damage by name.
+/// other streams serve everything; `sluice check` names it. A snapshot file
+/// is checked against its digest when read (one flipped byte is found).
+/// The mark is gone once the server started: after a crash the next start
+/// checks every stream file again and refuses the damage by name.
 #[test]
 fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
     const VICTIM: &str = "/trusted/victim";
@@ -407,6 +408,8 @@ fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
     let (mut victim, mut witness) = (Vec::new(), Vec::new());
     append_to(&s, VICTIM, 0, 50, &mut victim);
     append_to(&s, WITNESS, 0, 50, &mut witness);
+    let snapshot = format!("{VICTIM}/snapshot/{}", common::offset(victim.len() as u64));
+    s.req("PUT", &snapshot, &[("Content-Type", "text/plain")], b"the victim's state").expect(204);
     s.wait_flushed();
     assert!(s.terminate().success(), "a clean stop");
     let mark = data.join("shard-0/clean-stop");
@@ -415,12 +418,21 @@ fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
     assert_eq!(check(&data).0, 0, "a clean data dir: {}", check(&data).1);
     // The victim was created first: its files carry the lower handle.
     let mut streams: Vec<&PathBuf> = clean.keys().filter(|p| p.starts_with("shard-0/streams")).collect();
-    streams.sort_by_key(|p| p.file_stem().unwrap().to_str().unwrap().parse::<u64>().unwrap());
-    let (data_file, index_file) = (streams[0].clone(), streams[1].clone());
-    assert!(data_file.extension().unwrap() == "data" && index_file.extension().unwrap() == "idx", "{streams:?}");
-    for file in [data_file, index_file] {
+    // Named by handle (16 hex digits) first: the victim's files sort first of their kind.
+    streams.sort();
+    let ends = |p: &PathBuf, e: &str| p.extension().unwrap() == e;
+    let first = |e: &str| streams.iter().find(|p| ends(p, e)).map(|p| (*p).clone()).expect("a file of each kind");
+    let (data_file, index_file, snap_file) = (first("data"), first("idx"), first("snap"));
+    let flipped: Fault = |p, _| {
+        let mut b = std::fs::read(p).unwrap();
+        b[0] ^= 1;
+        std::fs::write(p, b).unwrap()
+    };
+    for file in [data_file, index_file, snap_file] {
         let named = file.file_name().unwrap().to_str().unwrap();
-        for (name, fault) in FAULTS {
+        let read = if ends(&file, "snap") { snapshot.as_str() } else { VICTIM };
+        let extra = ends(&file, "snap").then_some(("flipped", flipped));
+        for (name, fault) in FAULTS.into_iter().chain(extra) {
             let case = format!("{} {name}", file.display());
             restore(&data, &clean);
             // The older copy of a clean stop's stream file: its first half.
@@ -432,7 +444,7 @@ fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
                 .unwrap_or_else(|(_, refusal)| panic!("{case}: refused after a clean stop: {refusal}"));
             assert!(!mark.exists(), "{case}: the mark is removed before serving");
             assert_eq!(s.read_all(WITNESS).0, witness, "{case}: the other stream");
-            let r = s.get(VICTIM);
+            let r = s.get(read);
             assert_eq!(r.status, 500, "{case}: {}", r.text());
             assert!(r.text().contains(named), "{case}: the error does not name the file: {}", r.text());
             s.kill();
