@@ -40,6 +40,7 @@ use crate::core::stream::Blob;
 use crate::core::StreamState;
 use crate::handles::{HandleMap, HandleSet};
 use crate::ids::BUILTIN_BUCKET;
+use crate::log::recovery::RecoveryError;
 use crate::log::{CreateRecord, Record};
 use crate::signal::Signal;
 use crate::tuning::{MAX_SHARED_CONTENT_TYPES, STREAM_ENTRY_BYTES};
@@ -433,7 +434,10 @@ impl Store {
     /// handle table sized once (no doublings left behind in the heap).
     /// Returns what `streams` returned, or fails, adding nothing, if a name
     /// is out of order or repeated.
-    pub(crate) fn adopt<T>(&mut self, streams: impl FnOnce(&mut dyn FnMut(StreamState)) -> T) -> Result<T, String> {
+    pub(crate) fn adopt<T>(
+        &mut self,
+        streams: impl FnOnce(&mut dyn FnMut(StreamState)) -> T,
+    ) -> Result<T, RecoveryError> {
         assert!(self.streams.is_empty() && self.handles.is_empty(), "streams are adopted into an empty store");
         let mut entries: Vec<(Rc<StreamKey>, Box<Entry>)> = Vec::new();
         let mut unsorted = None;
@@ -445,7 +449,7 @@ impl Store {
         });
         if let Some(name) = unsorted {
             *self = Store::new(self.shard, self.max_producers);
-            return Err(format!("stream {name} is out of order or repeated: damaged"));
+            return Err(format!("stream {name} is out of order or repeated: damaged").into());
         }
         self.handles.reserve(entries.len());
         self.handles.extend(entries.iter().map(|(key, e)| (e.state.handle, key.clone())));
@@ -633,7 +637,7 @@ mod tests {
                 add(state(1, names[0]));
                 add(state(2, names[1]));
             });
-            assert!(out.unwrap_err().contains("out of order or repeated"), "{names:?}");
+            assert!(out.unwrap_err().to_string().contains("out of order or repeated"), "{names:?}");
             assert!(s.streams.is_empty() && s.handles.is_empty() && s.census.streams("b") == 0, "{names:?}");
         }
     }

@@ -61,7 +61,7 @@ pub fn restore(
         Ok(b) => {
             let ck = store
                 .adopt(|add| checkpoint::decode(&b, shard, max_producers, add))
-                .and_then(|decoded| decoded.map_err(|e| e.to_string()))
+                .and_then(|decoded| decoded)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             let id = CheckpointId::of(ck.generation, &b);
             (Some(ck), Some(id))
