@@ -118,8 +118,8 @@ fn check_monotonic(ctx: &Ctx, seen: &mut HashMap<u64, (u64, bool)>) {
     for e in ctx.shard.store.borrow().streams.values() {
         let v = (e.state.visible.tail, e.state.visible.closed);
         if let Some(&(tail, closed)) = seen.get(&e.state.handle) {
-            assert!(v.0 >= tail, "stream {} tail shrank from {tail} to {}", e.state.key.1, v.0);
-            assert!(v.1 || !closed, "stream {} reopened", e.state.key.1);
+            assert!(v.0 >= tail, "stream {} tail shrank from {tail} to {}", e.state.key.stream(), v.0);
+            assert!(v.1 || !closed, "stream {} reopened", e.state.key.stream());
         }
         seen.insert(e.state.handle, v);
     }
@@ -258,7 +258,7 @@ async fn flush(ctx: &Ctx) {
         .streams
         .iter()
         .next_back()
-        .map(|(k, e)| (StreamKey::clone(k), e.state.handle, e.state.tail()));
+        .map(|(k, e)| (Rc::clone(k), e.state.handle, e.state.tail()));
     if let Some((key, handle, tail)) = newest {
         ctx.shard.flush_through(&key, handle, tail).await.expect("a flush on tmpfs succeeds");
     }
@@ -267,14 +267,14 @@ async fn flush(ctx: &Ctx) {
 /// Deletes every stream and bucket the input made, through the store and
 /// the bucket handler, and waits for fork releases to drain the tombstones.
 async fn reset(ctx: &Rc<Ctx>, seen: &mut HashMap<u64, (u64, bool)>) {
-    let keys: Vec<StreamKey> = ctx
+    let keys: Vec<Rc<StreamKey>> = ctx
         .shard
         .store
         .borrow()
         .streams
         .iter()
         .filter(|(_, e)| !e.state.deleted)
-        .map(|(k, _)| StreamKey::clone(k))
+        .map(|(k, _)| Rc::clone(k))
         .collect();
     for key in keys {
         // Refused only for a stream that expired meanwhile (gone already).
