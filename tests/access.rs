@@ -34,14 +34,16 @@ const SCOPES: &[(&str, &str, &str)] = &[
     (FORKER, "orders*", "read"),
 ];
 
-/// A server with the test tokens (its directory holds data and tokens).
+/// A server with the test tokens (its directory holds data and tokens, and
+/// outlives it: `let (s, _dir)` drops the directory's handle first).
 fn tokens_server(extra: &[&str]) -> (Server, TempDir) {
     let dir = TempDir::new("access");
     let file = dir.path().join("tokens");
     write_tokens(&file, SCOPES);
     let mut args = vec!["--tokens", file.to_str().expect("utf-8 path"), "--fsync", "never"];
     args.extend_from_slice(extra);
-    let s = Server::start_in(&dir.path().join("data"), 2, &args);
+    let mut s = Server::start_in(&dir.path().join("data"), 2, &args);
+    s.hold(&dir);
     (s, dir)
 }
 
@@ -723,7 +725,9 @@ fn launch_on(ip: std::net::IpAddr, extra: &[&str]) -> (Server, TempDir) {
     let dir = TempDir::new("netns");
     let mut launch = Launch::quick(2, extra);
     launch.listen_ip = ip;
-    (Server::launch(&dir.path().join("data"), launch), dir)
+    let mut s = Server::launch(&dir.path().join("data"), launch);
+    s.hold(&dir);
+    (s, dir)
 }
 
 #[test]
