@@ -169,6 +169,9 @@ fn flushing(dir: &Path) -> Launch {
 /// The same for the checkpoint and the stream files behind it: each kind
 /// deleted, truncated, halved, or replaced by an older copy (a zero-filled
 /// one where no older copy exists) is refused by name, or nothing is lost.
+/// The journal since the last checkpoint names no stream here, so after the
+/// crash a damaged stream file that is there is found by the first read of
+/// what it holds (500 naming it), as after a clean stop.
 #[test]
 fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     const BUCKETED: &str = "/faults/s";
@@ -208,15 +211,29 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
             fault(&data.join(&file), half_way.get(&file));
             let (code, out) = check(&data);
             match Server::try_launch(&data, flushing(tmp.path())) {
-                Ok(mut s) => {
+                Ok(mut s) if file == checkpoint => {
                     // Only an older checkpoint whose journal is still whole may start.
-                    assert!(file == checkpoint && name == "older copy", "{case}: the server started: {out}");
+                    assert_eq!(name, "older copy", "{case}: the server started: {out}");
                     let (got, tail) = s.read_all(BUCKETED);
                     assert!(tail == acked.len() as u64 && got == acked, "{case}: bytes differ");
                     let snap = s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000))).expect(200);
                     assert_eq!(snap.body, b"second state", "{case}");
                     s.kill();
                     assert_eq!(code, 0, "{case}: check: {out}");
+                }
+                Ok(mut s) => {
+                    // A missing file is refused by the listing.
+                    assert_ne!(name, "deleted", "{case}: the server started: {out}");
+                    let named = file.file_name().unwrap().to_str().unwrap();
+                    let read = if file.extension().unwrap() == "snap" {
+                        s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000)))
+                    } else {
+                        s.get(BUCKETED)
+                    };
+                    assert_eq!(read.status, 500, "{case}: {}", read.text());
+                    assert!(read.text().contains(named), "{case}: the error does not name the file: {}", read.text());
+                    s.kill();
+                    assert!(code == 1 && out.contains(named), "{case}: check: {out}");
                 }
                 Err((status, refusal)) => {
                     assert_ne!(status.code(), Some(0), "{case}");
@@ -322,8 +339,9 @@ fn a_failed_first_start_leaves_nothing_that_stops_the_next() {
 
 /// Retention over a stream of small records gives back index pages too (a
 /// prefix of zeros): `sluice check` accepts them, a restart serves the
-/// retained records by ordinal; a zeroed last page is refused by name, a
-/// zeroed page behind the retained one is found by `sluice check`.
+/// retained records by ordinal; a zeroed last page is found by name by
+/// `sluice check` and by the first read of a record on it, a zeroed page
+/// behind the retained one by `sluice check`.
 #[test]
 fn retention_punches_index_pages_that_check_and_restart_accept() {
     const J: &str = "/punch/j";
@@ -379,8 +397,12 @@ fn retention_punches_index_pages_that_check_and_restart_accept() {
     zero_page((len - 1) / 4096);
     let (code, out) = check(&data);
     assert!(code == 1 && out.contains(&named), "a zeroed last page: {out}");
-    let refusal = Server::try_launch(&data, flushing(tmp.path())).err().expect("refused").1;
-    assert!(refusal.contains(&named), "the refusal names the index: {refusal}");
+    // The journal since the checkpoint names no stream: the start after
+    // the crash leaves the page to the first read of a record on it.
+    let s = Server::launch(&data, flushing(tmp.path()));
+    let r = s.get(&format!("{J}?record=63998&max_records=2"));
+    assert!(r.status == 500 && r.text().contains(&named), "the read names the index: {}", r.text());
+    drop(s);
     restore(&data, &clean);
     zero_page((len - 1) / 4096 - 1);
     let (code, out) = check(&data);
@@ -393,8 +415,9 @@ fn retention_punches_index_pages_that_check_and_restart_accept() {
 /// of its stream (an error naming the file, never its bytes), while the
 /// other streams serve everything; `sluice check` names it. A snapshot file
 /// is checked against its digest when read (one flipped byte is found).
-/// The mark is gone once the server started: after a crash the next start
-/// checks every stream file again and refuses the damage by name.
+/// The mark is gone once the server started; the crash after it wrote
+/// nothing, so the next start refuses only a missing file (it lists the
+/// directory) and the first read finds any other damage again.
 #[test]
 fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
     const VICTIM: &str = "/trusted/victim";
@@ -448,12 +471,71 @@ fn after_a_clean_stop_damage_is_found_by_the_first_read_and_by_check() {
             assert_eq!(r.status, 500, "{case}: {}", r.text());
             assert!(r.text().contains(named), "{case}: the error does not name the file: {}", r.text());
             s.kill();
-            let refusal = Server::try_launch(&data, flushing(tmp.path())).err().expect("refused").1;
-            assert!(refusal.contains(named), "{case}: after a crash: {refusal}");
+            match Server::try_launch(&data, flushing(tmp.path())) {
+                // The listing after a crash finds a missing file.
+                Err((_, refusal)) => assert!(name == "deleted" && refusal.contains(named), "{case}: {refusal}"),
+                Ok(s) => {
+                    assert_ne!(name, "deleted", "{case}: started after a crash");
+                    let r = s.get(read);
+                    assert!(r.status == 500 && r.text().contains(named), "{case}: after a crash: {}", r.text());
+                }
+            }
         }
     }
     restore(&data, &clean);
     let mut s = Server::launch(&data, flushing(tmp.path()));
     assert_eq!(s.read_all(VICTIM).0, victim, "undamaged, every byte");
     s.kill();
+}
+
+/// After a crash the start checks the files of the streams the journal
+/// since the last checkpoint names (a flush may have been cut off in them)
+/// and refuses their damage by name; another stream's damaged file is
+/// found by its first read, as after a clean stop.
+#[test]
+fn after_a_crash_the_streams_the_journal_names_are_checked_at_start() {
+    const NAMED: &str = "/crashed/named";
+    const QUIET: &str = "/crashed/quiet";
+    let tmp = TempDir::new("crash-checks");
+    let data = tmp.path().join("data");
+    let mut s = Server::launch(&data, flushing(tmp.path()));
+    s.req("PUT", "/crashed", &[], b"").expect(201);
+    s.put(NAMED, "text/plain", b"").expect(201);
+    s.put(QUIET, "text/plain", b"").expect(201);
+    let (mut named, mut quiet) = (Vec::new(), Vec::new());
+    append_to(&s, NAMED, 0, 50, &mut named);
+    append_to(&s, QUIET, 0, 50, &mut quiet);
+    s.wait_flushed();
+    s.kill();
+    // Appends the journal holds and no flush stored: only NAMED is named.
+    let mut s = Server::launch(&data, launch(tmp.path()));
+    append_to(&s, NAMED, 50, 10, &mut named);
+    s.kill();
+    let clean = files(&data);
+    let mut datas: Vec<&PathBuf> = clean.keys().filter(|p| p.extension().is_some_and(|e| e == "data")).collect();
+    // Named by handle: NAMED was created first.
+    datas.sort();
+    let (named_file, quiet_file) = (datas[0].clone(), datas[1].clone());
+    for (file, fault_name, fault) in FAULTS.iter().flat_map(|&(n, f)| [(&named_file, n, f), (&quiet_file, n, f)]) {
+        let case = format!("{} {fault_name}", file.display());
+        let file_name = file.file_name().unwrap().to_str().unwrap();
+        restore(&data, &clean);
+        fault(&data.join(file), None);
+        match Server::try_launch(&data, flushing(tmp.path())) {
+            Err((_, refusal)) => {
+                assert!(file == &named_file || fault_name == "deleted", "{case}: refused: {refusal}");
+                assert!(refusal.contains(file_name), "{case}: the refusal does not name the file: {refusal}");
+            }
+            Ok(s) => {
+                assert!(file == &quiet_file && fault_name != "deleted", "{case}: started");
+                assert_eq!(s.read_all(NAMED).0, named, "{case}: the named stream");
+                let r = s.get(QUIET);
+                assert!(r.status == 500 && r.text().contains(file_name), "{case}: {}", r.text());
+            }
+        }
+    }
+    restore(&data, &clean);
+    let s = Server::launch(&data, flushing(tmp.path()));
+    assert_eq!(s.read_all(NAMED).0, named, "undamaged, every byte");
+    assert_eq!(s.read_all(QUIET).0, quiet, "undamaged, every byte");
 }

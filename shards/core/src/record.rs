@@ -269,6 +269,25 @@ pub struct Encoded {
 }
 
 impl Record<'_> {
+    /// The stream handle the record names, if it names one.
+    pub fn handle(&self) -> Option<u64> {
+        match self {
+            Record::Create(c) => Some(c.handle),
+            Record::Append(a) => Some(a.handle),
+            Record::Snapshot(s) => Some(s.handle),
+            Record::Delete { handle }
+            | Record::SoftDelete { handle }
+            | Record::Attrs { handle, .. }
+            | Record::Retention { handle, .. }
+            | Record::SnapshotDelete { handle, .. } => Some(*handle),
+            Record::BucketCreate { .. }
+            | Record::BucketDelete { .. }
+            | Record::Seal(_)
+            | Record::SubscriptionPut { .. }
+            | Record::SubscriptionDelete { .. } => None,
+        }
+    }
+
     /// Appends the framed record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) -> Encoded {
         let start = out.len();

@@ -39,6 +39,9 @@ pub enum Access {
     /// Read and write, created if missing: a shard's own stream files
     /// (their writer makes them durable with fdatasync).
     Durable,
+    /// Read and write, not created: a shard's own stream file opened for a
+    /// read, which must find it.
+    Existing,
     /// Write only, created empty (truncated): a file about to be installed.
     Replace,
 }
@@ -88,6 +91,7 @@ impl Storage {
         match access {
             Access::Read => o.read(true),
             Access::Durable => o.read(true).write(true).create(true),
+            Access::Existing => o.read(true).write(true),
             Access::Replace => o.write(true).create(true).truncate(true),
         };
         o.buffered_open(path).await.map_err(glommio_error)

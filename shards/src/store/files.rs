@@ -18,6 +18,13 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+/// What a stream file is opened for: a write creates it, a read must find it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Need {
+    Read,
+    Write,
+}
+
 /// The directory under a shard's directory that holds its stream files.
 pub const STREAMS_DIR: &str = "streams";
 pub use crate::core::limits::PAGE;
@@ -112,18 +119,20 @@ impl StreamFiles {
     }
 
     /// An open descriptor for `name` on `shard`: this shard's own files are
-    /// opened for writing too (and created); other shards' read-only. When the process
-    /// is out of descriptors, the cached ones are closed and the open tried
-    /// once more (those in use close when their reads finish).
-    async fn file(&self, shard: u32, name: FileName) -> std::io::Result<Rc<BufferedFile>> {
+    /// opened for writing too (and created for a write); other shards'
+    /// read-only. A read that finds no file reports it as damage: every
+    /// file a read needs is one a flush recorded. When the process is out
+    /// of descriptors, the cached ones are closed and the open tried once
+    /// more (those in use close when their reads finish).
+    async fn file(&self, shard: u32, name: FileName, need: Need) -> std::io::Result<Rc<BufferedFile>> {
         let key = (shard, name);
         if let Some(f) = self.open.borrow().get(&key) {
             return Ok(f.clone());
         }
-        let f = match self.open_file(shard, name).await {
+        let f = match self.open_file(shard, name, need).await {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                 self.open.borrow_mut().clear();
-                self.open_file(shard, name).await?
+                self.open_file(shard, name, need).await?
             }
             r => r?,
         };
@@ -136,9 +145,19 @@ impl StreamFiles {
         Ok(f)
     }
 
-    async fn open_file(&self, shard: u32, name: FileName) -> std::io::Result<BufferedFile> {
-        let access = if shard == self.shard { Access::Durable } else { Access::Read };
-        self.storage.open(&self.dir(shard).join(name.to_string()), access).await
+    async fn open_file(&self, shard: u32, name: FileName, need: Need) -> std::io::Result<BufferedFile> {
+        let access = match need {
+            _ if shard != self.shard => Access::Read,
+            Need::Write => Access::Durable,
+            Need::Read => Access::Existing,
+        };
+        self.storage.open(&self.dir(shard).join(name.to_string()), access).await.map_err(|e| match e.kind() {
+            ErrorKind::NotFound if need == Need::Read => std::io::Error::new(
+                ErrorKind::InvalidData,
+                format!("shard-{shard}/{STREAMS_DIR}/{name} is missing (a flush recorded it)"),
+            ),
+            _ => e,
+        })
     }
 
     /// Bytes free for unprivileged writers on the file system holding this
@@ -169,7 +188,7 @@ impl StreamFiles {
         len: usize,
         out: &mut Vec<u8>,
     ) -> std::io::Result<()> {
-        let f = self.file(shard, name).await?;
+        let f = self.file(shard, name, Need::Read).await?;
         // Every byte read is below what the checkpoint or the flush recorded:
         // a file that ends before it is damaged (shortened or replaced).
         let short = |got: usize, n: usize, at: u64| {
@@ -247,7 +266,7 @@ impl StreamFiles {
         match layer.index_len {
             Some(len) => Ok(len),
             None => {
-                let f = self.file(layer.shard, FileName::Index(layer.handle)).await?;
+                let f = self.file(layer.shard, FileName::Index(layer.handle), Need::Read).await?;
                 self.storage.file_size(&f).await
             }
         }
@@ -274,7 +293,7 @@ impl StreamFiles {
     /// faulted in fresh pages every time). One `O_DSYNC` write of a whole
     /// chunk took 4-8x as long on the test disk (1 MiB fill, issue 24).
     pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8]) -> std::io::Result<()> {
-        let f = self.file(self.shard, name).await?;
+        let f = self.file(self.shard, name, Need::Write).await?;
         let mut done = 0;
         while done < bytes.len() {
             let piece = &bytes[done..bytes.len().min(done + WRITE_PIECE)];
@@ -289,7 +308,7 @@ impl StreamFiles {
 
     /// Cuts this shard's file `name` back to `len` bytes.
     pub async fn truncate(&self, name: FileName, len: u64) -> std::io::Result<()> {
-        let f = self.file(self.shard, name).await?;
+        let f = self.file(self.shard, name, Need::Write).await?;
         self.storage.truncate(&f, len)
     }
 
@@ -300,7 +319,7 @@ impl StreamFiles {
         if a >= b {
             return Ok(());
         }
-        let f = self.file(self.shard, name).await?;
+        let f = self.file(self.shard, name, Need::Write).await?;
         self.storage.punch(&f, a, b - a)
     }
 }
@@ -357,6 +376,27 @@ mod tests {
         }
     }
 
+    /// A read of a stream file that is not there reports damage naming it,
+    /// and leaves no file behind (a created empty one would look like a
+    /// truncated file to the next start); a write creates it.
+    #[test]
+    fn a_read_never_creates_a_missing_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/missing-test-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("shard-0").join(STREAMS_DIR)).unwrap();
+        let dir = root.clone();
+        crate::tick::block_on(move || async move {
+            let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES, Storage::Real);
+            let name = FileName::Data(7);
+            let e = files.read(0, name, 0, 10).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+            assert!(e.to_string().contains(&format!("shard-0/{STREAMS_DIR}/{name} is missing")), "{e}");
+            assert!(!files.dir(0).join(name.to_string()).exists(), "the read created the file");
+            files.write(name, 0, b"0123456789").await.unwrap();
+            assert_eq!(files.read(0, name, 0, 10).await.unwrap(), b"0123456789");
+        });
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
     /// Reads serve cached pages with preadv2 and fall back to io_uring for
     /// the rest, within one read; a read past the end is an error.
     #[test]
@@ -370,10 +410,10 @@ mod tests {
             let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES, Storage::Real);
             let name = FileName::Data(1);
             files.write(name, 0, &bytes).await.unwrap();
-            let f = files.file(0, name).await.unwrap();
+            let f = files.file(0, name, Need::Write).await.unwrap();
             assert_eq!(access_mode(f.as_raw_fd()), libc::O_RDWR, "a shard writes its own stream files");
             let other = StreamFiles::new(&dir, 1, MAX_OPEN_FILES, Storage::Real);
-            let theirs = other.file(0, name).await.unwrap();
+            let theirs = other.file(0, name, Need::Read).await.unwrap();
             assert_eq!(access_mode(theirs.as_raw_fd()), libc::O_RDONLY, "and reads other shards' only");
             // The file's clean pages leave the cache; with read-ahead off,
             // reading its first piece brings back only that piece.

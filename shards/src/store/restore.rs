@@ -12,11 +12,21 @@
 //! | file the checkpoint dooms (deleted stream, old snapshot)| delete                 | clean          |
 //! | stream file of a handle created after the checkpoint    | delete (rewritten)     | clean          |
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
+//! | stream file missing                                     | refuse                 | damaged        |
 //! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
-//! | stream file shorter, missing, or a bad last index entry| refuse                 | damaged        |
-//! | `clean-stop` names the checkpoint (see [`clean_stop`])  | files trusted, not listed: doomed ones removed by name, damage found at first read | all checked |
+//! | stream file shorter, or a bad last index entry          | refuse                 | damaged        |
 //! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
+//! | after a crash, a stream the journal since the checkpoint does not name | files listed, not checked: damage found at first read | all checked |
+//! | `clean-stop` names the checkpoint (see [`clean_stop`])  | files trusted, not listed: doomed ones removed by name, damage found at first read | all checked |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
+//!
+//! After a crash only the streams the journal since the checkpoint names
+//! can hold stream-file writes the checkpoint does not record: every flush
+//! after it wrote bytes of those records and nothing else (the checkpoint's
+//! own flush stored every stream up to the tail it records). The others'
+//! files are as after a clean stop, so their lengths, last index entries
+//! and snapshot digests are left to the first read, as they are then; the
+//! listing still refuses a missing or extra file.
 //!
 //! `sluice check` also verifies every retained index entry's CRC and that
 //! the index pages follow on from each other and end at the stored tail.
@@ -30,7 +40,7 @@ use super::files::{data_name, index_name, FileName, STREAMS_DIR};
 use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
-use crate::handles::HandleMap;
+use crate::handles::{HandleMap, HandleSet};
 use crate::log::marks::{self, LOG_START};
 use crate::log::recovery::{self, Mode, RecoveryError, Tail};
 use crate::storage::Storage;
@@ -41,9 +51,9 @@ use std::path::Path;
 pub struct Restored {
     pub store: Store,
     pub tail: Tail,
-    /// The stream files were trusted after a clean stop: their lengths and
-    /// last records were not checked.
-    pub trusted: bool,
+    /// How many streams' files were checked (lengths, last records,
+    /// snapshot digests); `None` when all were trusted after a clean stop.
+    pub checked: Option<usize>,
 }
 
 /// Restores shard `shard` from `dir` through `io` (see the module
@@ -108,15 +118,21 @@ pub fn restore(
         .into_iter()
         .map(|m| (m.handle, m.boundary))
         .collect();
-    if trusted {
+    let checked = if trusted {
         // The streams directory is not listed (two names per stream): a
         // missing or damaged file is found by the first read of its stream,
         // by `sluice check` and by any start after a crash.
         remove_doomed(io, &streams, &doomed)?;
+        None
     } else {
-        let check = Check { generation, next_handle, tiered: &tiered, mode };
-        check_files(io, &streams, &store, &doomed, &check)?;
-    }
+        // After a crash, only what the journal since the checkpoint names.
+        let named = match mode {
+            Mode::Repair if !store.streams.is_empty() => Some(named_since(dir, journal)?),
+            _ => None,
+        };
+        let check = Check { generation, next_handle, tiered: &tiered, mode, named: named.as_ref() };
+        Some(check_files(io, &streams, &store, &doomed, &check)?)
+    };
     let tail = recovery::scan(dir, mode, |r, at| {
         if (at.segment, at.frame) >= journal {
             store.replay(r);
@@ -126,7 +142,19 @@ pub fn restore(
     for (b, at) in &store.home_buckets {
         store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
     }
-    Ok(Restored { store, tail, trusted })
+    Ok(Restored { store, tail, checked })
+}
+
+/// The handles the journal's records from `journal` on name, read without
+/// changing anything (the replay after the file checks repairs what needs it).
+fn named_since(dir: &Path, journal: (u32, u64)) -> Result<HandleSet, RecoveryError> {
+    let mut named = HandleSet::default();
+    recovery::scan(dir, Mode::Verify, |r, at| {
+        if (at.segment, at.frame) >= journal {
+            named.extend(r.handle());
+        }
+    })?;
+    Ok(named)
 }
 
 /// Removes the files the checkpoint dooms, by name (after a clean stop, its
@@ -172,6 +200,9 @@ struct Check<'a> {
     /// The data files' tiered boundaries, by handle.
     tiered: &'a HashMap<u64, u64>,
     mode: Mode,
+    /// After a crash, the streams whose files are checked; every stream's
+    /// when `None`.
+    named: Option<&'a HandleSet>,
 }
 
 /// A stream's files found in its directory, one bit each.
@@ -179,8 +210,12 @@ const DATA: u8 = 1;
 const INDEX: u8 = 2;
 const SNAPSHOT: u8 = 4;
 
-fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<(), String> {
-    let &Check { generation, next_handle, tiered, mode } = check;
+/// Lists the streams directory and checks the files found against the
+/// checkpoint (see the decision table); returns how many streams' files
+/// were checked beyond being found.
+fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<usize, String> {
+    let &Check { generation, next_handle, tiered, mode, named } = check;
+    let checks = |handle: u64| named.is_none_or(|n| n.contains(&handle));
     // Every stream of the checkpoint, and which of its files were found.
     let mut by_handle: HandleMap<(&StreamState, u8)> = HandleMap::default();
     by_handle.reserve(store.streams.len());
@@ -201,11 +236,15 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
             return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path().display()));
         };
         let b = &s.body;
+        let checked = checks(s.handle);
         *found |= match file {
+            FileName::Data(_) if !checked => DATA,
+            FileName::Index(_) if !checked => INDEX,
             FileName::Data(_) => check_len(io, &path(), b.stored - b.base, mode).map(|()| DATA)?,
             FileName::Index(_) => check_len(io, &path(), b.index_len, mode).map(|()| INDEX)?,
             FileName::Snapshot(_, g) if g > generation => return remove(io, &path(), mode),
             FileName::Snapshot(_, g) => match &s.snapshot {
+                Some(snap) if snap.blob == Blob::Stored(g) && !checked => SNAPSHOT,
                 Some(snap) if snap.blob == Blob::Stored(g) => {
                     let path = path();
                     let body = io.read_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -232,6 +271,7 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
+    let mut verified = 0;
     for &(s, found) in by_handle.values() {
         let b = &s.body;
         let own = [(DATA, FileName::Data(s.handle)), (INDEX, FileName::Index(s.handle))];
@@ -244,11 +284,14 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         if let Some((_, missing)) = need.find(|(bit, _)| found & bit == 0) {
             return Err(format!("{}: missing (the checkpoint records it)", dir.join(missing.to_string()).display()));
         }
-        if b.stored > b.base {
-            verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
+        if checks(s.handle) {
+            verified += 1;
+            if b.stored > b.base {
+                verify_records(io, dir, s, tiered.get(&s.handle).copied().unwrap_or(0), mode)?;
+            }
         }
     }
-    Ok(())
+    Ok(verified)
 }
 
 /// A stream file, read by position, errors naming it.

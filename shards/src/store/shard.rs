@@ -116,18 +116,25 @@ impl Shard {
         let (streams, storage) = (files.dir(id as u32), files.storage());
         storage.create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
         storage.sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
-        let Restored { mut store, tail, trusted } =
+        let Restored { mut store, tail, checked } =
             restore::restore(storage, &cfg.dir, id as u32, max_producers, Mode::Repair)?;
         // Before anything is written: a crash from here on must not find the mark.
         clean_stop::remove(storage, &cfg.dir)
             .await
             .map_err(|e| format!("cannot remove {}: {e}", cfg.dir.join(clean_stop::CLEAN_STOP).display()))?;
-        if trusted {
-            tracing::info!(
+        match checked {
+            None => tracing::info!(
                 shard = id,
                 streams = store.streams.len(),
                 "stopped cleanly: stream files trusted as the checkpoint records them"
-            );
+            ),
+            Some(checked) if !store.streams.is_empty() => tracing::info!(
+                shard = id,
+                streams = store.streams.len(),
+                checked,
+                "after a crash: stream files checked for the streams the journal since the checkpoint names"
+            ),
+            Some(_) => {}
         }
         let torn_bytes = tail.torn_bytes;
         // Segments after the newest one with records were prepared, or rolled
