@@ -113,6 +113,12 @@ pub const UNLINKS_PER_YIELD: usize = 32;
 /// (`store::spares`; smaller ones cost the allocator little). All kept
 /// buffers together stay within [`FLUSH_BACKLOG`] x `--flush-bytes` per shard.
 pub const MIN_SPARE_TAIL: usize = 64 << 10;
+/// A start lists a shard's streams directory into a table indexed by
+/// handle (a byte each, for every handle below the checkpoint's next one)
+/// while there are at most this many handles per stream in the checkpoint;
+/// a shard whose handles are mostly of deleted streams uses a hash table
+/// (`store::restore`).
+pub const DENSE_HANDLES_PER_STREAM: u64 = 8;
 /// How often a repeated warning is logged at most (`every`).
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
 /// How often the backup, holding a shard, looks whether its clean-ups
@@ -140,6 +146,7 @@ const _: () = {
     assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(DENSE_HANDLES_PER_STREAM >= 1, "a table of every handle holds one per stream at least");
     assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
     assert!(IOWQ_BOUNDED_WORKERS as usize >= FLUSH_CONCURRENCY, "a flush batch's writes and syncs each get a worker");
     assert!(IOWQ_UNBOUNDED_WORKERS >= 1, "0 would leave the kernel's limit, RLIMIT_NPROC");

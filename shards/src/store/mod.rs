@@ -479,6 +479,12 @@ impl Store {
         self.max_producers
     }
 
+    /// The state of the stream with `handle`.
+    pub(crate) fn state_of(&self, handle: u64) -> Option<&StreamState> {
+        let key = self.handles.get(&handle)?;
+        self.streams.get(&**key).map(|e| &e.state)
+    }
+
     pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
         self.streams.get_mut(&**key).map(|e| &mut **e)
