@@ -814,3 +814,43 @@ fn forks_survive_a_restart_and_a_soft_deleted_source_stays_gone() {
     s.put(&path(&src), TEXT, b"again").expect(201);
     assert_eq!(read_text(&s, &src), "again");
 }
+
+/// A fork on one shard reads its source's files on the other through its
+/// own cached descriptors; once the fork and the source are gone and the
+/// source's files deleted, the fork's shard closes those descriptors at its
+/// next checkpoint, so the deleted files' space goes back to the file system.
+#[test]
+fn descriptors_of_a_gone_source_on_another_shard_are_closed() {
+    let s = Server::start_with(&["--flush-interval", "100ms"]);
+    let (src, f) = (name_on("gone-src", 0), name_on("gone-fork", 1));
+    s.put(&path(&src), TEXT, &[b'x'; 10_000]).expect(201);
+    fork(&s, &f, &src, &[]).expect(201);
+    s.post(&path(&f), TEXT, b"own bytes").expect(204);
+    s.wait_flushed();
+    assert_eq!(read(&s, &f).body.len(), 10_009, "the fork reads the source's file");
+    // Shard 0 holds only the source's files.
+    let streams = s.data_dir.join("shard-0/streams");
+    let src_files: Vec<String> = std::fs::read_dir(&streams)
+        .expect("shard 0's streams")
+        .map(|e| e.unwrap().path().to_string_lossy().into_owned())
+        .collect();
+    assert!(!src_files.is_empty(), "the source's bytes are in its files");
+    let held = || -> Vec<String> {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", s.pid())).expect("fd dir");
+        fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| src_files.iter().any(|f| p.starts_with(f.as_str())))
+            .collect()
+    };
+    assert!(!held().is_empty(), "the fork's shard holds the source's files open");
+    s.delete(&path(&src)).expect(204);
+    s.delete(&path(&f)).expect(204);
+    wait_for_status(&s, &src, 404, Duration::from_secs(5));
+    let tick = name_on("tick", 1);
+    common::eventually("the source's files deleted and none held open", || {
+        // A create and delete on the fork's shard: it checkpoints again.
+        s.put(&path(&tick), TEXT, b"").expect(201);
+        s.delete(&path(&tick)).expect(204);
+        src_files.iter().all(|f| !std::path::Path::new(f).exists()) && held().is_empty()
+    });
+}

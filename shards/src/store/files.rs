@@ -13,7 +13,7 @@ use crate::core::index::{decode_page, Header, Page, INDEX_PAGE, PAGE_HEADER};
 use crate::storage::{Access, Storage};
 use glommio::io::BufferedFile;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -166,12 +166,15 @@ impl StreamFiles {
         self.storage.free_bytes(&self.dir(self.shard))
     }
 
-    /// Closes the cached descriptors of streams that no stream held here
-    /// (its own, or one it has as an ancestor) reads any more. Another
-    /// shard deletes a stream's files once no fork references it, and an
-    /// open descriptor here would keep their space from the file system.
-    pub fn retain_referenced(&self, referenced: &HashSet<(u32, u64)>) {
-        self.open.borrow_mut().retain(|(shard, name), _| referenced.contains(&(*shard, name.handle())));
+    /// Keeps the cached descriptors whose (shard, handle) is `referenced`
+    /// and closes the others (those in use close when their reads finish).
+    pub fn retain_open(&self, referenced: impl Fn(u32, u64) -> bool) {
+        self.open.borrow_mut().retain(|(shard, name), _| referenced(*shard, name.handle()));
+    }
+
+    /// Whether a descriptor of another shard's file is cached.
+    pub fn holds_foreign(&self) -> bool {
+        self.open.borrow().keys().any(|(shard, _)| *shard != self.shard)
     }
 
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).

@@ -92,11 +92,10 @@ struct Capture {
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
     doomed: Vec<String>,
-    /// The checkpoint to write, when one is due.
-    checkpoint: Option<Vec<u8>>,
-    /// Every (shard, handle) whose files a stream held here reads, when
-    /// the flush writes a checkpoint (its clean-up uses it); empty otherwise.
-    referenced: HashSet<(u32, u64)>,
+    /// The checkpoint to write, when one is due: its id and length.
+    checkpoint: Option<(CheckpointId, usize)>,
+    /// Its bytes, until step 4 hands them to the file (no copy).
+    checkpoint_bytes: Option<Vec<u8>>,
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> LogError + '_ {
@@ -196,9 +195,9 @@ impl Shard {
         }
         self.flushing.set(true);
         let started = Instant::now();
-        let c = self.capture();
+        let mut c = self.capture();
         let stats = &self.flush_stats;
-        let r = match self.flush_steps(&c).await {
+        let r = match self.flush_steps(&mut c).await {
             Err(e) => {
                 self.undo(&c);
                 self.give_back(&c).await;
@@ -209,12 +208,11 @@ impl Shard {
             }
             Ok(()) => {
                 self.stored(&c);
-                match &c.checkpoint {
-                    Some(checkpoint) => {
-                        self.checkpointed.set((self.flushed.get(), checkpoint.len()));
-                        let id = CheckpointId::of(c.generation, checkpoint);
+                match c.checkpoint {
+                    Some((id, len)) => {
+                        self.checkpointed.set((self.flushed.get(), len));
                         self.installed.set(Some(Installed { id, ended: Instant::now(), took: started.elapsed() }));
-                        stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + checkpoint.len() as u64);
+                        stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + len as u64);
                         self.unrecorded.set(false);
                         self.clean_up(&c).await
                     }
@@ -345,19 +343,6 @@ impl Shard {
             };
             checkpoint::encode(&header, st.streams.values().map(|e| &e.state))
         });
-        // Only a flush that writes a checkpoint cleans up after it.
-        let referenced = match checkpoint {
-            None => HashSet::new(),
-            Some(_) => st
-                .streams
-                .values()
-                .flat_map(|e| {
-                    let s = &e.state;
-                    std::iter::once((self.id as u32, s.handle))
-                        .chain(s.body.ancestors.iter().map(|a| (a.shard, a.handle)))
-                })
-                .collect(),
-        };
         Capture {
             generation,
             journal,
@@ -368,14 +353,14 @@ impl Shard {
             snapshots,
             punches,
             doomed,
-            checkpoint,
-            referenced,
+            checkpoint: checkpoint.as_ref().map(|b| (CheckpointId::of(generation, b), b.len())),
+            checkpoint_bytes: checkpoint,
         }
     }
 
     /// Steps 2-4, up to the checkpoint's rename: an error leaves the old
     /// checkpoint in place.
-    async fn flush_steps(&self, c: &Capture) -> Result<(), LogError> {
+    async fn flush_steps(&self, c: &mut Capture) -> Result<(), LogError> {
         self.log.durable(c.lsn).await?;
         for batch in c.jobs.chunks(FLUSH_CONCURRENCY) {
             let done = join_all(batch.iter().map(|j| self.store_chunk(j)).collect()).await;
@@ -388,8 +373,8 @@ impl Shard {
         }
         let storage = self.files.storage();
         storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))?;
-        let Some(checkpoint) = &c.checkpoint else { return Ok(()) };
-        storage.install(&self.shard_dir(), CHECKPOINT, checkpoint.clone()).await.map_err(io(CHECKPOINT))
+        let Some(bytes) = c.checkpoint_bytes.take() else { return Ok(()) };
+        storage.install(&self.shard_dir(), CHECKPOINT, bytes).await.map_err(io(CHECKPOINT))
     }
 
     /// A flush writes a checkpoint when one is forced (a fork needs its
@@ -428,11 +413,32 @@ impl Shard {
         self.installed.get().map_or(Duration::ZERO, left)
     }
 
+    /// Closes the cached descriptors of stream files no stream held here
+    /// reads any more (its own, or one it has as an ancestor): another
+    /// shard deletes a stream's files once no fork references it, and an
+    /// open descriptor here would keep their space from the file system.
+    /// Only the cache is visited (a few hundred descriptors), and the
+    /// streams only when it holds another shard's file (read by forks).
+    fn close_unreferenced(&self) {
+        let st = self.store.borrow();
+        let own = self.id as u32;
+        let foreign: HashSet<(u32, u64)> = match self.files.holds_foreign() {
+            false => HashSet::new(),
+            true => {
+                st.streams.values().flat_map(|e| e.state.body.ancestors.iter().map(|a| (a.shard, a.handle))).collect()
+            }
+        };
+        self.files.retain_open(|shard, handle| match shard == own {
+            true => st.holds_handle(handle),
+            false => foreign.contains(&(shard, handle)),
+        });
+    }
+
     /// Step 5, after the checkpoint's rename (see the module header): every
     /// step is tried; what failed is queued for a later flush and the first
     /// error is returned.
     async fn clean_up(&self, c: &Capture) -> Result<(), LogError> {
-        self.files.retain_referenced(&c.referenced);
+        self.close_unreferenced();
         let storage = self.files.storage();
         // While the backup copies this shard, nothing is given back (see `crate::hold`).
         let cleaning = crate::hold::begin_clean_up(self.id);

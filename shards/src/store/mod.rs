@@ -479,6 +479,11 @@ impl Store {
         self.max_producers
     }
 
+    /// Whether a stream with `handle` is held (a tombstone too).
+    pub(crate) fn holds_handle(&self, handle: u64) -> bool {
+        self.handles.contains_key(&handle)
+    }
+
     /// The state of the stream with `handle`.
     pub(crate) fn state_of(&self, handle: u64) -> Option<&StreamState> {
         let key = self.handles.get(&handle)?;
