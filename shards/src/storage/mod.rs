@@ -226,20 +226,26 @@ impl Storage {
     }
 
     /// Visits the names in `dir` (a name that is not UTF-8 lossily
-    /// converted) without collecting them (a streams directory holds two
-    /// names per stream), until `visit` refuses one: its error is the inner
-    /// result, the directory's the outer.
+    /// converted; `.` and `..` skipped) without collecting them (a streams
+    /// directory holds two names per stream), until `visit` refuses one:
+    /// its error is the inner result, the directory's the outer. Names are
+    /// read in place from the directory's buffer (`readdir`): the standard
+    /// library's iterator allocated a name per entry, a tenth of a start
+    /// after a crash at two million names.
     pub fn each_name<E>(
         &self,
         dir: &Path,
         mut visit: impl FnMut(&str) -> std::result::Result<(), E>,
     ) -> Result<std::result::Result<(), E>> {
         self.fail(Op::Dir)?;
-        for e in std::fs::read_dir(dir)? {
-            let name = e?.file_name();
+        let mut names = DirNames::open(dir)?;
+        while let Some(name) = names.next()? {
+            if name == c"." || name == c".." {
+                continue;
+            }
             let visited = match name.to_str() {
-                Some(name) => visit(name),
-                None => visit(&name.to_string_lossy()),
+                Ok(name) => visit(name),
+                Err(_) => visit(&name.to_string_lossy()),
             };
             if visited.is_err() {
                 return Ok(visited);
@@ -280,5 +286,85 @@ impl Storage {
     pub fn read_exact_at(&self, f: &std::fs::File, buf: &mut [u8], pos: u64) -> Result<()> {
         self.fail(Op::Read)?;
         f.read_exact_at(buf, pos)
+    }
+}
+
+/// An open directory stream (`opendir`), closed on drop.
+struct DirNames(std::ptr::NonNull<libc::DIR>);
+
+impl DirNames {
+    fn open(dir: &Path) -> Result<DirNames> {
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(Error::other)?;
+        // SAFETY: opendir reads a NUL-terminated path we own.
+        let d = unsafe { libc::opendir(path.as_ptr()) };
+        std::ptr::NonNull::new(d).map(DirNames).ok_or_else(Error::last_os_error)
+    }
+
+    /// The next name, valid until the next call; `None` at the end.
+    fn next(&mut self) -> Result<Option<&std::ffi::CStr>> {
+        // readdir reports an error only through errno, which it leaves
+        // unchanged at the end of the directory.
+        // SAFETY: errno is this thread's; readdir64 reads the stream we own
+        // and returns null or an entry that lives until the next call on it.
+        unsafe {
+            *libc::__errno_location() = 0;
+            let e = libc::readdir64(self.0.as_ptr());
+            if e.is_null() {
+                return match *libc::__errno_location() {
+                    0 => Ok(None),
+                    errno => Err(Error::from_raw_os_error(errno)),
+                };
+            }
+            Ok(Some(std::ffi::CStr::from_ptr((*e).d_name.as_ptr())))
+        }
+    }
+}
+
+impl Drop for DirNames {
+    fn drop(&mut self) {
+        // SAFETY: the stream was opened by opendir and is closed once.
+        unsafe { libc::closedir(self.0.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+
+    /// Every name is visited once, `.` and `..` never, a name that is not
+    /// UTF-8 lossily; a refusal stops the visit and is returned; a missing
+    /// directory is the outer error.
+    #[test]
+    fn each_name_visits_every_name_until_refused() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/each-name-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let mut made: Vec<String> = (0..1000).map(|i| format!("{i:016x}.data")).collect();
+        for name in &made {
+            std::fs::write(root.join(name), b"").unwrap();
+        }
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad-\xff")), b"").unwrap();
+        made.push("bad-\u{fffd}".into());
+        let mut seen = Vec::new();
+        let r = Storage::Real.each_name(&root, |n| -> std::result::Result<(), ()> {
+            seen.push(n.to_string());
+            Ok(())
+        });
+        assert_eq!(r.unwrap(), Ok(()));
+        seen.sort();
+        made.sort();
+        assert_eq!(seen, made);
+        let mut visited = 0;
+        let r = Storage::Real.each_name(&root, |n| {
+            visited += 1;
+            if visited == 10 {
+                return Err(n.to_string());
+            }
+            Ok(())
+        });
+        assert!(matches!(r, Ok(Err(_))) && visited == 10, "{r:?} after {visited}");
+        let gone = Storage::Real.each_name(&root.join("gone"), |_| -> std::result::Result<(), ()> { Ok(()) });
+        assert_eq!(gone.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(root).unwrap();
     }
 }
