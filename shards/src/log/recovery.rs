@@ -151,6 +151,33 @@ pub fn scan(dir: &Path, mode: Mode, apply: impl FnMut(Record<'_>, Position)) -> 
     scan_files(&mut Dir(dir.to_path_buf()), mode, apply)
 }
 
+/// The records from journal position `from` (a frame's, as a checkpoint
+/// names it) on, up to the first frame that does not read whole, each
+/// segment from `from`'s on read from there: a quick look ahead of
+/// [`scan`], which reads the whole journal and decides what a frame that
+/// does not read means (it runs after this, on the same files).
+pub fn records_from(dir: &Path, from: (u32, u64), mut each: impl FnMut(Record<'_>)) -> Result<(), RecoveryError> {
+    let mut segments = list_segments(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    segments.retain(|&n| n >= from.0);
+    let mut buf = Vec::new();
+    for no in segments {
+        let path = segment_path(dir, no);
+        let read = |buf: &mut Vec<u8>| -> std::io::Result<()> {
+            let mut f = std::fs::File::open(&path)?;
+            f.seek(SeekFrom::Start(if no == from.0 { from.1 } else { 0 }))?;
+            buf.clear();
+            std::io::Read::read_to_end(&mut f, buf).map(drop)
+        };
+        read(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut pos = 0;
+        while let Frame::Record { record, len, .. } = read_frame(&buf[pos..]) {
+            each(record);
+            pos += len;
+        }
+    }
+    Ok(())
+}
+
 /// [`scan`] over any [`LogFiles`].
 pub fn scan_files<F: LogFiles>(
     files: &mut F,

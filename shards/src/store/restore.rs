@@ -146,15 +146,14 @@ pub fn restore(
     Ok(Restored { store, tail, checked })
 }
 
-/// The handles the journal's records from `journal` on name, read without
-/// changing anything (the replay after the file checks repairs what needs it).
+/// The handles the journal's records from `journal` on name, read from
+/// there without changing anything (the scan after the file checks reads
+/// the whole journal, decides what a frame that does not read means, and
+/// repairs what needs it: a start that goes on replays only records read
+/// here).
 fn named_since(dir: &Path, journal: (u32, u64)) -> Result<HandleSet, RecoveryError> {
     let mut named = HandleSet::default();
-    recovery::scan(dir, Mode::Verify, |r, at| {
-        if (at.segment, at.frame) >= journal {
-            named.extend(r.handle());
-        }
-    })?;
+    recovery::records_from(dir, journal, |r| named.extend(r.handle()))?;
     Ok(named)
 }
 
