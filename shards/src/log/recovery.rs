@@ -163,13 +163,11 @@ pub fn records_from(dir: &Path, from: (u32, u64), mut each: impl FnMut(Record<'_
     let mut buf = Vec::new();
     for no in segments {
         let path = segment_path(dir, no);
-        let read = |buf: &mut Vec<u8>| -> std::io::Result<()> {
-            let mut f = std::fs::File::open(&path)?;
-            f.seek(SeekFrom::Start(if no == from.0 { from.1 } else { 0 }))?;
-            buf.clear();
-            std::io::Read::read_to_end(&mut f, buf).map(drop)
-        };
-        read(&mut buf).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let at = if no == from.0 { from.1 } else { 0 };
+        buf.clear();
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.seek(SeekFrom::Start(at)).and_then(|_| std::io::Read::read_to_end(&mut f, &mut buf)))
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let mut pos = 0;
         while let Frame::Record { record, len, .. } = read_frame(&buf[pos..]) {
             if !matches!(record, Record::Seal(_)) {

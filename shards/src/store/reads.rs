@@ -299,7 +299,7 @@ impl Shard {
             Blob::Stored(generation) => {
                 let name = super::files::FileName::Snapshot(handle, *generation);
                 let blob = self.files.read(self.id as u32, name, 0, s.len as usize).await?;
-                if crate::core::snapshot::digest(&s.content_type, &blob) != s.digest {
+                if !s.holds(&blob) {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("shard-{}/{}/{name} does not match its digest", self.id, super::files::STREAMS_DIR),

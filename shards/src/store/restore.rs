@@ -278,36 +278,11 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         // (its snapshot's name is still compared with the checkpoint's).
         let checked = checks(file.handle());
         *found |= match file {
-            FileName::Data(_) if !checked => DATA,
-            FileName::Index(_) if !checked => INDEX,
             FileName::Snapshot(_, g) if g > generation => return remove(io, &path(), mode),
+            FileName::Data(_) | FileName::Index(_) if !checked => file_bit(file),
             _ => {
                 let s = store.state_of(file.handle()).expect("a stream the checkpoint holds");
-                let b = &s.body;
-                match file {
-                    FileName::Data(_) => check_len(io, &path(), b.stored - b.base, mode).map(|()| DATA)?,
-                    FileName::Index(_) => check_len(io, &path(), b.index_len, mode).map(|()| INDEX)?,
-                    FileName::Snapshot(_, g) => match &s.snapshot {
-                        Some(snap) if snap.blob == Blob::Stored(g) && !checked => SNAPSHOT,
-                        Some(snap) if snap.blob == Blob::Stored(g) => {
-                            let path = path();
-                            let body = io.read_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                            if crate::core::snapshot::digest(&snap.content_type, &body) != snap.digest {
-                                return Err(format!(
-                                    "{}: does not match its digest: damaged, zeroed or replaced",
-                                    path.display()
-                                ));
-                            }
-                            SNAPSHOT
-                        }
-                        _ => {
-                            return Err(format!(
-                                "{}: a snapshot the checkpoint does not name (an extra file)",
-                                path().display()
-                            ))
-                        }
-                    },
-                }
+                check_file(io, &path(), file, s, checked, mode)?
             }
         };
         Ok(())
@@ -339,6 +314,42 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         }
     }
     Ok(verified)
+}
+
+/// The bit of `file`'s kind.
+fn file_bit(file: FileName) -> u8 {
+    match file {
+        FileName::Data(_) => DATA,
+        FileName::Index(_) => INDEX,
+        FileName::Snapshot(..) => SNAPSHOT,
+    }
+}
+
+/// Checks one file of stream `s` found at `path` (see the decision table):
+/// a data or index file's length, a snapshot's name and, when `checked`,
+/// its digest. Returns the file's bit.
+fn check_file(
+    io: &Storage,
+    path: &Path,
+    file: FileName,
+    s: &StreamState,
+    checked: bool,
+    mode: Mode,
+) -> Result<u8, String> {
+    let b = &s.body;
+    match file {
+        FileName::Data(_) => check_len(io, path, b.stored - b.base, mode)?,
+        FileName::Index(_) => check_len(io, path, b.index_len, mode)?,
+        FileName::Snapshot(_, g) => match &s.snapshot {
+            Some(snap) if snap.blob == Blob::Stored(g) => {
+                if checked && !snap.holds(&io.read_file(path).map_err(|e| format!("{}: {e}", path.display()))?) {
+                    return Err(format!("{}: does not match its digest: damaged, zeroed or replaced", path.display()));
+                }
+            }
+            _ => return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display())),
+        },
+    }
+    Ok(file_bit(file))
 }
 
 /// A stream file, read by position, errors naming it.
