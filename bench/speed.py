@@ -16,6 +16,9 @@ def runs(kind, name):
     for f in sorted(glob.glob(os.path.join(out, f"{kind}-{name}-*.json"))):
         with open(f) as fh:
             found.append(json.load(fh))
+        disk = f[: -len(".json")] + ".disk"
+        if os.path.exists(disk):
+            found[-1]["disk_written"] = int(open(disk).read())
     return found
 
 
@@ -27,6 +30,11 @@ def med(values):
 def per_core(r):
     cores = r.get("server_cpu_cores") or 0
     return r["ops_per_sec"] / cores if cores > 0 else None
+
+
+def disk_per_byte(r):
+    """Bytes the disk wrote during a fill run (the whole device) per byte stored."""
+    return r["disk_written"] / r["filled_bytes"] if r.get("disk_written") and r.get("filled_bytes") else None
 
 
 def fill_mb(r):
@@ -47,7 +55,10 @@ rows = [
     ("pool: appends/s (500 conns over 500 streams)", "pool", lambda r: r["ops_per_sec"], "{:,.0f}"),
     ("pool: requests per server core-second", "pool", per_core, "{:,.0f}"),
     ("pool: p99 ms", "pool", lambda r: r["latency"]["p99_ms"], "{:.2f}"),
-    ("1 MiB durable appends: MB/s", "fill-1m", fill_mb, "{:,.0f}"),
+    ("1 MiB durable appends, a 256 MiB burst: MB/s", "fill-1m", fill_mb, "{:,.0f}"),
+    ("... disk bytes written per byte stored during it", "fill-1m", disk_per_byte, "{:.2f}"),
+    ("1 MiB durable appends, sustained (1 GiB): MB/s", "fill-1g", fill_mb, "{:,.0f}"),
+    ("... disk bytes written per byte stored during it", "fill-1g", disk_per_byte, "{:.2f}"),
     ("64 KiB durable appends: MB/s", "fill-64k", fill_mb, "{:,.0f}"),
     ("catch-up 256 MiB of 1 MiB messages: GB/s", "fill-1m", lambda r: r["read_gb_per_sec_median"], "{:.2f}"),
     ("catch-up 64 MiB of 4 KiB messages: GB/s", "catchup-4k", lambda r: r["read_gb_per_sec_median"], "{:.2f}"),

@@ -9,6 +9,9 @@
 #   bench/speed.sh                                  # 3 rounds, ~15 minutes on 2 cores
 #   ROUNDS=1 DURATION=4s BEFORE=/tmp/sluice-old bench/speed.sh
 #
+# Each run's bytes written to the disk are kept beside its JSON (.disk):
+# a fill's rate means little without what it cost the disk.
+#
 # Knobs: ROUNDS=3 DURATION=8s PORT=4681 OUT=target/bench-speed BEFORE=
 # PEERS=target/peers RUST_PEER=path/to/durable-streams-server DD_DIR=target
 set -euo pipefail
@@ -37,12 +40,21 @@ WORK=$(mktemp -d /tmp/bench-speed.XXXXXX)
 source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK" "$DD_DIR/dd-limit.tmp"' EXIT
 
+# Sectors the data dir's block device has written (/proc/diskstats), so a
+# run's bytes written to the disk can be set beside the bytes it stored.
+DEVICE=$(basename "$(findmnt -no SOURCE -T "$WORK")")
+sectors_written() {
+    awk -v d="$DEVICE" '$3 == d { print $10 }' /proc/diskstats
+}
+
 run() {
-    local kind=$1 name=$2 round=$3
+    local kind=$1 name=$2 round=$3 before
     shift 3
     start_kind "$kind"
+    before=$(sectors_written)
     timeout 300 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --label "$kind" \
         --json "$OUT/$kind-$name-$round.json" "$@" >"$OUT/$kind-$name-$round.txt" 2>/dev/null || echo "  $kind $name: run failed"
+    echo $(( ($(sectors_written) - before) * 512 )) >"$OUT/$kind-$name-$round.disk"
     stop_server
 }
 
@@ -62,6 +74,7 @@ for round in $(seq "$ROUNDS"); do
         run "$kind" write "$round" --scenario write --streams 500 --duration "$DURATION"
         run "$kind" pool "$round" --scenario pool --connections 500 --streams 500 --duration "$DURATION"
         run "$kind" fill-1m "$round" --scenario catchup --bytes 256MiB --append-bytes 1MiB
+        run "$kind" fill-1g "$round" --scenario catchup --bytes 1GiB --append-bytes 1MiB
         run "$kind" fill-64k "$round" --scenario catchup --bytes 64MiB --append-bytes 64KiB
         run "$kind" catchup-4k "$round" --scenario catchup --bytes 64MiB --append-bytes 4KiB
         run "$kind" fanout "$round" --scenario fanout --subscribers 1000 --duration "$DURATION"
