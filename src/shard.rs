@@ -154,6 +154,7 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
             bytes: cfg.flush_bytes,
             every: cfg.flush_interval,
             free_spacing: sluice_shards::tuning::CHECKPOINT_FREE_SPACING,
+            sync_once: sluice_shards::tuning::SYNC_ONCE_STREAMS,
         },
         shards: cfg.shards,
         storage: Storage::Real,

@@ -124,6 +124,10 @@ pub const WARN_EVERY: Duration = Duration::from_secs(10);
 /// How often the backup, holding a shard, looks whether its clean-ups
 /// have ended (`hold`; off the shard threads).
 pub const HOLD_POLL: Duration = Duration::from_millis(1);
+/// A flush writing at least this many streams syncs the file system once
+/// (`syncfs`) instead of each of their files (`store::flush`): a sync per
+/// small file writes that file's inode and directory blocks on its own.
+pub const SYNC_ONCE_STREAMS: usize = 64;
 /// The smallest unit a disk writes whole (a logical block): a power loss
 /// during a write loses whole sectors of it, never part of one. Recovery
 /// tells a torn journal tail from damage by it (`log::recovery`); a disk

@@ -32,7 +32,7 @@ use sluice_shards::ids::{stream_shard, BUILTIN_BUCKET};
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, SnapshotAt, StoreError};
-use sluice_shards::tuning::CHECKPOINT_FREE_SPACING;
+use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, SYNC_ONCE_STREAMS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -104,6 +104,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
             bytes: 1 << 40,
             every: Duration::from_secs(1 << 20),
             free_spacing: CHECKPOINT_FREE_SPACING,
+            sync_once: SYNC_ONCE_STREAMS,
         },
         shards: SHARDS,
         storage: Storage::Real,

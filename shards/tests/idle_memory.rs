@@ -13,7 +13,7 @@ use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::producer::Producers;
 use sluice_shards::core::stream::StreamState;
 use sluice_shards::store::{FlushConfig, Shard};
-use sluice_shards::tuning::CHECKPOINT_FREE_SPACING;
+use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, SYNC_ONCE_STREAMS};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::Duration;
@@ -78,8 +78,12 @@ fn an_idle_stream_holds_little_heap() {
     std::fs::create_dir_all(root.join("shard-0")).unwrap();
     let dir = root.clone();
     sluice_shards::tick::block_on(move || async move {
-        let flush =
-            FlushConfig { bytes: 64 << 20, every: Duration::from_secs(3600), free_spacing: CHECKPOINT_FREE_SPACING };
+        let flush = FlushConfig {
+            bytes: 64 << 20,
+            every: Duration::from_secs(3600),
+            free_spacing: CHECKPOINT_FREE_SPACING,
+            sync_once: SYNC_ONCE_STREAMS,
+        };
         let s = Shard::open(0, one_shard(&dir, 64 << 20, flush)).await.unwrap();
         let create = |name: String| {
             let s = &s;

@@ -105,7 +105,15 @@ impl World {
             // The simulation flushes when it decides to, never in the
             // background, and a clean flush gives back everything (the
             // spacing of checkpoints that free is `checkpoint_due`'s).
-            flush: FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20), free_spacing: 0 },
+            // Odd seeds sync the file system once for two or more
+            // streams' files, even seeds each file (fewer than `NAMES`
+            // streams flush most of the time either way).
+            flush: FlushConfig {
+                bytes: 1 << 40,
+                every: Duration::from_secs(1 << 20),
+                free_spacing: 0,
+                sync_once: if self.seed % 2 == 1 { 2 } else { usize::MAX },
+            },
             storage: Storage::Faulty(self.faults.clone()),
             shards: 1,
         }

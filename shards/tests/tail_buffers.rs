@@ -9,14 +9,23 @@ mod sim;
 use sim::{append_input, key, one_shard};
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StreamKey};
-use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, MIN_FLUSH_BYTES, MIN_SPARE_TAIL};
+use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, MIN_FLUSH_BYTES, MIN_SPARE_TAIL, SYNC_ONCE_STREAMS};
 use std::path::Path;
 use std::time::Duration;
 
 const OCTET: &str = "application/octet-stream";
 
 fn config(root: &Path, every: Duration) -> ShardConfig {
-    one_shard(root, 4 << 20, FlushConfig { bytes: MIN_FLUSH_BYTES, every, free_spacing: CHECKPOINT_FREE_SPACING })
+    one_shard(
+        root,
+        4 << 20,
+        FlushConfig {
+            bytes: MIN_FLUSH_BYTES,
+            every,
+            free_spacing: CHECKPOINT_FREE_SPACING,
+            sync_once: SYNC_ONCE_STREAMS,
+        },
+    )
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub enum Op {
     Truncate,
     /// Giving a range back (fallocate punch hole).
     Punch,
-    /// fdatasync of a file, fsync of a directory.
+    /// fdatasync of a file, fsync of a directory, syncfs of the file system.
     Sync,
     Unlink,
     Rename,
@@ -141,6 +141,11 @@ impl Faults {
         let mut p = self.plan();
         let at = p.seen[slot(op)] + nth;
         p.planned.push((op, at, errno));
+    }
+
+    /// Operations of kind `op` so far, failed or not.
+    pub fn seen(&self, op: Op) -> u64 {
+        self.plan().seen[slot(op)]
     }
 
     /// Failures injected so far, by kind.

@@ -167,6 +167,18 @@ impl Storage {
         f.fdatasync().await.map_err(Error::from)
     }
 
+    /// Makes everything written to the file system holding `fs` durable:
+    /// every file's data and size and every directory entry (`syncfs(2)`),
+    /// on glommio's blocking thread, since it takes as long as the dirty
+    /// data does. It reports a write-back error of any file there since
+    /// `fs` was opened, once: open `fs` before the writes it is to cover.
+    pub async fn sync_fs(&self, fs: &Arc<std::fs::File>) -> Result<()> {
+        self.fail(Op::Sync)?;
+        let fs = fs.clone();
+        // SAFETY: a system call on a descriptor the closure keeps open.
+        glommio::executor().spawn_blocking(move || check(unsafe { libc::syncfs(fs.as_raw_fd()) })).await
+    }
+
     /// Makes directory entries (new or removed files) durable.
     pub async fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.fail(Op::Sync)?;

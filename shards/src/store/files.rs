@@ -91,6 +91,15 @@ pub fn damaged(f: FileLayer, name: FileName, what: impl std::fmt::Display) -> st
 }
 
 /// A shard's view of every shard's stream files, with cached descriptors.
+/// How a stream-file write is made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    /// By an fdatasync of the file, before the write returns.
+    File,
+    /// By the caller, later, with one `syncfs` for every file it wrote.
+    Later,
+}
+
 pub struct StreamFiles {
     /// The data directory (parent of every `shard-N`).
     root: PathBuf,
@@ -100,12 +109,26 @@ pub struct StreamFiles {
     /// Descriptors `open` may hold.
     capacity: usize,
     storage: Storage,
+    /// The streams directory, open for `syncfs` ([`StreamFiles::file_system`]).
+    file_system: std::cell::OnceCell<std::sync::Arc<std::fs::File>>,
 }
 
 impl StreamFiles {
     pub fn new(root: &Path, shard: u32, capacity: usize, storage: Storage) -> StreamFiles {
         assert!((MIN_OPEN_FILES..=MAX_OPEN_FILES).contains(&capacity), "descriptor cache of {capacity}");
-        StreamFiles { root: root.to_path_buf(), shard, open: RefCell::new(HashMap::new()), capacity, storage }
+        let open = RefCell::new(HashMap::new());
+        StreamFiles { root: root.to_path_buf(), shard, open, capacity, storage, file_system: Default::default() }
+    }
+
+    /// This shard's streams directory, open to sync the file system it is
+    /// on ([`Storage::sync_fs`]): opened once, before the first writes it
+    /// makes durable, and kept, so a write-back error since is reported.
+    pub fn file_system(&self) -> std::io::Result<std::sync::Arc<std::fs::File>> {
+        if let Some(fs) = self.file_system.get() {
+            return Ok(fs.clone());
+        }
+        let fs = std::sync::Arc::new(std::fs::File::open(self.dir(self.shard))?);
+        Ok(self.file_system.get_or_init(|| fs).clone())
     }
 
     /// Where every file operation of the store goes.
@@ -289,13 +312,15 @@ impl StreamFiles {
         decode_page(&b).map_err(|why| damaged(layer, name, format_args!("index page {p}: {why}")))
     }
 
-    /// Writes all of `bytes` at `pos` of this shard's file `name`, durably:
-    /// in pieces of [`WRITE_PIECE`], then one fdatasync. glommio takes an
+    /// Writes all of `bytes` at `pos` of this shard's file `name`: in
+    /// pieces of [`WRITE_PIECE`], then, with [`Sync::File`], one fdatasync
+    /// (with [`Sync::Later`] the caller syncs the file system once for many
+    /// files, [`StreamFiles::file_system`]). glommio takes an
     /// owned buffer: the one copy a write makes is here, a piece at a time
     /// (memory the allocator reuses, where one copy of a whole flush chunk
     /// faulted in fresh pages every time). One `O_DSYNC` write of a whole
     /// chunk took 4-8x as long on the test disk (1 MiB fill, issue 24).
-    pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8]) -> std::io::Result<()> {
+    pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         let f = self.file(self.shard, name, Need::Write).await?;
         let mut done = 0;
         while done < bytes.len() {
@@ -306,7 +331,10 @@ impl StreamFiles {
             }
             done += n;
         }
-        self.storage.fdatasync(&f).await
+        match sync {
+            Sync::File => self.storage.fdatasync(&f).await,
+            Sync::Later => Ok(()),
+        }
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.
@@ -360,9 +388,9 @@ mod tests {
         crate::tick::block_on(move || async move {
             let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES, Storage::Faulty(faults));
             plan.fail_nth(crate::storage::faults::Op::Sync, 0, libc::EIO);
-            let err = files.write(FileName::Data(1), 0, &bytes).await.unwrap_err();
+            let err = files.write(FileName::Data(1), 0, &bytes, Sync::File).await.unwrap_err();
             assert_eq!(err.raw_os_error(), Some(libc::EIO));
-            files.write(FileName::Data(1), 0, &bytes).await.unwrap();
+            files.write(FileName::Data(1), 0, &bytes, Sync::File).await.unwrap();
         });
         assert_eq!(std::fs::read(root.join("shard-0").join(STREAMS_DIR).join(data_name(1))).unwrap(), want);
         std::fs::remove_dir_all(&root).unwrap();
@@ -394,7 +422,7 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
             assert!(e.to_string().contains(&format!("shard-0/{STREAMS_DIR}/{name} is missing")), "{e}");
             assert!(!files.dir(0).join(name.to_string()).exists(), "the read created the file");
-            files.write(name, 0, b"0123456789").await.unwrap();
+            files.write(name, 0, b"0123456789", Sync::File).await.unwrap();
             assert_eq!(files.read(0, name, 0, 10).await.unwrap(), b"0123456789");
         });
         std::fs::remove_dir_all(root).unwrap();
@@ -412,7 +440,7 @@ mod tests {
         crate::tick::block_on(move || async move {
             let files = StreamFiles::new(&dir, 0, MAX_OPEN_FILES, Storage::Real);
             let name = FileName::Data(1);
-            files.write(name, 0, &bytes).await.unwrap();
+            files.write(name, 0, &bytes, Sync::File).await.unwrap();
             let f = files.file(0, name, Need::Write).await.unwrap();
             assert_eq!(access_mode(f.as_raw_fd()), libc::O_RDWR, "a shard writes its own stream files");
             let other = StreamFiles::new(&dir, 1, MAX_OPEN_FILES, Storage::Real);
@@ -458,7 +486,7 @@ mod tests {
         let dir = root.clone();
         crate::tick::block_on(move || async move {
             let files = StreamFiles::new(&dir, shard, MAX_OPEN_FILES, Storage::Real);
-            files.write(FileName::Data(handle), 0, &bytes).await.unwrap();
+            files.write(FileName::Data(handle), 0, &bytes, Sync::File).await.unwrap();
             crate::tiered::publish(shard, &[crate::tiered::Mark { handle, ino: 0, boundary: 2 * PAGE }]);
             files.punch(FileName::Data(handle), 0, 2 * PAGE).await.unwrap();
             let layer = |start: u64, end: u64| FileLayer {

@@ -27,6 +27,10 @@ pub struct FlushConfig {
     /// this many times as old as its flush took
     /// ([`crate::tuning::CHECKPOINT_FREE_SPACING`]; 0: at every flush).
     pub free_spacing: u32,
+    /// A flush that writes this many streams or more makes their files
+    /// durable with one sync of the file system, fewer with an fdatasync
+    /// per file ([`crate::tuning::SYNC_ONCE_STREAMS`]; at least 1).
+    pub sync_once: usize,
 }
 
 /// The last checkpoint a flush installed (see [`Shard::stop_clean`] and
@@ -111,6 +115,7 @@ impl Shard {
     pub async fn open(id: usize, cfg: ShardConfig) -> Result<Shard, RecoveryError> {
         let ShardConfig { log: cfg, open_files, max_producers, flush, shards, storage } = cfg;
         assert!(shards > id, "shard {id} of {shards}");
+        assert!(flush.sync_once >= 1, "a flush of one stream or more syncs somehow");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
         let files = StreamFiles::new(&root, id as u32, open_files, storage);
         let (streams, storage) = (files.dir(id as u32), files.storage());

@@ -13,7 +13,7 @@ use sluice_shards::ids::BUILTIN_BUCKET;
 use sluice_shards::log::{FsyncMode, LogConfig};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig, StreamKey};
-use sluice_shards::tuning::CHECKPOINT_FREE_SPACING;
+use sluice_shards::tuning::{CHECKPOINT_FREE_SPACING, SYNC_ONCE_STREAMS};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -127,8 +127,12 @@ pub fn one_shard(root: &std::path::Path, segment: u64, flush: FlushConfig) -> Sh
 }
 
 /// A flush that never runs by itself (tests flush when they decide to).
-pub const NO_BACKGROUND_FLUSH: FlushConfig =
-    FlushConfig { bytes: 1 << 40, every: Duration::from_secs(1 << 20), free_spacing: CHECKPOINT_FREE_SPACING };
+pub const NO_BACKGROUND_FLUSH: FlushConfig = FlushConfig {
+    bytes: 1 << 40,
+    every: Duration::from_secs(1 << 20),
+    free_spacing: CHECKPOINT_FREE_SPACING,
+    sync_once: SYNC_ONCE_STREAMS,
+};
 
 /// An octet-stream append of `body`.
 pub fn append_input(body: &[u8]) -> AppendInput<'_> {
