@@ -4,7 +4,7 @@
 
 use super::body::Point;
 use crate::error::Error;
-use crate::stream::StreamState;
+use crate::stream::{Snapshot, StreamState};
 use sha2::{Digest, Sha256};
 
 /// Digest of a snapshot: SHA-256 over its content type, a newline and its body.
@@ -20,6 +20,12 @@ pub fn digest(content_type: &str, body: &[u8]) -> String {
         s.push_str(&format!("{b:02x}"));
     }
     s
+}
+
+/// Whether `body` is snapshot `s`'s (its digest matches): a stored
+/// snapshot's file is checked by it when read and at start.
+pub fn holds(s: &Snapshot, body: &[u8]) -> bool {
+    digest(&s.content_type, body) == s.digest
 }
 
 /// Checks that `p` is a committed message boundary that is still retained.
@@ -106,7 +112,7 @@ pub fn refuse_delete(s: &StreamState, offset: u64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{fixture, Blob, Snapshot};
+    use crate::stream::{fixture, Blob};
     use std::rc::Rc;
 
     /// A stream holding "abc" and "de": boundaries at 0, 3 and 5.

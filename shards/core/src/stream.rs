@@ -80,13 +80,6 @@ pub struct Snapshot {
     pub blob: Blob,
 }
 
-impl Snapshot {
-    /// Whether `body` is this snapshot's (its digest matches).
-    pub fn holds(&self, body: &[u8]) -> bool {
-        crate::snapshot::digest(&self.content_type, body) == self.digest
-    }
-}
-
 /// Where a snapshot's bytes are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Blob {

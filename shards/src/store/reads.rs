@@ -299,7 +299,7 @@ impl Shard {
             Blob::Stored(generation) => {
                 let name = super::files::FileName::Snapshot(handle, *generation);
                 let blob = self.files.read(self.id as u32, name, 0, s.len as usize).await?;
-                if !s.holds(&blob) {
+                if !crate::core::snapshot::holds(s, &blob) {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!("shard-{}/{}/{name} does not match its digest", self.id, super::files::STREAMS_DIR),

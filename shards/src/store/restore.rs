@@ -342,7 +342,8 @@ fn check_file(
         FileName::Index(_) => check_len(io, path, b.index_len, mode)?,
         FileName::Snapshot(_, g) => match &s.snapshot {
             Some(snap) if snap.blob == Blob::Stored(g) => {
-                if checked && !snap.holds(&io.read_file(path).map_err(|e| format!("{}: {e}", path.display()))?) {
+                let read = || io.read_file(path).map_err(|e| format!("{}: {e}", path.display()));
+                if checked && !crate::core::snapshot::holds(snap, &read()?) {
                     return Err(format!("{}: does not match its digest: damaged, zeroed or replaced", path.display()));
                 }
             }
