@@ -4,7 +4,7 @@
 # --initial-bytes 10`), then: RSS per stream, files and disk in the data dir,
 # the bucket metadata request, what the server writes per second while 2
 # appends/s trickle in (flush every 1 s, once every created stream is in
-# its files), restart to /v1/healthz warm and cold (page cache dropped;
+# its files: how long after the creates that took, and RSS then), restart to /v1/healthz warm and cold (page cache dropped;
 # root only, otherwise "-"), then N more streams created and deleted on the
 # restarted server (`--delete-all yes`): the delete rate.
 #
@@ -41,8 +41,8 @@ restart_secs() {
     python3 -c "import json; print(json.load(open('$WORK/restart.json'))['ready_secs'])"
 }
 
-echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | checkpoint KiB/s, 2 appends/s | disk KiB/s then | restart warm | restart cold | create rate | delete rate |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| streams | RSS per stream | files | disk (apparent) | GET /v1-stream | flushed after | RSS per stream, flushed | checkpoint KiB/s, 2 appends/s | disk KiB/s then | restart warm | restart cold | create rate | delete rate |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for n in "${@:-100000}"; do
     rm -rf "$WORK/data"
     serve
@@ -56,10 +56,13 @@ for n in "${@:-100000}"; do
     # after the creates (tens of seconds at 100k): wait until every byte
     # is in stream files, then two appends per second for 20 s to two of
     # the streams, and what the server wrote meanwhile.
+    created=$(date +%s.%N)
     until curl -s "$URL/v1/metrics" | awk '/^sluice_unflushed_bytes/ {n += $2} END {exit n > 0}'; do
-        sleep 1
+        sleep 0.5
     done
+    flushed=$(echo "$(date +%s.%N) - $created" | bc -l)
     sleep 2
+    settled=$(( $(awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status") * 1024 / n ))
     w0=$(checkpoint_bytes)
     d0=$(disk_sectors)
     for i in $(seq 40); do
@@ -87,7 +90,7 @@ for n in "${@:-100000}"; do
         --json "$WORK/delete.json" >"$WORK/delete-$n.txt" 2>&1
     deletes=$(python3 -c "import json; j=json.load(open('$WORK/delete.json')); print(round(j['deleted']/j['delete_secs']))")
     stop_server
-    printf '| %s | %s B | %s | %s MiB (%s) | %.1f ms | %s | %s | %s s | %s s | %s/s | %s/s |\n' \
-        "$n" "$per" "$files" "$disk" "$apparent" "$(echo "$meta * 1000" | bc -l)" \
+    printf '| %s | %s B | %s | %s MiB (%s) | %.1f ms | %.1f s | %s B | %s | %s | %s s | %s s | %s/s | %s/s |\n' \
+        "$n" "$per" "$files" "$disk" "$apparent" "$(echo "$meta * 1000" | bc -l)" "$flushed" "$settled" \
         "$(( (w1 - w0) / 20 / 1024 ))" "$(( (d1 - d0) * 512 / 20 / 1024 ))" "$warm" "$cold" "$rate" "$deletes"
 done
