@@ -1,8 +1,9 @@
 //! A flush that writes many streams makes their files durable with one
 //! sync of the file system (`syncfs`), one that writes few with an
 //! fdatasync per file (`FlushConfig::sync_once`); either way every byte
-//! reads back after a crash, and a failed sync of the file system fails
-//! the flush without losing anything: the next flush writes it all again.
+//! reads back after a crash, and a failed sync of the file system (or a
+//! handle to it that cannot be opened) fails the flush without losing
+//! anything: the next flush writes it all again.
 
 mod sim;
 
@@ -83,6 +84,35 @@ fn a_failed_sync_of_the_file_system_fails_the_flush_and_the_next_one_stores_ever
         }
         s.flush().await.unwrap();
         assert_eq!(s.store.borrow().streams.get(&*key("s7")).unwrap().state.body.stored, body(7).len() as u64);
+        crash(s).await;
+        let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
+        for i in 0..STREAMS {
+            let want = body(i);
+            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
+        }
+    });
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_file_system_that_cannot_be_opened_for_its_sync_fails_the_flush_until_it_can() {
+    let root = sim::scratch_root("sluice-sync-once-open");
+    std::fs::create_dir_all(root.join("shard-0")).unwrap();
+    let faults = Arc::new(Faults::new(1));
+    let dir = root.clone();
+    sluice_shards::tick::block_on(move || async move {
+        let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
+        for i in 0..STREAMS {
+            s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), &body(i), None, 0).await.unwrap();
+        }
+        // The flush's first open is the file system's handle, before any stream file.
+        faults.fail_nth(Op::Open, 0, libc::EMFILE);
+        let failed = s.flush().await.unwrap_err();
+        assert!(format!("{failed:?}").contains("Too many open files"), "{failed:?}");
+        assert_eq!(s.store.borrow().streams.get(&*key("s7")).unwrap().state.body.stored, 0, "nothing stored");
+        let before = faults.seen(Op::Sync);
+        s.flush().await.unwrap();
+        assert!(faults.seen(Op::Sync) - before <= 5, "the retry syncs the file system once");
         crash(s).await;
         let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
         for i in 0..STREAMS {

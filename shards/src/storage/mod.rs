@@ -167,6 +167,12 @@ impl Storage {
         f.fdatasync().await.map_err(Error::from)
     }
 
+    /// Opens directory `dir` to sync the file system it is on ([`Storage::sync_fs`]).
+    pub fn open_file_system(&self, dir: &Path) -> Result<std::fs::File> {
+        self.fail(Op::Open)?;
+        std::fs::File::open(dir)
+    }
+
     /// Makes everything written to the file system holding `fs` durable:
     /// every file's data and size and every directory entry (`syncfs(2)`),
     /// on glommio's blocking thread, since it takes as long as the dirty

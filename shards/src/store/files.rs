@@ -127,7 +127,7 @@ impl StreamFiles {
         if let Some(fs) = self.file_system.get() {
             return Ok(fs.clone());
         }
-        let fs = std::sync::Arc::new(std::fs::File::open(self.dir(self.shard))?);
+        let fs = std::sync::Arc::new(self.storage.open_file_system(&self.dir(self.shard))?);
         Ok(self.file_system.get_or_init(|| fs).clone())
     }
 
