@@ -90,7 +90,6 @@ pub fn damaged(f: FileLayer, name: FileName, what: impl std::fmt::Display) -> st
     std::io::Error::new(ErrorKind::InvalidData, format!("shard-{}/{STREAMS_DIR}/{name}: {what}", f.shard))
 }
 
-/// A shard's view of every shard's stream files, with cached descriptors.
 /// How a stream-file write is made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sync {
@@ -100,6 +99,7 @@ pub enum Sync {
     Later,
 }
 
+/// A shard's view of every shard's stream files, with cached descriptors.
 pub struct StreamFiles {
     /// The data directory (parent of every `shard-N`).
     root: PathBuf,
