@@ -105,9 +105,8 @@ impl World {
             // The simulation flushes when it decides to, never in the
             // background, and a clean flush gives back everything (the
             // spacing of checkpoints that free is `checkpoint_due`'s).
-            // Odd seeds sync the file system once for two or more
-            // streams' files, even seeds each file (fewer than `NAMES`
-            // streams flush most of the time either way).
+            // Odd seeds sync the file system once whenever a flush writes
+            // two streams or more, even seeds always sync each file.
             flush: FlushConfig {
                 bytes: 1 << 40,
                 every: Duration::from_secs(1 << 20),

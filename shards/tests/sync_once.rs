@@ -12,7 +12,8 @@ use sluice_shards::core::create::CreateInput;
 use sluice_shards::storage::faults::{Faults, Op};
 use sluice_shards::storage::Storage;
 use sluice_shards::store::{FlushConfig, Shard, ShardConfig};
-use std::path::Path;
+use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const OCTET: &str = "application/octet-stream";
@@ -28,31 +29,49 @@ fn body(i: usize) -> Vec<u8> {
     format!("stream {i}'s first message").into_bytes()
 }
 
-/// Creates `STREAMS` streams with a body each, flushes them, and returns
-/// the syncs the flush made (files, directories, the file system).
-fn syncs_of_a_flush(sync_once: usize) -> u64 {
-    let root = sim::scratch_root(&format!("sluice-sync-once-{sync_once}"));
+/// Runs `test` on a fresh scratch data dir (its root and a fault plan
+/// that injects nothing until told), then removes the dir.
+fn in_scratch<T, F>(name: &str, test: impl FnOnce(PathBuf, Arc<Faults>) -> F + Send + 'static) -> T
+where
+    F: Future<Output = T> + 'static,
+    T: Send + 'static,
+{
+    let root = sim::scratch_root(name);
     std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let faults = Arc::new(Faults::new(1));
-    let dir = root.clone();
-    let syncs = sluice_shards::tick::block_on(move || async move {
+    let (dir, faults) = (root.clone(), Arc::new(Faults::new(1)));
+    let out = sluice_shards::tick::block_on(move || test(dir, faults));
+    let _ = std::fs::remove_dir_all(&root);
+    out
+}
+
+/// Creates `STREAMS` streams, each with its first message.
+async fn create_all(s: &Shard) {
+    for i in 0..STREAMS {
+        s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), &body(i), None, 0).await.unwrap();
+    }
+}
+
+/// Every stream `create_all` made holds its message.
+async fn all_read_back(s: &Shard) {
+    for i in 0..STREAMS {
+        let want = body(i);
+        assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
+    }
+}
+
+/// Flushes `STREAMS` new streams and returns the syncs the flush made
+/// (files, directories, the file system); every byte survives a crash.
+fn syncs_of_a_flush(sync_once: usize) -> u64 {
+    in_scratch(&format!("sluice-sync-once-{sync_once}"), move |dir, faults| async move {
         let s = Shard::open(0, config(&dir, sync_once, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), &body(i), None, 0).await.unwrap();
-        }
+        create_all(&s).await;
         let before = faults.seen(Op::Sync);
         s.flush().await.unwrap();
         let syncs = faults.seen(Op::Sync) - before;
         crash(s).await;
-        let s = Shard::open(0, config(&dir, sync_once, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            let want = body(i);
-            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
-        }
+        all_read_back(&Shard::open(0, config(&dir, sync_once, &faults)).await.unwrap()).await;
         syncs
-    });
-    let _ = std::fs::remove_dir_all(&root);
-    syncs
+    })
 }
 
 #[test]
@@ -65,46 +84,26 @@ fn many_streams_sync_the_file_system_once_few_each_file() {
 
 #[test]
 fn a_failed_sync_of_the_file_system_fails_the_flush_and_the_next_one_stores_everything() {
-    let root = sim::scratch_root("sluice-sync-once-fails");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let faults = Arc::new(Faults::new(1));
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    in_scratch("sluice-sync-once-fails", |dir, faults| async move {
         let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), &body(i), None, 0).await.unwrap();
-        }
+        create_all(&s).await;
         // The flush's first sync is the file system's: its files are written unsynced.
         faults.fail_nth(Op::Sync, 0, libc::EIO);
         let failed = s.flush().await.unwrap_err();
         assert!(format!("{failed:?}").contains("streams"), "{failed:?}");
-        for i in 0..STREAMS {
-            let want = body(i);
-            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
-        }
+        all_read_back(&s).await;
         s.flush().await.unwrap();
         assert_eq!(s.store.borrow().streams.get(&*key("s7")).unwrap().state.body.stored, body(7).len() as u64);
         crash(s).await;
-        let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            let want = body(i);
-            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
-        }
+        all_read_back(&Shard::open(0, config(&dir, 2, &faults)).await.unwrap()).await;
     });
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
 fn a_file_system_that_cannot_be_opened_for_its_sync_fails_the_flush_until_it_can() {
-    let root = sim::scratch_root("sluice-sync-once-open");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let faults = Arc::new(Faults::new(1));
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    in_scratch("sluice-sync-once-open", |dir, faults| async move {
         let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            s.create(&key(&format!("s{i}")), &CreateInput::plain(OCTET), &body(i), None, 0).await.unwrap();
-        }
+        create_all(&s).await;
         // The flush's first open is the file system's handle, before any stream file.
         faults.fail_nth(Op::Open, 0, libc::EMFILE);
         let failed = s.flush().await.unwrap_err();
@@ -114,11 +113,6 @@ fn a_file_system_that_cannot_be_opened_for_its_sync_fails_the_flush_until_it_can
         s.flush().await.unwrap();
         assert!(faults.seen(Op::Sync) - before <= 5, "the retry syncs the file system once");
         crash(s).await;
-        let s = Shard::open(0, config(&dir, 2, &faults)).await.unwrap();
-        for i in 0..STREAMS {
-            let want = body(i);
-            assert_eq!(s.bytes(&key(&format!("s{i}")), 0, want.len() as u64).await.unwrap(), want, "stream s{i}");
-        }
+        all_read_back(&Shard::open(0, config(&dir, 2, &faults)).await.unwrap()).await;
     });
-    let _ = std::fs::remove_dir_all(&root);
 }

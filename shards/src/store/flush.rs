@@ -366,10 +366,11 @@ impl Shard {
         // the file system, not an fdatasync each (a burst of small streams
         // flushed 2.5k streams a second: each sync wrote its own inode and
         // directory blocks). Its handle is opened before the writes.
-        let (sync, file_system) = match c.jobs.len() >= self.flush.sync_once {
-            true => (Sync::Later, Some(self.files.file_system().map_err(io(STREAMS_DIR))?)),
-            false => (Sync::File, None),
+        let file_system = match c.jobs.len() >= self.flush.sync_once {
+            true => Some(self.files.file_system().map_err(io(STREAMS_DIR))?),
+            false => None,
         };
+        let sync = if file_system.is_some() { Sync::Later } else { Sync::File };
         for batch in c.jobs.chunks(FLUSH_CONCURRENCY) {
             let done = join_all(batch.iter().map(|j| self.store_chunk(j, sync)).collect()).await;
             done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io_to_log)?;
@@ -533,7 +534,8 @@ impl Shard {
     }
 
     /// Writes one frozen chunk's bytes, then its index pages, each durable
-    /// when its write returns ([`super::files::StreamFiles::write`]).
+    /// when its write returns, or, with [`Sync::Later`], once the flush
+    /// syncs the file system ([`super::files::StreamFiles::write`]).
     async fn store_chunk(&self, j: &Job, sync: Sync) -> std::io::Result<()> {
         let c = &j.chunk;
         let mut pages = Vec::with_capacity(c.ends.len() * 2 + index::PAGE_HEADER as usize);

@@ -342,9 +342,14 @@ fn check_file(
         FileName::Index(_) => check_len(io, path, b.index_len, mode)?,
         FileName::Snapshot(_, g) => match &s.snapshot {
             Some(snap) if snap.blob == Blob::Stored(g) => {
-                let read = || io.read_file(path).map_err(|e| format!("{}: {e}", path.display()));
-                if checked && !crate::core::snapshot::holds(snap, &read()?) {
-                    return Err(format!("{}: does not match its digest: damaged, zeroed or replaced", path.display()));
+                if checked {
+                    let body = io.read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    if !crate::core::snapshot::holds(snap, &body) {
+                        return Err(format!(
+                            "{}: does not match its digest: damaged, zeroed or replaced",
+                            path.display()
+                        ));
+                    }
                 }
             }
             _ => return Err(format!("{}: a snapshot the checkpoint does not name (an extra file)", path.display())),
