@@ -48,6 +48,7 @@ pub struct ShardSnapshot {
     request_seconds: Vec<(&'static str, HistogramSnapshot)>,
     appends: u64,
     append_bytes: u64,
+    placed: u64,
     fsync_seconds: HistogramSnapshot,
     group_commit_records: HistogramSnapshot,
     connections: u64,
@@ -80,6 +81,7 @@ pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, 
         request_seconds: m.request_seconds.borrow().iter().map(|(k, h)| (*k, h.snapshot())).collect(),
         appends: log.appends.get(),
         append_bytes: log.append_bytes.get(),
+        placed: log.placed.get(),
         fsync_seconds: log.fsync_seconds.snapshot(),
         group_commit_records: log.group_commit_records.snapshot(),
         connections: connections as u64,
@@ -136,6 +138,13 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         s.appends as f64
     });
     per_shard(&mut out, "sluice_append_bytes_total", "counter", "Payload bytes appended.", &|s| s.append_bytes as f64);
+    per_shard(
+        &mut out,
+        "sluice_placed_appends_total",
+        "counter",
+        "Appends written into their stream file before their journal record (large appends written once).",
+        &|s| s.placed as f64,
+    );
     let per_shard_histogram = |out: &mut String, name: &str, pick: &dyn Fn(&ShardSnapshot) -> &HistogramSnapshot| {
         for s in shards {
             histogram(out, name, &format!("shard=\"{}\"", s.shard), pick(s));

@@ -155,6 +155,7 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
             every: cfg.flush_interval,
             free_spacing: sluice_shards::tuning::CHECKPOINT_FREE_SPACING,
             sync_once: sluice_shards::tuning::SYNC_ONCE_STREAMS,
+            place_from: sluice_shards::tuning::PLACE_FROM,
         },
         shards: cfg.shards,
         storage: Storage::Real,

@@ -70,6 +70,9 @@ pub struct LogStats {
     pub appends: Cell<u64>,
     /// Payload bytes of those appends.
     pub append_bytes: Cell<u64>,
+    /// Of those appends, the ones placed in their stream files before
+    /// their record (large appends written once, `store::place`).
+    pub placed: Cell<u64>,
     /// Duration of each commit's durable writes, sync included (none with `--fsync never`).
     pub fsync_seconds: Histogram,
     /// Records made durable by each commit.
@@ -83,6 +86,7 @@ impl Default for LogStats {
         LogStats {
             appends: Cell::new(0),
             append_bytes: Cell::new(0),
+            placed: Cell::new(0),
             fsync_seconds: Histogram::new(SECONDS),
             group_commit_records: Histogram::new(RECORDS),
             torn_bytes: Cell::new(0),

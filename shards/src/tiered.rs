@@ -110,6 +110,12 @@ pub fn install(f: Box<Fetch>) {
     assert!(fetcher().set(f).is_ok(), "the tier's reader is installed once");
 }
 
+/// Whether a tier is set: data file bytes may then be held only in the
+/// object store (a placed append is not, `store::place`).
+pub fn installed() -> bool {
+    fetcher().get().is_some()
+}
+
 /// Reads `len` bytes at `pos` of a data file from the object store.
 pub async fn fetch(shard: u32, handle: u64, pos: u64, len: usize) -> io::Result<Vec<u8>> {
     match fetcher().get() {

@@ -105,6 +105,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
             every: Duration::from_secs(1 << 20),
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
+            place_from: sluice_shards::tuning::PLACE_FROM,
         },
         shards: SHARDS,
         storage: Storage::Real,

@@ -552,7 +552,7 @@ impl World {
             producer: stamp.clone(),
             record_match,
         };
-        let got = self.store.decide_append(&self.journal, &key(name), &input, self.now);
+        let got = self.store.decide_append(&self.journal, &key(name), &input, self.now, None);
         let verdict = match &got {
             Ok((_, (_, out))) if out.wrote || (body.is_empty() && close && expect == Expect::Ok) => Expect::Ok,
             Ok((_, (_, out))) => Expect::Duplicate(out.next_offset),

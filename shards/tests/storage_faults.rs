@@ -106,12 +106,15 @@ impl World {
             // background, and a clean flush gives back everything (the
             // spacing of checkpoints that free is `checkpoint_due`'s).
             // Odd seeds sync the file system once whenever a flush writes
-            // two streams or more, even seeds always sync each file.
+            // two streams or more, even seeds always sync each file. Every
+            // third seed places appends of 1 KiB or more in their stream
+            // files before their journal record.
             flush: FlushConfig {
                 bytes: 1 << 40,
                 every: Duration::from_secs(1 << 20),
                 free_spacing: 0,
                 sync_once: if self.seed % 2 == 1 { 2 } else { usize::MAX },
+                place_from: if self.seed.is_multiple_of(3) { 1024 } else { sluice_shards::tuning::PLACE_FROM },
             },
             storage: Storage::Faulty(self.faults.clone()),
             shards: 1,

@@ -24,6 +24,7 @@ fn config(root: &Path, every: Duration) -> ShardConfig {
             every,
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
+            place_from: sluice_shards::tuning::PLACE_FROM,
         },
     )
 }

@@ -332,6 +332,39 @@ impl Body {
         self.cache = Some(f);
     }
 
+    /// Messages of `lengths` were placed in the own files at the tail
+    /// (data and index entries durable, see `record::PlacedRecord`): the
+    /// files now end after them. Only a body with nothing unflushed takes
+    /// a placement, so the files are contiguous.
+    pub fn place(&mut self, lengths: &[u32]) {
+        assert!(self.frozen.is_none(), "a placement waits for the flush of the stream's tail");
+        let (tail, records) = self.end();
+        assert_eq!((tail, records), (self.stored, self.stored_records), "a placement lands at the stored tail");
+        let mut ends = Vec::with_capacity(lengths.len());
+        let mut end = tail;
+        for &len in lengths {
+            assert!(len > 0, "a message has at least one byte");
+            end += u64::from(len);
+            ends.push(end);
+        }
+        assert!(end > tail && end <= crate::limits::MAX_OFFSET, "placed bytes [{tail}, {end})");
+        self.index_len = index::planned(self.index_end(), &ends).len;
+        self.stored = end;
+        self.stored_records += ends.len() as u64;
+        // An empty tail buffer (`give_room`) starts where the files now end.
+        if let Some(room) = self.cache.take() {
+            let room = Rc::try_unwrap(room).expect("only the stream holds its unflushed tail");
+            assert!(room.bytes.is_empty(), "a placement lands after nothing unflushed");
+            self.cache = Some(Rc::new(Chunk { bytes: room.bytes, ..Chunk::at(self.stored, self.stored_records) }));
+        }
+    }
+
+    /// Whether nothing decided waits in memory for a flush (a placement
+    /// may land at the tail).
+    pub fn all_stored(&self) -> bool {
+        self.frozen.is_none() && self.cache.as_ref().is_none_or(|c| c.bytes.is_empty())
+    }
+
     /// The frozen chunk is in the stream files: serve it from there.
     pub fn stored_frozen(&mut self) {
         let f = self.frozen.take().expect("a frozen chunk was flushed");
@@ -376,6 +409,31 @@ mod tests {
         let (pieces, ram_from) = b.file_pieces(0, 3, 5, 18);
         assert_eq!(pieces.iter().map(|p| (p.handle, p.start, p.end)).collect::<Vec<_>>(), [(7, 5, 10), (3, 10, 18)]);
         assert_eq!(ram_from, 18);
+    }
+
+    #[test]
+    fn a_placement_extends_the_files_and_moves_an_empty_tail_buffer() {
+        let mut b = Body::new(vec![], 0, 0);
+        b.push(b"abc", &[3]);
+        assert!(!b.all_stored());
+        b.freeze();
+        b.stored_frozen();
+        b.give_room(Vec::with_capacity(64));
+        assert!(b.all_stored(), "an empty tail buffer holds nothing unflushed");
+        let planned = index::planned(b.index_end(), &[8, 10]).len;
+        b.place(&[5, 2]);
+        assert_eq!((b.stored, b.stored_records, b.index_len, b.tail(), b.records()), (10, 3, planned, 10, 3));
+        b.push(b"z", &[1]);
+        assert_eq!((b.unflushed().map(|c| (c.start, c.start_record)), b.tail()), (Some((10, 3)), 11));
+        assert!(matches!(b.layer_at(0, 1, 9), Layer::File(f) if f.end == 10));
+    }
+
+    #[test]
+    #[should_panic(expected = "a placement lands at the stored tail")]
+    fn a_placement_needs_nothing_unflushed() {
+        let mut b = Body::new(vec![], 0, 0);
+        b.push(b"abc", &[3]);
+        b.place(&[4]);
     }
 
     #[test]

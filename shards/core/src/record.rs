@@ -168,6 +168,42 @@ pub struct AppendRecord<'a> {
     pub data: &'a [u8],
 }
 
+/// An append whose bytes were written into the stream's data file, and
+/// made durable there, before this record was: it names them (where, how
+/// many, their CRC32C) instead of carrying them, so a large append reaches
+/// the disk once. Recovery reads them back from the file and checks them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacedRecord {
+    pub handle: u64,
+    pub at_ms: u64,
+    pub stream_seq: Option<String>,
+    pub producer: Option<ProducerStamp>,
+    pub close: bool,
+    /// Lengths of the messages in the placed bytes (one entry per message).
+    pub messages: Vec<u32>,
+    /// Where the bytes start in the stream's own data file.
+    pub at: u64,
+    pub len: u64,
+    pub crc: u32,
+}
+
+impl PlacedRecord {
+    /// The append this record amounts to, with its bytes `data` (read back
+    /// from the file, or in hand when it was decided).
+    pub fn with_data<'d>(&self, data: &'d [u8]) -> AppendRecord<'d> {
+        assert_eq!(data.len() as u64, self.len, "a placed append's bytes are its length");
+        AppendRecord {
+            handle: self.handle,
+            at_ms: self.at_ms,
+            stream_seq: self.stream_seq.clone(),
+            producer: self.producer.clone(),
+            close: self.close,
+            messages: self.messages.clone(),
+            data,
+        }
+    }
+}
+
 /// A published snapshot blob.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotRecord<'a> {
@@ -209,6 +245,7 @@ pub enum Record<'a> {
     },
     Create(CreateRecord),
     Append(AppendRecord<'a>),
+    Placed(PlacedRecord),
     Delete {
         handle: u64,
     },
@@ -257,8 +294,9 @@ const K_SOFT_DELETE: u8 = 10;
 const K_SEAL: u8 = 11;
 const K_SUBSCRIPTION_PUT: u8 = 12;
 const K_SUBSCRIPTION_DELETE: u8 = 13;
+const K_PLACED: u8 = 14;
 /// The highest record kind: a frame whose kind byte is above it is damaged.
-pub const MAX_KIND: u8 = K_SUBSCRIPTION_DELETE;
+pub const MAX_KIND: u8 = K_PLACED;
 
 /// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -274,6 +312,7 @@ impl Record<'_> {
         match self {
             Record::Create(c) => Some(c.handle),
             Record::Append(a) => Some(a.handle),
+            Record::Placed(p) => Some(p.handle),
             Record::Snapshot(s) => Some(s.handle),
             Record::Delete { handle }
             | Record::SoftDelete { handle }
@@ -315,28 +354,26 @@ impl Record<'_> {
                 out.put_u8(c.closed as u8);
                 ForkRecord::put_opt(out, c.fork.as_ref());
                 out.put_bytes(&c.attrs);
-                out.put_u32(c.initial_messages.len() as u32);
-                for m in &c.initial_messages {
-                    out.put_u32(*m);
-                }
+                put_lengths(out, &c.initial_messages);
                 out.put_u32(c.initial.len() as u32);
                 data_at = out.len() - start;
                 out.extend_from_slice(&c.initial);
             }
             Record::Append(a) => {
                 out.put_u8(K_APPEND);
-                out.put_u64(a.handle);
-                out.put_u64(a.at_ms);
-                out.put_opt_bytes(a.stream_seq.as_deref().map(str::as_bytes));
-                ProducerStamp::put_opt(out, a.producer.as_ref());
-                out.put_u8(a.close as u8);
-                out.put_u32(a.messages.len() as u32);
-                for m in &a.messages {
-                    out.put_u32(*m);
-                }
+                put_append_head(out, a.handle, a.at_ms, a.stream_seq.as_deref(), a.producer.as_ref(), a.close);
+                put_lengths(out, &a.messages);
                 out.put_u32(a.data.len() as u32);
                 data_at = out.len() - start;
                 out.extend_from_slice(a.data);
+            }
+            Record::Placed(p) => {
+                out.put_u8(K_PLACED);
+                put_append_head(out, p.handle, p.at_ms, p.stream_seq.as_deref(), p.producer.as_ref(), p.close);
+                put_lengths(out, &p.messages);
+                out.put_u64(p.at);
+                out.put_u64(p.len);
+                out.put_u32(p.crc);
             }
             Record::Delete { handle } => {
                 out.put_u8(K_DELETE);
@@ -398,6 +435,40 @@ impl Record<'_> {
     }
 }
 
+/// The fields an append and a placed append start with.
+fn put_append_head(
+    out: &mut Vec<u8>,
+    handle: u64,
+    at_ms: u64,
+    stream_seq: Option<&str>,
+    producer: Option<&ProducerStamp>,
+    close: bool,
+) {
+    out.put_u64(handle);
+    out.put_u64(at_ms);
+    out.put_opt_bytes(stream_seq.map(str::as_bytes));
+    ProducerStamp::put_opt(out, producer);
+    out.put_u8(close as u8);
+}
+
+/// Message lengths: a count, then each.
+fn put_lengths(out: &mut Vec<u8>, lengths: &[u32]) {
+    out.put_u32(lengths.len() as u32);
+    for m in lengths {
+        out.put_u32(*m);
+    }
+}
+
+/// Decodes what [`put_lengths`] wrote (a count no longer than the frame allows).
+fn get_lengths(c: &mut Cursor<'_>, frame: usize) -> Option<Vec<u32>> {
+    let n = c.u32()? as usize;
+    let mut lengths = Vec::with_capacity(n.min(frame / 4));
+    for _ in 0..n {
+        lengths.push(c.u32()?);
+    }
+    Some(lengths)
+}
+
 /// What reading one frame from a segment found (short-lived, so the size
 /// difference between variants does not matter).
 #[allow(clippy::large_enum_variant)]
@@ -454,11 +525,7 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             let closed = c.u8()? != 0;
             let fork = ForkRecord::get_opt(&mut c)?;
             let attrs = c.bytes()?.to_vec();
-            let n = c.u32()? as usize;
-            let mut initial_messages = Vec::with_capacity(n.min(body.len() / 4));
-            for _ in 0..n {
-                initial_messages.push(c.u32()?);
-            }
+            let initial_messages = get_lengths(&mut c, body.len())?;
             let len = c.u32()? as usize;
             data_at = c.position();
             let initial = c.take(len)?.to_vec();
@@ -478,20 +545,20 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             })
         }
         K_APPEND => {
-            let handle = c.u64()?;
-            let at_ms = c.u64()?;
-            let stream_seq = c.opt_string()?;
-            let producer = ProducerStamp::get_opt(&mut c)?;
-            let close = c.u8()? != 0;
-            let n = c.u32()? as usize;
-            let mut messages = Vec::with_capacity(n.min(body.len() / 4));
-            for _ in 0..n {
-                messages.push(c.u32()?);
-            }
+            let (handle, at_ms) = (c.u64()?, c.u64()?);
+            let (stream_seq, producer, close) = (c.opt_string()?, ProducerStamp::get_opt(&mut c)?, c.u8()? != 0);
+            let messages = get_lengths(&mut c, body.len())?;
             let len = c.u32()? as usize;
             data_at = c.position();
             let data = c.take(len)?;
             Record::Append(AppendRecord { handle, at_ms, stream_seq, producer, close, messages, data })
+        }
+        K_PLACED => {
+            let (handle, at_ms) = (c.u64()?, c.u64()?);
+            let (stream_seq, producer, close) = (c.opt_string()?, ProducerStamp::get_opt(&mut c)?, c.u8()? != 0);
+            let messages = get_lengths(&mut c, body.len())?;
+            let (at, len, crc) = (c.u64()?, c.u64()?, c.u32()?);
+            Record::Placed(PlacedRecord { handle, at_ms, stream_seq, producer, close, messages, at, len, crc })
         }
         K_DELETE => Record::Delete { handle: c.u64()? },
         K_SOFT_DELETE => Record::SoftDelete { handle: c.u64()? },
@@ -555,6 +622,17 @@ mod tests {
                 close: true,
                 messages: vec![2, 3],
                 data: b"hello",
+            }),
+            Record::Placed(PlacedRecord {
+                handle: 3,
+                at_ms: 11,
+                stream_seq: None,
+                producer: Some(ProducerStamp { id: "p".into(), epoch: 2, seq: 10 }),
+                close: false,
+                messages: vec![1 << 20],
+                at: 5,
+                len: 1 << 20,
+                crc: 0x1234_5678,
             }),
             Record::Delete { handle: 3 },
             Record::SoftDelete { handle: 3 },

@@ -9,7 +9,7 @@
 use super::body::{Body, Layer, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
-use crate::record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, SnapshotRecord};
+use crate::record::{AppendRecord, CreateRecord, ForkRecord, PlacedRecord, ProducerStamp, SnapshotRecord};
 use std::rc::Rc;
 
 pub use crate::key::StreamKey;
@@ -21,6 +21,14 @@ pub struct Visible {
     pub closed: bool,
     /// Messages (and so JSON records) visible.
     pub messages: u64,
+}
+
+/// What an append (placed or not) changes besides the bytes.
+struct Stamp<'a> {
+    at_ms: u64,
+    stream_seq: &'a Option<String>,
+    producer: &'a Option<ProducerStamp>,
+    close: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -180,16 +188,36 @@ impl StreamState {
         let single = [a.data.len() as u32];
         let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
         self.body.push(a.data, lengths);
+        self.appended(
+            Stamp { at_ms: a.at_ms, stream_seq: &a.stream_seq, producer: &a.producer, close: a.close },
+            records_before,
+        )
+    }
+
+    /// Applies a decided placed append: its bytes are in the stream files
+    /// already (see [`PlacedRecord`]). Returns the tail after it.
+    pub fn apply_placed(&mut self, p: &PlacedRecord) -> u64 {
+        let records_before = self.records();
+        assert_eq!(p.at, self.tail() - self.body.base, "a placed append lands at the tail");
+        self.body.place(&p.messages);
+        self.appended(
+            Stamp { at_ms: p.at_ms, stream_seq: &p.stream_seq, producer: &p.producer, close: p.close },
+            records_before,
+        )
+    }
+
+    /// The state changes an append makes besides its bytes.
+    fn appended(&mut self, a: Stamp<'_>, records_before: u64) -> u64 {
         if a.close {
             self.closed = true;
             if a.producer.is_some() || self.closed_by().is_some() {
                 self.rare_mut().closed_by = a.producer.clone();
             }
         }
-        if let Some(s) = &a.stream_seq {
+        if let Some(s) = a.stream_seq {
             self.rare_mut().last_stream_seq = Some(s.clone());
         }
-        if let Some(p) = &a.producer {
+        if let Some(p) = a.producer {
             let ack = (self.tail(), records_before, self.records());
             self.producers.record(p, ack, self.max_producers());
         }

@@ -7,5 +7,5 @@ pub mod recovery;
 pub mod segment;
 pub mod writer;
 
-pub use record::{AppendRecord, CreateRecord, ForkRecord, ProducerStamp, Record, Seal, SnapshotRecord};
+pub use record::{AppendRecord, CreateRecord, ForkRecord, PlacedRecord, ProducerStamp, Record, Seal, SnapshotRecord};
 pub use writer::{Appended, FsyncMode, Log, LogConfig, LogError, Resume};

@@ -250,12 +250,27 @@ impl Log {
         let written = s.push(record);
         s.records_end = (s.active.no, s.write_pos);
         s.assigned += 1;
-        s.appended_bytes += written as u64;
+        // A placed append's bytes count as if the journal held them: the
+        // flush and checkpoint cadence, the disk room and the memory a
+        // replay after a crash reads them back into follow them.
+        let placed = match record {
+            Record::Placed(p) => p.len,
+            _ => 0,
+        };
+        s.appended_bytes += written as u64 + placed;
         let out = Appended { lsn: s.assigned };
         drop(s);
-        if let Record::Append(a) = record {
+        let data = match record {
+            Record::Append(a) => Some(a.data.len() as u64),
+            Record::Placed(p) => Some(p.len),
+            _ => None,
+        };
+        if let Some(len) = data {
             self.stats.appends.set(self.stats.appends.get() + 1);
-            self.stats.append_bytes.set(self.stats.append_bytes.get() + a.data.len() as u64);
+            self.stats.append_bytes.set(self.stats.append_bytes.get() + len);
+        }
+        if placed > 0 {
+            self.stats.placed.set(self.stats.placed.get() + 1);
         }
         self.work.notify();
         out
@@ -275,7 +290,13 @@ impl Log {
         self.inner.borrow().records_end
     }
 
-    /// Bytes of records appended since start (seals not counted).
+    /// Whether a commit is acknowledged once durable (`--fsync always`).
+    pub fn dsync(&self) -> bool {
+        self.inner.borrow().cfg.dsync()
+    }
+
+    /// Bytes of records appended since start (seals not counted), and the
+    /// bytes placed appends name.
     pub fn appended_bytes(&self) -> u64 {
         self.inner.borrow().appended_bytes
     }

@@ -13,8 +13,9 @@ use crate::core::append::{self, AppendDecision, AppendInput};
 use crate::core::body::Point;
 use crate::core::create::{self, CreateDecision, CreateInput};
 use crate::core::snapshot;
-use crate::log::{AppendRecord, Appended, CreateRecord, Record, SnapshotRecord};
+use crate::log::{AppendRecord, Appended, CreateRecord, PlacedRecord, Record, SnapshotRecord};
 use crate::store::{AppendOutcome, Applied, Entry, ForkPlan, Store, StoreError, StreamKey};
+use std::borrow::Cow;
 
 /// Where decided records go.
 pub trait Journal {
@@ -151,16 +152,20 @@ impl Store {
     }
 
     /// POST: one append (and/or close); returns the handle and the outcome.
+    /// With `placed` (the CRC32C of `input.body`), the body was written at
+    /// the stream's tail in its data file already (`Shard::place`) and the
+    /// decision must write it as sent: the record names the bytes.
     pub fn decide_append(
         &mut self,
         log: &impl Journal,
         key: &StreamKey,
         input: &AppendInput<'_>,
         now_ms: u64,
+        placed: Option<u32>,
     ) -> Decided<(u64, AppendOutcome)> {
         self.expire(log, key, now_ms);
         let e = self.entry(key)?;
-        let (lsn, out) = append_one(log, e, input, now_ms)?;
+        let (lsn, out) = append_one(log, e, input, now_ms, placed)?;
         let handle = e.state.handle;
         self.written.insert(handle);
         Ok((lsn, (handle, out)))
@@ -254,12 +259,14 @@ impl Store {
     }
 }
 
-/// Decides and logs one append against `e` (no await: the caller reserved room).
+/// Decides and logs one append against `e` (no await: the caller reserved
+/// room); `placed` as for [`Store::decide_append`].
 pub fn append_one(
     log: &impl Journal,
     e: &mut Entry,
     input: &AppendInput<'_>,
     now_ms: u64,
+    placed: Option<u32>,
 ) -> Result<(u64, AppendOutcome), StoreError> {
     e.state.lifetime.touch(now_ms);
     let decision = append::decide(&e.state, input)?;
@@ -287,8 +294,27 @@ pub fn append_one(
         messages,
         data: &data,
     };
-    let at = log.append(&Record::Append(a.clone()));
-    let next_offset = e.state.apply_append(&a);
+    let (at, next_offset) = match placed {
+        None => (log.append(&Record::Append(a.clone())), e.state.apply_append(&a)),
+        Some(crc) => {
+            assert!(
+                matches!(&data, Cow::Borrowed(d) if d.len() == input.body.len() && !d.is_empty()),
+                "placed bytes are the body as sent"
+            );
+            let p = PlacedRecord {
+                handle: a.handle,
+                at_ms: a.at_ms,
+                stream_seq: a.stream_seq,
+                producer: a.producer,
+                close: a.close,
+                messages: if a.messages.is_empty() { vec![data.len() as u32] } else { a.messages },
+                at: e.state.tail() - e.state.body.base,
+                len: data.len() as u64,
+                crc,
+            };
+            (log.append(&Record::Placed(p.clone())), e.state.apply_placed(&p))
+        }
+    };
     let out = AppendOutcome {
         next_offset,
         closed: e.state.closed,

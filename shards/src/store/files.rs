@@ -22,7 +22,10 @@ use std::rc::Rc;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Need {
     Read,
+    /// To write, creating the file when missing.
     Write,
+    /// To write into a file that exists.
+    Extend,
 }
 
 /// The directory under a shard's directory that holds its stream files.
@@ -172,7 +175,7 @@ impl StreamFiles {
         let access = match need {
             _ if shard != self.shard => Access::Read,
             Need::Write => Access::Durable,
-            Need::Read => Access::Existing,
+            Need::Read | Need::Extend => Access::Existing,
         };
         self.storage.open(&self.dir(shard).join(name.to_string()), access).await.map_err(|e| match e.kind() {
             ErrorKind::NotFound if need == Need::Read => std::io::Error::new(
@@ -322,19 +325,44 @@ impl StreamFiles {
     /// chunk took 4-8x as long on the test disk (1 MiB fill, issue 24).
     pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         let f = self.file(self.shard, name, Need::Write).await?;
+        self.write_to(&f, name, pos, bytes, sync).await
+    }
+
+    /// As [`StreamFiles::write`], into a file that exists: never creates
+    /// one (a stream deleted meanwhile has its files removed, and a write
+    /// must not bring one back as a file no stream owns).
+    pub async fn extend(&self, name: FileName, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
+        let f = self.file(self.shard, name, Need::Extend).await?;
+        self.write_to(&f, name, pos, bytes, sync).await
+    }
+
+    async fn write_to(
+        &self,
+        f: &BufferedFile,
+        name: FileName,
+        pos: u64,
+        bytes: &[u8],
+        sync: Sync,
+    ) -> std::io::Result<()> {
         let mut done = 0;
         while done < bytes.len() {
             let piece = &bytes[done..bytes.len().min(done + WRITE_PIECE)];
-            let n = self.storage.write_at(&f, piece.to_vec(), pos + done as u64).await?;
+            let n = self.storage.write_at(f, piece.to_vec(), pos + done as u64).await?;
             if n == 0 {
                 return Err(std::io::Error::other(format!("short write to {name}")));
             }
             done += n;
         }
         match sync {
-            Sync::File => self.storage.fdatasync(&f).await,
+            Sync::File => self.storage.fdatasync(f).await,
             Sync::Later => Ok(()),
         }
+    }
+
+    /// Makes this shard's file `name` durable (fdatasync).
+    pub async fn sync(&self, name: FileName) -> std::io::Result<()> {
+        let f = self.file(self.shard, name, Need::Extend).await?;
+        self.storage.fdatasync(&f).await
     }
 
     /// Cuts this shard's file `name` back to `len` bytes.

@@ -620,7 +620,7 @@ impl Visit<'_> {
 /// Runs `futures` concurrently on this executor; results in order. Each is
 /// polled only when it woke ([`Woken`]): re-polling a pending file operation
 /// whenever another one completes would pile up waker references.
-async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+pub(super) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     let mut futures: Vec<Woken<F>> = futures.into_iter().map(Woken::new).collect();
     let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -7,6 +7,8 @@
 //! - [`index`]: reads and record lookups across a stream's layers;
 //! - [`verify`]: stream-file reads checked against their index entries' CRC32C;
 //! - [`files`]: stream files (data, sparse record index, snapshots) and their names;
+//! - [`place`]: large appends written into their stream files before
+//!   their journal record (written to the disk once);
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
 //! - [`checkpoint`]: the checkpoint's encoding;
@@ -27,6 +29,7 @@ pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;
+mod place;
 pub mod reads;
 pub mod restore;
 mod shard;
@@ -293,6 +296,12 @@ impl Store {
                     e.state.apply_append(&a);
                 }
             }
+            // Its bytes are in the stream files already: nothing to flush.
+            Record::Placed(p) => {
+                if let Some(e) = self.by_handle(p.handle) {
+                    e.state.apply_placed(&p);
+                }
+            }
             Record::Delete { handle } => return Applied::Removed { fork_of: self.remove(handle) },
             Record::SoftDelete { handle } => {
                 if let Some(e) = self.by_handle(handle) {
@@ -347,6 +356,9 @@ impl Store {
     /// durable). A removed fork releases nothing: every shard counts the
     /// forks that survived afresh at start (`ForkRef`).
     pub fn replay(&mut self, record: Record<'_>) {
+        // Recovery replays a placed append as the append it amounts to, with
+        // the bytes read back (`restore`): the files it named are cut back.
+        assert!(!matches!(record, Record::Placed(_)), "a placed append is replayed with its bytes");
         let appended = match &record {
             Record::Append(a) => Some((a.handle, a.close)),
             _ => None,

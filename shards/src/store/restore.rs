@@ -13,7 +13,9 @@
 //! | stream file of a handle created after the checkpoint    | delete (rewritten)     | clean          |
 //! | snapshot file newer than the checkpoint                 | delete (rewritten)     | clean          |
 //! | stream file missing                                     | refuse                 | damaged        |
-//! | stream file longer than the checkpoint records          | truncate (torn flush)  | clean          |
+//! | stream file longer than the checkpoint records          | truncate (torn flush), not below placed bytes the journal since names | clean |
+//! | placed append since the checkpoint (`store::place`)     | read back from its data file, replayed | read back |
+//! | placed bytes missing, short or not matching their CRC   | refuse                 | damaged        |
 //! | stream file shorter, or a bad last index entry          | refuse                 | damaged        |
 //! | snapshot file whose bytes do not match its digest       | refuse                 | damaged        |
 //! | after a crash, a stream the journal since the checkpoint does not name | files listed, not checked: damage found at first read | all checked |
@@ -43,6 +45,7 @@ use crate::core::stream::{Blob, StreamState};
 use crate::handles::{HandleMap, HandleSet};
 use crate::log::marks::{self, LOG_START};
 use crate::log::recovery::{self, Mode, RecoveryError, Tail};
+use crate::log::{PlacedRecord, Record};
 use crate::storage::Storage;
 use crate::tuning::DENSE_HANDLES_PER_STREAM;
 use std::collections::{HashMap, HashSet};
@@ -119,6 +122,7 @@ pub fn restore(
         .into_iter()
         .map(|m| (m.handle, m.boundary))
         .collect();
+    let mut repairs = DataRepairs::new();
     let checked = if trusted {
         // The streams directory is not listed (two names per stream): a
         // missing or damaged file is found by the first read of its stream,
@@ -132,13 +136,26 @@ pub fn restore(
             _ => None,
         };
         let check = Check { generation, next_handle, tiered: &tiered, mode, named: named.as_ref() };
-        Some(check_files(io, &streams, &store, &doomed, &check)?)
+        Some(check_files(io, &streams, &store, &doomed, &check, &mut repairs)?)
     };
+    let mut placed = Placed { io, streams: &streams, ends: HashMap::new(), failed: None };
     let tail = recovery::scan(dir, mode, |r, at| {
-        if (at.segment, at.frame) >= journal {
-            store.replay(r);
+        if (at.segment, at.frame) < journal {
+            return;
+        }
+        match r {
+            Record::Placed(p) => {
+                if let Some(bytes) = placed.read(&p) {
+                    store.replay(Record::Append(p.with_data(&bytes)));
+                }
+            }
+            r => store.replay(r),
         }
     })?;
+    if let Some(e) = placed.failed.take() {
+        return Err(e.into());
+    }
+    placed.repair(repairs)?;
     store.journal_start = journal.0.max(start);
     for (b, at) in &store.home_buckets {
         store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
@@ -180,16 +197,80 @@ fn remove(io: &Storage, path: &Path, mode: Mode) -> Result<(), String> {
 }
 
 /// Checks one stream file's length against what the checkpoint records:
-/// shorter is damage, longer is a flush the crash cut off (truncated).
-fn check_len(io: &Storage, path: &Path, need: u64, mode: Mode) -> Result<(), String> {
+/// shorter is damage, longer is a flush the crash cut off. Returns whether
+/// it is longer (the caller cuts it back).
+fn check_len(io: &Storage, path: &Path, need: u64) -> Result<bool, String> {
     let len = io.len(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if len < need {
         return Err(format!("{}: holds {len} bytes, the checkpoint records {need}: truncated", path.display()));
     }
-    if len > need && mode == Mode::Repair {
-        io.cut(path, need).map_err(|e| format!("{}: cannot truncate: {e}", path.display()))?;
+    Ok(len > need)
+}
+
+fn cut(io: &Storage, path: &Path, len: u64) -> Result<(), String> {
+    io.cut(path, len).map_err(|e| format!("{}: cannot truncate: {e}", path.display()))
+}
+
+/// The data files recovery cuts back to what the checkpoint records (a
+/// flush the crash cut off; `Some(len)`) or removes (of a stream created
+/// after it; `None`), by handle: done once the journal is replayed, since a
+/// placed append since the checkpoint is read back from its data file
+/// ([`Placed`]), and kept there until a checkpoint records it: a second
+/// crash before then replays it again.
+type DataRepairs = Vec<(u64, Option<u64>)>;
+
+/// Placed appends the journal since the checkpoint names, read back from
+/// their data files during the replay; where their bytes end, by handle.
+struct Placed<'a> {
+    io: &'a Storage,
+    streams: &'a Path,
+    ends: HashMap<u64, u64>,
+    /// The first placed append that did not read back whole and matching.
+    failed: Option<String>,
+}
+
+impl Placed<'_> {
+    /// The bytes `p` names, checked against its CRC (None once one failed).
+    fn read(&mut self, p: &PlacedRecord) -> Option<Vec<u8>> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let path = self.streams.join(data_name(p.handle));
+        let read = Reader::open(self.io, &path).and_then(|r| r.at(p.at, p.len));
+        match read {
+            Ok(b) if crc32c::crc32c(&b) == p.crc => {
+                let end = self.ends.entry(p.handle).or_default();
+                *end = (*end).max(p.at + p.len);
+                Some(b)
+            }
+            Ok(_) => {
+                self.failed = Some(format!(
+                    "{}: bytes {}..{} placed by the journal do not match their checksum: damaged, zeroed or replaced",
+                    path.display(),
+                    p.at,
+                    p.at + p.len
+                ));
+                None
+            }
+            Err(e) => {
+                self.failed = Some(format!("{e} (placed by the journal)"));
+                None
+            }
+        }
     }
-    Ok(())
+
+    /// Cuts back or removes the data files `repairs` names, keeping the
+    /// placed bytes read back.
+    fn repair(&self, repairs: DataRepairs) -> Result<(), String> {
+        for (handle, len) in repairs {
+            let path = self.streams.join(data_name(handle));
+            match (len, self.ends.get(&handle)) {
+                (None, None) => self.io.unlink(&path).map_err(|e| format!("{}: cannot remove: {e}", path.display()))?,
+                (len, end) => cut(self.io, &path, len.unwrap_or(0).max(end.copied().unwrap_or(0)))?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How the stream files are checked.
@@ -254,7 +335,14 @@ impl Found {
 /// Lists the streams directory and checks the files found against the
 /// checkpoint (see the decision table); returns how many streams' files
 /// were checked beyond being found.
-fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check: &Check<'_>) -> Result<usize, String> {
+fn check_files(
+    io: &Storage,
+    dir: &Path,
+    store: &Store,
+    doomed: &[String],
+    check: &Check<'_>,
+    repairs: &mut DataRepairs,
+) -> Result<usize, String> {
     let &Check { generation, next_handle, tiered, mode, named } = check;
     let checks = |handle: u64| named.is_none_or(|n| n.contains(&handle));
     // Every stream of the checkpoint, and which of its files were found.
@@ -270,6 +358,10 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
         };
         let Some(found) = found.get_mut(file.handle()) else {
             if file.handle() >= next_handle {
+                if let (FileName::Data(h), Mode::Repair) = (file, mode) {
+                    repairs.push((h, None));
+                    return Ok(());
+                }
                 return remove(io, &path(), mode);
             }
             return Err(format!("{}: belongs to no stream in the checkpoint (an extra file)", path().display()));
@@ -282,7 +374,7 @@ fn check_files(io: &Storage, dir: &Path, store: &Store, doomed: &[String], check
             FileName::Data(_) | FileName::Index(_) if !checked => file_bit(file),
             _ => {
                 let s = store.state_of(file.handle()).expect("a stream the checkpoint holds");
-                check_file(io, &path(), file, s, checked, mode)?
+                check_file(io, &path(), file, s, checked, mode, repairs)?
             }
         };
         Ok(())
@@ -326,8 +418,9 @@ fn file_bit(file: FileName) -> u8 {
 }
 
 /// Checks one file of stream `s` found at `path` (see the decision table):
-/// a data or index file's length, a snapshot's name and, when `checked`,
-/// its digest. Returns the file's bit.
+/// a data or index file's length (a data file to cut back goes to
+/// `repairs`), a snapshot's name and, when `checked`, its digest. Returns
+/// the file's bit.
 fn check_file(
     io: &Storage,
     path: &Path,
@@ -335,11 +428,21 @@ fn check_file(
     s: &StreamState,
     checked: bool,
     mode: Mode,
+    repairs: &mut DataRepairs,
 ) -> Result<u8, String> {
     let b = &s.body;
+    let repair = mode == Mode::Repair;
     match file {
-        FileName::Data(_) => check_len(io, path, b.stored - b.base, mode)?,
-        FileName::Index(_) => check_len(io, path, b.index_len, mode)?,
+        FileName::Data(h) => {
+            if check_len(io, path, b.stored - b.base)? && repair {
+                repairs.push((h, Some(b.stored - b.base)));
+            }
+        }
+        FileName::Index(_) => {
+            if check_len(io, path, b.index_len)? && repair {
+                cut(io, path, b.index_len)?;
+            }
+        }
         FileName::Snapshot(_, g) => match &s.snapshot {
             Some(snap) if snap.blob == Blob::Stored(g) => {
                 if checked {

@@ -31,6 +31,10 @@ pub struct FlushConfig {
     /// durable with one sync of the file system, fewer with an fdatasync
     /// per file ([`crate::tuning::SYNC_ONCE_STREAMS`]; at least 1).
     pub sync_once: usize,
+    /// An append of this many bytes or more is placed in its stream file
+    /// when it can be, never entering memory or the journal
+    /// ([`crate::tuning::PLACE_FROM`]; `usize::MAX`: never; at least 1).
+    pub place_from: usize,
 }
 
 /// The last checkpoint a flush installed (see [`Shard::stop_clean`] and
@@ -107,6 +111,11 @@ pub struct Shard {
     shards: u64,
     /// `log.appended_bytes()` when last counted toward the cold tier's cap.
     capped: Cell<u64>,
+    /// Streams with placed appends in flight (`super::place`), by handle:
+    /// nothing else appends to them meanwhile.
+    pub(crate) placing: RefCell<crate::handles::HandleMap<super::place::Pipeline>>,
+    /// Notified when a placement ends.
+    pub(crate) placed: Signal,
 }
 
 impl Shard {
@@ -116,6 +125,7 @@ impl Shard {
         let ShardConfig { log: cfg, open_files, max_producers, flush, shards, storage } = cfg;
         assert!(shards > id, "shard {id} of {shards}");
         assert!(flush.sync_once >= 1, "a flush of one stream or more syncs somehow");
+        assert!(flush.place_from >= 1, "an append places at least one byte");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
         let files = StreamFiles::new(&root, id as u32, open_files, storage);
         let (streams, storage) = (files.dir(id as u32), files.storage());
@@ -229,6 +239,8 @@ impl Shard {
             disk_free: Cell::new(None),
             shards: shards as u64,
             capped: Cell::new(flushed),
+            placing: RefCell::default(),
+            placed: Signal::default(),
         })
     }
 
@@ -250,7 +262,7 @@ impl Shard {
     /// holds writes: the data files' bytes the object store has not
     /// confirmed would pass `--local-bytes` (see [`crate::tiered::Cap`]).
     /// Counts the journal bytes this shard appended since it last did.
-    fn tier_room(&self, bytes: u64) -> Result<(), LogError> {
+    pub(super) fn tier_room(&self, bytes: u64) -> Result<(), LogError> {
         let appended = self.log.appended_bytes();
         let new = appended - self.capped.replace(appended);
         if !crate::tiered::CAP.room(new, bytes) {
@@ -270,7 +282,7 @@ impl Shard {
     /// itself and the flush, in all the free space: it may use the room the
     /// others keep, so on a disk full of streams a DELETE still goes
     /// through and its flush frees the files.
-    fn disk_room(&self, bytes: u64, room: Room) -> Result<(), LogError> {
+    pub(super) fn disk_room(&self, bytes: u64, room: Room) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
         let Some(free) = self.free_bytes() else { return Ok(()) };
         let (segments, free) = match room {
@@ -307,7 +319,7 @@ impl Shard {
     /// than one message, at most one per comma plus one; counting them in
     /// other bodies (a 1 MiB text append) would cost a pass over every byte
     /// for nothing.
-    fn append_room(body: &[u8]) -> usize {
+    pub(super) fn append_room(body: &[u8]) -> usize {
         let array = crate::core::json::is_array(body);
         let messages = if array { body.iter().filter(|&&b| b == b',').count() + 1 } else { 1 };
         body.len() + 1 + 4 * messages
@@ -356,9 +368,12 @@ impl Shard {
         input: &AppendInput<'_>,
         now_ms: u64,
     ) -> Result<AppendOutcome, StoreError> {
+        if let Some(placed) = self.place(key, input, now_ms).await {
+            return placed;
+        }
         let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve(Self::append_room(input.body) + extra, Room::Data).await?;
-        let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms);
+        self.reserve_unplaced(key, Self::append_room(input.body) + extra).await?;
+        let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms, None);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.records.1, out.closed);
         Ok(out)
@@ -373,7 +388,7 @@ impl Shard {
         now_ms: u64,
     ) -> Result<Vec<Result<AppendOutcome, StoreError>>, StoreError> {
         let total: usize = frames.iter().map(|f| Self::append_room(f) + 64).sum();
-        self.reserve(total, Room::Data).await?;
+        self.reserve_unplaced(key, total).await?;
         let decided = (|| {
             let mut st = self.store.borrow_mut();
             st.expire(&self.log, key, now_ms);
@@ -389,7 +404,7 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(super::decide::append_one(&self.log, e, &input, now_ms).map(|(l, out)| {
+                results.push(super::decide::append_one(&self.log, e, &input, now_ms, None).map(|(l, out)| {
                     lsn = l;
                     out
                 }));
@@ -408,7 +423,11 @@ impl Shard {
     /// (`lsn`); a refusal waits for everything decided before it, and the
     /// stream's tail as decided then is published, so the error reports a
     /// durable tail, never one a crash could take back.
-    async fn settle_outcome<T>(&self, key: &StreamKey, decided: Result<(u64, T), StoreError>) -> Result<T, StoreError> {
+    pub(super) async fn settle_outcome<T>(
+        &self,
+        key: &StreamKey,
+        decided: Result<(u64, T), StoreError>,
+    ) -> Result<T, StoreError> {
         match decided {
             Ok((lsn, out)) => {
                 self.log.durable(lsn).await?;
@@ -463,7 +482,7 @@ impl Shard {
         }
     }
 
-    fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
+    pub(super) fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
         if let Some(e) = self.store.borrow_mut().by_handle(handle) {
             e.state.publish(tail, records, closed);
             e.notify();
@@ -496,7 +515,7 @@ impl Shard {
     /// Waits while the journal holds more unflushed bytes than the flusher
     /// may fall behind by ([`FLUSH_BACKLOG`] flushes' worth); refuses with the
     /// flusher's error when flushes are failing (a full disk: 507).
-    async fn flush_room(&self) -> Result<(), LogError> {
+    pub(super) async fn flush_room(&self) -> Result<(), LogError> {
         loop {
             let behind = self.log.appended_bytes() - self.flushed.get();
             if behind <= self.flush.bytes.saturating_mul(FLUSH_BACKLOG) || self.log.is_failed() {

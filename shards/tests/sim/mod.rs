@@ -132,6 +132,7 @@ pub const NO_BACKGROUND_FLUSH: FlushConfig = FlushConfig {
     every: Duration::from_secs(1 << 20),
     free_spacing: CHECKPOINT_FREE_SPACING,
     sync_once: SYNC_ONCE_STREAMS,
+    place_from: sluice_shards::tuning::PLACE_FROM,
 };
 
 /// An octet-stream append of `body`.

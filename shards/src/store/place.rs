@@ -1,0 +1,454 @@
+//! Large appends written once (issue 24): an append of
+//! [`super::FlushConfig::place_from`] bytes or more to a stream that has
+//! stream files is *placed*: once the stream's bytes are all in its files
+//! (a flush stores what memory holds, while its other writers wait), it
+//! is written at the tail of its data file, with its index entries, and
+//! made durable there (an
+//! fdatasync of each file); only then is it decided, and its journal
+//! record names the bytes (position, length, CRC32C) instead of carrying
+//! them (`record::PlacedRecord`). Through the journal the bytes reached
+//! the disk three times: the journal, the zero-fill of its next segment,
+//! and the flush into the stream file.
+//!
+//! Order: the bytes are durable before the record is appended, so a
+//! durable record always finds them; a crash before the record leaves
+//! bytes past what any record names, which recovery cuts back like a
+//! flush the crash cut off. The decision lands the stream's files at the
+//! new tail at once (`Body::place`): nothing is left for the flush, and
+//! readers wait for the record's commit as for any append.
+//!
+//! Pipeline: placements to one stream take consecutive ranges past its
+//! tail as they come ([`Pipeline`]), are written concurrently, and are
+//! decided in the order they took them, each once its bytes are durable:
+//! concurrent writers of one stream share the disk's queue as they share
+//! a group commit on the journal path. While any is in flight, nothing
+//! else appends to the stream ([`Shard::reserve_unplaced`] waits), so no
+//! flush writes those ranges, and each is decided at the tail it was
+//! written at. A placement that is not decided after all (its stream went
+//! or was closed, a write or the journal room failed, the core decides
+//! otherwise once the ones before it are applied) breaks the pipeline:
+//! the ones after it are not decided either (their ranges no longer
+//! follow the tail), each takes the journal path, which answers it, and
+//! the last cuts the bytes past the tail back (best effort: the next
+//! write goes there). A stream deleted meanwhile has its files removed: a
+//! placement writes only into files that exist
+//! ([`super::files::StreamFiles::extend`]).
+//!
+//! Recovery (`super::restore`) reads a placed append since the checkpoint
+//! back from its data file, checks its CRC, and replays it as the append
+//! it amounts to; the file keeps those bytes until a checkpoint records
+//! them. With a tier set, nothing is placed: the tier may drop a data
+//! file's local bytes past what a checkpoint records, which a replay
+//! would need.
+
+use super::files::{FileName, Sync};
+use super::shard::Room;
+use super::{AppendOutcome, Shard, StoreError, StreamKey};
+use crate::core::append::{self, AppendDecision, AppendInput};
+use crate::core::index::{self, IndexEnd};
+use crate::core::StreamState;
+use crate::log::LogError;
+use std::borrow::Cow;
+
+/// A stream's placements in flight.
+pub(crate) struct Pipeline {
+    /// The stream's bytes are all stored and ranges may be taken: the
+    /// first placement flushes what memory holds before it sets this.
+    ready: bool,
+    /// A placement was not decided: no more join; the others drain.
+    broken: bool,
+    /// Where the next range starts: offset, record, index end.
+    end: u64,
+    records: u64,
+    index: IndexEnd,
+    /// Placements that took a range, and those done (decided or not):
+    /// each is decided once every one before it is done.
+    taken: u64,
+    done: u64,
+    /// Turns past `done` whose placement was dropped before its turn (its
+    /// request went away): counted done when `done` reaches them.
+    dropped: Vec<u64>,
+    /// Syncs of the stream's files started and finished, by number: a
+    /// placement whose writes returned is durable once a sync started
+    /// after that finished (one sync covers every write before it).
+    sync_started: u64,
+    sync_finished: u64,
+    syncing: bool,
+    /// A sync failed: what it covered is not known to be durable.
+    sync_failed: bool,
+}
+
+impl Pipeline {
+    /// Marks `turn` done: in order, or, out of order, once the ones before
+    /// it are (the pipeline breaks: its range is not decided).
+    fn finish(&mut self, turn: u64) {
+        if turn != self.done {
+            self.broken = true;
+            self.dropped.push(turn);
+            return;
+        }
+        self.done += 1;
+        while let Some(i) = self.dropped.iter().position(|&t| t == self.done) {
+            self.dropped.swap_remove(i);
+            self.done += 1;
+        }
+    }
+}
+
+/// A pipeline being started: dropped before it is ready, it goes, and
+/// the stream's writers waiting on it go on.
+struct Starting<'a> {
+    shard: &'a Shard,
+    handle: u64,
+}
+
+impl Drop for Starting<'_> {
+    fn drop(&mut self) {
+        let mut placing = self.shard.placing.borrow_mut();
+        if placing.get(&self.handle).is_some_and(|p| !p.ready) {
+            placing.remove(&self.handle);
+            self.shard.placed.notify();
+        }
+    }
+}
+
+/// One placement's range of its stream. Dropping it (decided or not) lets
+/// the next one be decided.
+struct Claim<'a> {
+    shard: &'a Shard,
+    handle: u64,
+    /// Its turn in the pipeline.
+    turn: u64,
+    /// The stream's tail and record count where its bytes go.
+    tail: u64,
+    records: u64,
+    /// Where that is in the own data file.
+    at: u64,
+    index: IndexEnd,
+    /// The message lengths the append decides.
+    messages: Vec<u32>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let mut placing = self.shard.placing.borrow_mut();
+        let p = placing.get_mut(&self.handle).expect("a claim's pipeline stays until its claims are done");
+        p.finish(self.turn);
+        if p.done == p.taken {
+            placing.remove(&self.handle);
+        }
+        self.shard.placed.notify();
+    }
+}
+
+/// The message lengths `input` appends to `s` as sent, when it may be
+/// placed: the stream has stream files, and the core decides to write the
+/// body unchanged (no normalization, not a retry).
+fn placeable(s: &StreamState, input: &AppendInput<'_>) -> Option<Vec<u32>> {
+    if s.body.stored == s.body.base {
+        return None;
+    }
+    match append::decide(s, input) {
+        Ok(AppendDecision::Write { data: Cow::Borrowed(d), messages }) if d.len() == input.body.len() => {
+            Some(if messages.is_empty() { vec![d.len() as u32] } else { messages })
+        }
+        _ => None,
+    }
+}
+
+impl Shard {
+    /// Places `input` when it may be (see the module header); `None`: it
+    /// takes the journal path, which answers it.
+    pub(super) async fn place(
+        &self,
+        key: &StreamKey,
+        input: &AppendInput<'_>,
+        now_ms: u64,
+    ) -> Option<Result<AppendOutcome, StoreError>> {
+        if input.body.len() < self.flush.place_from || crate::tiered::installed() {
+            return None;
+        }
+        let len = input.body.len() as u64;
+        let room = async {
+            self.flush_room().await?;
+            self.disk_room(len, Room::Data)?;
+            self.tier_room(len)
+        };
+        if let Err(e) = room.await {
+            return Some(Err(e.into()));
+        }
+        let claim = self.claim(key, input, now_ms).await?;
+        let written = self.write_placed(&claim, input.body).await;
+        // Decided in turn: every placement before this one is done.
+        while self.placing.borrow().get(&claim.handle).is_some_and(|p| p.done < claim.turn) {
+            let seen = self.placed.generation();
+            if self.placing.borrow().get(&claim.handle).is_some_and(|p| p.done < claim.turn) {
+                self.placed.changed(seen).await;
+            }
+        }
+        let crc = match written {
+            Ok(crc) => crc,
+            Err(e) => {
+                tracing::debug!(shard = self.id, key = %key, error = %e, "placing an append failed; it takes the journal");
+                self.abandon(key, claim).await;
+                return None;
+            }
+        };
+        let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
+        if let Err(e) = self.reserve(extra + 4 * claim.messages.len(), Room::Data).await {
+            self.abandon(key, claim).await;
+            return Some(Err(e.into()));
+        }
+        let decided = {
+            let mut st = self.store.borrow_mut();
+            let same = st.streams.get(key).is_some_and(|e| {
+                let b = &e.state.body;
+                e.state.handle == claim.handle
+                    && b.all_stored()
+                    && (b.stored, b.stored_records) == (claim.tail, claim.records)
+                    && !e.state.deleted
+                    && !e.state.lifetime.expired(now_ms)
+                    && placeable(&e.state, input).as_ref() == Some(&claim.messages)
+            });
+            same.then(|| st.decide_append(&self.log, key, input, now_ms, Some(crc)))
+        };
+        let Some(decided) = decided else {
+            self.abandon(key, claim).await;
+            return None;
+        };
+        // The stream files hold bytes no checkpoint records yet.
+        self.unrecorded.set(true);
+        drop(claim);
+        let (handle, out) = match self.settle_outcome(key, decided).await {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
+        self.publish(handle, out.next_offset, out.records.1, out.closed);
+        Some(Ok(out))
+    }
+
+    /// Takes the next range of `key`'s pipeline for `input`, starting the
+    /// pipeline (a flush stores what memory holds of the stream first)
+    /// when none is in flight; `None` when the stream is not there, has no
+    /// stream files yet (the journal path writes its first bytes, and a
+    /// flush creates them), the pipeline broke, or the append may not be
+    /// placed.
+    async fn claim(&self, key: &StreamKey, input: &AppendInput<'_>, now_ms: u64) -> Option<Claim<'_>> {
+        let handle = self.live_handle(key, now_ms)?;
+        let first = loop {
+            let seen = self.placed.generation();
+            match self.placing.borrow_mut().entry(handle) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let index = IndexEnd { len: 0, offset: 0, record: 0 };
+                    let (end, records, taken, done) = (0, 0, 0, 0);
+                    let (ready, broken, dropped) = (false, false, Vec::new());
+                    v.insert(Pipeline {
+                        ready,
+                        broken,
+                        end,
+                        records,
+                        index,
+                        taken,
+                        done,
+                        dropped,
+                        sync_started: 0,
+                        sync_finished: 0,
+                        syncing: false,
+                        sync_failed: false,
+                    });
+                    break true;
+                }
+                std::collections::hash_map::Entry::Occupied(o) if o.get().broken => return None,
+                std::collections::hash_map::Entry::Occupied(o) if o.get().ready => break false,
+                std::collections::hash_map::Entry::Occupied(_) => {}
+            }
+            self.placed.changed(seen).await;
+        };
+        // Until it is ready, the pipeline goes with a start that does not
+        // finish (the stream went, a flush failed, the request went away).
+        let starting = first.then_some(Starting { shard: self, handle });
+        if first && !self.all_stored(key, handle, now_ms).await {
+            return None;
+        }
+        let st = self.store.borrow();
+        let e = st.streams.get(key).filter(|e| e.state.handle == handle)?;
+        let mut placing = self.placing.borrow_mut();
+        let p = placing.get_mut(&handle).expect("the pipeline joined or started");
+        let messages = placeable(&e.state, input)?;
+        if first {
+            let b = &e.state.body;
+            (p.ready, p.end, p.records, p.index) = (true, b.stored, b.stored_records, b.index_end());
+        }
+        let ends = ends(p.end, &messages);
+        let claim = Claim {
+            shard: self,
+            handle,
+            turn: p.taken,
+            tail: p.end,
+            records: p.records,
+            at: p.end - e.state.body.base,
+            index: p.index,
+            messages,
+        };
+        p.index = index::planned(p.index, &ends);
+        (p.end, p.records, p.taken) = (*ends.last().expect("a message"), p.records + ends.len() as u64, p.taken + 1);
+        drop(placing);
+        drop(starting);
+        Some(claim)
+    }
+
+    /// Flushes until the live stream `handle` at `key` holds nothing in
+    /// memory; false when it went or a flush failed.
+    async fn all_stored(&self, key: &StreamKey, handle: u64, now_ms: u64) -> bool {
+        loop {
+            let stored = {
+                let st = self.store.borrow();
+                match st.streams.get(key) {
+                    Some(e) if self.live_handle(key, now_ms) == Some(handle) => e.state.body.all_stored(),
+                    _ => return false,
+                }
+            };
+            if stored {
+                return true;
+            }
+            if self.flushing.get() {
+                let seen = self.flush_done.generation();
+                self.flush_done.changed(seen).await;
+            } else if self.flush().await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// The handle of the live stream at `key`.
+    fn live_handle(&self, key: &StreamKey, now_ms: u64) -> Option<u64> {
+        let st = self.store.borrow();
+        let e = st.streams.get(key)?;
+        (!e.state.deleted && !e.state.lifetime.expired(now_ms)).then_some(e.state.handle)
+    }
+
+    /// Writes the claimed append's bytes and index entries, durable (with
+    /// `--fsync always`) when this returns; returns the bytes' CRC32C.
+    async fn write_placed(&self, c: &Claim<'_>, body: &[u8]) -> std::io::Result<u32> {
+        let mut pages = Vec::with_capacity(index::PAGE_HEADER as usize + 16 * c.messages.len());
+        index::encode(c.index, &ends(c.tail, &c.messages), body, &mut pages);
+        let (data, idx) = (FileName::Data(c.handle), FileName::Index(c.handle));
+        self.files.extend(data, c.at, body, Sync::Later).await?;
+        self.files.extend(idx, c.index.len, &pages, Sync::Later).await?;
+        if self.log.dsync() {
+            self.sync_placed(c.handle).await?;
+        }
+        Ok(crc32c::crc32c(body))
+    }
+
+    /// Makes the writes to stream `handle`'s files that returned before
+    /// this call durable: by a sync of both files that starts after now,
+    /// this call's own or one a placement in flight started meanwhile
+    /// (group commit for the stream's pipeline). After a failed sync
+    /// nothing it covered is known to be durable: every placement waiting
+    /// on one fails.
+    async fn sync_placed(&self, handle: u64) -> std::io::Result<()> {
+        enum Step {
+            Durable,
+            Failed,
+            Wait,
+            Sync(u64),
+        }
+        let with = |f: &mut dyn FnMut(&mut Pipeline) -> Step| {
+            f(self.placing.borrow_mut().get_mut(&handle).expect("a claim's pipeline stays until its claims are done"))
+        };
+        let mut need = 0;
+        with(&mut |p| {
+            need = p.sync_started + 1;
+            Step::Wait
+        });
+        loop {
+            let seen = self.placed.generation();
+            let step = with(&mut |p| match () {
+                _ if p.sync_failed => Step::Failed,
+                _ if p.sync_finished >= need => Step::Durable,
+                _ if p.syncing => Step::Wait,
+                _ => {
+                    (p.syncing, p.sync_started) = (true, p.sync_started + 1);
+                    Step::Sync(p.sync_started)
+                }
+            });
+            match step {
+                Step::Durable => return Ok(()),
+                Step::Failed => return Err(std::io::Error::other("a sync of the stream's files failed")),
+                Step::Wait => self.placed.changed(seen).await,
+                Step::Sync(number) => {
+                    let (data, idx) = (FileName::Data(handle), FileName::Index(handle));
+                    let synced = super::flush::join_all(vec![self.files.sync(data), self.files.sync(idx)]).await;
+                    let synced = synced.into_iter().collect::<std::io::Result<Vec<()>>>();
+                    with(&mut |p| {
+                        p.syncing = false;
+                        match synced.is_ok() {
+                            true => p.sync_finished = number,
+                            false => p.sync_failed = true,
+                        }
+                        Step::Wait
+                    });
+                    self.placed.notify();
+                    synced?;
+                }
+            }
+        }
+    }
+
+    /// A claimed placement that is not decided: the pipeline breaks, and
+    /// the last one done cuts the bytes past the stream's tail back when
+    /// the stream still ends where this one was to go (best effort).
+    async fn abandon(&self, key: &StreamKey, c: Claim<'_>) {
+        let last = {
+            let mut placing = self.placing.borrow_mut();
+            let p = placing.get_mut(&c.handle).expect("a claim's pipeline stays until its claims are done");
+            p.broken = true;
+            p.taken == c.turn + 1
+        };
+        let unchanged = self
+            .store
+            .borrow()
+            .streams
+            .get(key)
+            .is_some_and(|e| e.state.handle == c.handle && e.state.body.stored == c.tail);
+        if last && unchanged {
+            for (name, len) in [(FileName::Data(c.handle), c.at), (FileName::Index(c.handle), c.index.len)] {
+                if let Err(e) = self.files.truncate(name, len).await {
+                    tracing::debug!(shard = self.id, file = %name, error = %e, "cannot cut an abandoned placement back");
+                }
+            }
+        }
+    }
+
+    /// Reserves journal room for an append to `key` that is not placed,
+    /// once no placement is in flight for the stream (see the module
+    /// header). Call right before deciding, with no await in between.
+    pub(super) async fn reserve_unplaced(&self, key: &StreamKey, bytes: usize) -> Result<(), LogError> {
+        loop {
+            self.reserve(bytes, Room::Data).await?;
+            let seen = self.placed.generation();
+            let held = {
+                let placing = self.placing.borrow();
+                !placing.is_empty()
+                    && self.store.borrow().streams.get(key).is_some_and(|e| placing.contains_key(&e.state.handle))
+            };
+            if !held {
+                return Ok(());
+            }
+            self.placed.changed(seen).await;
+        }
+    }
+}
+
+/// The end offsets of messages of `lengths` starting at `tail`.
+fn ends(tail: u64, lengths: &[u32]) -> Vec<u64> {
+    let mut end = tail;
+    lengths
+        .iter()
+        .map(|&m| {
+            end += u64::from(m);
+            end
+        })
+        .collect()
+}
