@@ -145,7 +145,8 @@ pub fn restore(
         }
         match r {
             Record::Placed(p) => {
-                if let Some(bytes) = placed.read(&p) {
+                let tail = store.state_of(p.handle).map(|s| s.tail() - s.body.base);
+                if let Some(bytes) = placed.read(&p, tail) {
                     store.replay(Record::Append(p.with_data(&bytes)));
                 }
             }
@@ -230,12 +231,23 @@ struct Placed<'a> {
 }
 
 impl Placed<'_> {
-    /// The bytes `p` names, checked against its CRC (None once one failed).
-    fn read(&mut self, p: &PlacedRecord) -> Option<Vec<u8>> {
+    /// The bytes `p` names, checked against its CRC, for a stream whose
+    /// own data file ends at `tail` so far (None: no such stream: the
+    /// record changes nothing, as replay skips it). None once one failed.
+    fn read(&mut self, p: &PlacedRecord, tail: Option<u64>) -> Option<Vec<u8>> {
         if self.failed.is_some() {
             return None;
         }
         let path = self.streams.join(data_name(p.handle));
+        let t = tail?;
+        if t != p.at {
+            self.failed = Some(format!(
+                "{}: the journal places bytes at {}, where the stream's data ends at {t}: damaged",
+                path.display(),
+                p.at
+            ));
+            return None;
+        }
         let read = Reader::open(self.io, &path).and_then(|r| r.at(p.at, p.len));
         match read {
             Ok(b) if crc32c::crc32c(&b) == p.crc => {
