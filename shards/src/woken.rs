@@ -10,7 +10,7 @@
 //! the executor ("Waker invariant broken"). [`Woken`] gives the inner future
 //! a waker of its own and skips the poll while that waker has not fired, so
 //! an operation holds one clone per completion, however often its task
-//! wakes.
+//! wakes. [`join_all`] runs several such futures at once that way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -70,6 +70,30 @@ impl<F: Future> Future for Woken<F> {
         }
         this.inner.as_mut().poll(&mut Context::from_waker(&this.waker))
     }
+}
+
+/// Runs `futures` concurrently on this executor; results in order. Each is
+/// polled only when it woke ([`Woken`]): re-polling a pending file operation
+/// whenever another one completes would pile up waker references.
+pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Woken<F>> = futures.into_iter().map(Woken::new).collect();
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futures.iter_mut().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
+            match Pin::new(f).poll(cx) {
+                Poll::Ready(v) => *o = Some(v),
+                Poll::Pending => pending = true,
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("every future finished")).collect()
 }
 
 #[cfg(test)]

@@ -174,13 +174,9 @@ pub struct AppendRecord<'a> {
 /// the disk once. Recovery reads them back from the file and checks them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlacedRecord {
-    pub handle: u64,
-    pub at_ms: u64,
-    pub stream_seq: Option<String>,
-    pub producer: Option<ProducerStamp>,
-    pub close: bool,
-    /// Lengths of the messages in the placed bytes (one entry per message).
-    pub messages: Vec<u32>,
+    /// The append, its bytes aside: `data` is empty, `messages` holds the
+    /// lengths of the messages in the placed bytes (one entry per message).
+    pub append: AppendRecord<'static>,
     /// Where the bytes start in the stream's own data file.
     pub at: u64,
     pub len: u64,
@@ -192,15 +188,7 @@ impl PlacedRecord {
     /// from the file, or in hand when it was decided).
     pub fn with_data<'d>(&self, data: &'d [u8]) -> AppendRecord<'d> {
         assert_eq!(data.len() as u64, self.len, "a placed append's bytes are its length");
-        AppendRecord {
-            handle: self.handle,
-            at_ms: self.at_ms,
-            stream_seq: self.stream_seq.clone(),
-            producer: self.producer.clone(),
-            close: self.close,
-            messages: self.messages.clone(),
-            data,
-        }
+        AppendRecord { data, ..self.append.clone() }
     }
 }
 
@@ -312,7 +300,7 @@ impl Record<'_> {
         match self {
             Record::Create(c) => Some(c.handle),
             Record::Append(a) => Some(a.handle),
-            Record::Placed(p) => Some(p.handle),
+            Record::Placed(p) => Some(p.append.handle),
             Record::Snapshot(s) => Some(s.handle),
             Record::Delete { handle }
             | Record::SoftDelete { handle }
@@ -361,16 +349,14 @@ impl Record<'_> {
             }
             Record::Append(a) => {
                 out.put_u8(K_APPEND);
-                put_append_head(out, a.handle, a.at_ms, a.stream_seq.as_deref(), a.producer.as_ref(), a.close);
-                put_lengths(out, &a.messages);
+                put_append_head(out, a);
                 out.put_u32(a.data.len() as u32);
                 data_at = out.len() - start;
                 out.extend_from_slice(a.data);
             }
             Record::Placed(p) => {
                 out.put_u8(K_PLACED);
-                put_append_head(out, p.handle, p.at_ms, p.stream_seq.as_deref(), p.producer.as_ref(), p.close);
-                put_lengths(out, &p.messages);
+                put_append_head(out, &p.append);
                 out.put_u64(p.at);
                 out.put_u64(p.len);
                 out.put_u32(p.crc);
@@ -435,20 +421,23 @@ impl Record<'_> {
     }
 }
 
-/// The fields an append and a placed append start with.
-fn put_append_head(
-    out: &mut Vec<u8>,
-    handle: u64,
-    at_ms: u64,
-    stream_seq: Option<&str>,
-    producer: Option<&ProducerStamp>,
-    close: bool,
-) {
-    out.put_u64(handle);
-    out.put_u64(at_ms);
-    out.put_opt_bytes(stream_seq.map(str::as_bytes));
-    ProducerStamp::put_opt(out, producer);
-    out.put_u8(close as u8);
+/// What an append and a placed append encode before the bytes: every
+/// field but `data`.
+fn put_append_head(out: &mut Vec<u8>, a: &AppendRecord<'_>) {
+    out.put_u64(a.handle);
+    out.put_u64(a.at_ms);
+    out.put_opt_bytes(a.stream_seq.as_deref().map(str::as_bytes));
+    ProducerStamp::put_opt(out, a.producer.as_ref());
+    out.put_u8(a.close as u8);
+    put_lengths(out, &a.messages);
+}
+
+/// Decodes what [`put_append_head`] wrote, with `data` empty.
+fn get_append_head(c: &mut Cursor<'_>, frame: usize) -> Option<AppendRecord<'static>> {
+    let (handle, at_ms) = (c.u64()?, c.u64()?);
+    let (stream_seq, producer, close) = (c.opt_string()?, ProducerStamp::get_opt(c)?, c.u8()? != 0);
+    let messages = get_lengths(c, frame)?;
+    Some(AppendRecord { handle, at_ms, stream_seq, producer, close, messages, data: &[] })
 }
 
 /// Message lengths: a count, then each.
@@ -545,20 +534,16 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
             })
         }
         K_APPEND => {
-            let (handle, at_ms) = (c.u64()?, c.u64()?);
-            let (stream_seq, producer, close) = (c.opt_string()?, ProducerStamp::get_opt(&mut c)?, c.u8()? != 0);
-            let messages = get_lengths(&mut c, body.len())?;
+            let head = get_append_head(&mut c, body.len())?;
             let len = c.u32()? as usize;
             data_at = c.position();
             let data = c.take(len)?;
-            Record::Append(AppendRecord { handle, at_ms, stream_seq, producer, close, messages, data })
+            Record::Append(AppendRecord { data, ..head })
         }
         K_PLACED => {
-            let (handle, at_ms) = (c.u64()?, c.u64()?);
-            let (stream_seq, producer, close) = (c.opt_string()?, ProducerStamp::get_opt(&mut c)?, c.u8()? != 0);
-            let messages = get_lengths(&mut c, body.len())?;
+            let append = get_append_head(&mut c, body.len())?;
             let (at, len, crc) = (c.u64()?, c.u64()?, c.u32()?);
-            Record::Placed(PlacedRecord { handle, at_ms, stream_seq, producer, close, messages, at, len, crc })
+            Record::Placed(PlacedRecord { append, at, len, crc })
         }
         K_DELETE => Record::Delete { handle: c.u64()? },
         K_SOFT_DELETE => Record::SoftDelete { handle: c.u64()? },
@@ -624,12 +609,15 @@ mod tests {
                 data: b"hello",
             }),
             Record::Placed(PlacedRecord {
-                handle: 3,
-                at_ms: 11,
-                stream_seq: None,
-                producer: Some(ProducerStamp { id: "p".into(), epoch: 2, seq: 10 }),
-                close: false,
-                messages: vec![1 << 20],
+                append: AppendRecord {
+                    handle: 3,
+                    at_ms: 11,
+                    stream_seq: None,
+                    producer: Some(ProducerStamp { id: "p".into(), epoch: 2, seq: 10 }),
+                    close: false,
+                    messages: vec![1 << 20],
+                    data: &[],
+                },
                 at: 5,
                 len: 1 << 20,
                 crc: 0x1234_5678,

@@ -199,9 +199,10 @@ impl StreamState {
     pub fn apply_placed(&mut self, p: &PlacedRecord) -> u64 {
         let records_before = self.records();
         assert_eq!(p.at, self.tail() - self.body.base, "a placed append lands at the tail");
-        self.body.place(&p.messages);
+        let a = &p.append;
+        self.body.place(&a.messages);
         self.appended(
-            Stamp { at_ms: p.at_ms, stream_seq: &p.stream_seq, producer: &p.producer, close: p.close },
+            Stamp { at_ms: a.at_ms, stream_seq: &a.stream_seq, producer: &a.producer, close: a.close },
             records_before,
         )
     }

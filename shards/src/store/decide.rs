@@ -301,13 +301,9 @@ pub fn append_one(
                 matches!(&data, Cow::Borrowed(d) if d.len() == input.body.len() && !d.is_empty()),
                 "placed bytes are the body as sent"
             );
+            let messages = if a.messages.is_empty() { vec![data.len() as u32] } else { a.messages };
             let p = PlacedRecord {
-                handle: a.handle,
-                at_ms: a.at_ms,
-                stream_seq: a.stream_seq,
-                producer: a.producer,
-                close: a.close,
-                messages: if a.messages.is_empty() { vec![data.len() as u32] } else { a.messages },
+                append: AppendRecord { messages, data: &[], ..a },
                 at: e.state.tail() - e.state.body.base,
                 len: data.len() as u64,
                 crc,

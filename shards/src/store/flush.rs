@@ -48,13 +48,10 @@ use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
 use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL, UNLINKS_PER_YIELD};
-use crate::woken::Woken;
+use crate::woken::join_all;
 use std::collections::HashSet;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// One stream's frozen chunk, where its data file starts, and where its
@@ -615,28 +612,4 @@ impl Visit<'_> {
         e.punch_next = (s.retained, s.first_message);
         self.punch_pending |= e.punch_next.0 > e.punched.0;
     }
-}
-
-/// Runs `futures` concurrently on this executor; results in order. Each is
-/// polled only when it woke ([`Woken`]): re-polling a pending file operation
-/// whenever another one completes would pile up waker references.
-pub(super) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Woken<F>> = futures.into_iter().map(Woken::new).collect();
-    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in futures.iter_mut().zip(out.iter_mut()).filter(|(_, o)| o.is_none()) {
-            match Pin::new(f).poll(cx) {
-                Poll::Ready(v) => *o = Some(v),
-                Poll::Pending => pending = true,
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter().map(|o| o.expect("every future finished")).collect()
 }

@@ -8,7 +8,8 @@
 //! - [`verify`]: stream-file reads checked against their index entries' CRC32C;
 //! - [`files`]: stream files (data, sparse record index, snapshots) and their names;
 //! - [`place`]: large appends written into their stream files before
-//!   their journal record (written to the disk once);
+//!   their journal record (written to the disk once), and [`pipeline`],
+//!   a stream's placements in flight;
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
 //! - [`checkpoint`]: the checkpoint's encoding;
@@ -29,6 +30,7 @@ pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;
+mod pipeline;
 mod place;
 pub mod reads;
 pub mod restore;
@@ -298,7 +300,7 @@ impl Store {
             }
             // Its bytes are in the stream files already: nothing to flush.
             Record::Placed(p) => {
-                if let Some(e) = self.by_handle(p.handle) {
+                if let Some(e) = self.by_handle(p.append.handle) {
                     e.state.apply_placed(&p);
                 }
             }

@@ -42,6 +42,7 @@
 //! would need.
 
 use super::files::{FileName, Sync};
+use super::pipeline::Pipeline;
 use super::shard::Room;
 use super::{AppendOutcome, Shard, StoreError, StreamKey};
 use crate::core::append::{self, AppendDecision, AppendInput};
@@ -49,51 +50,6 @@ use crate::core::index::{self, IndexEnd};
 use crate::core::StreamState;
 use crate::log::LogError;
 use std::borrow::Cow;
-
-/// A stream's placements in flight.
-pub(crate) struct Pipeline {
-    /// The stream's bytes are all stored and ranges may be taken: the
-    /// first placement flushes what memory holds before it sets this.
-    ready: bool,
-    /// A placement was not decided: no more join; the others drain.
-    broken: bool,
-    /// Where the next range starts: offset, record, index end.
-    end: u64,
-    records: u64,
-    index: IndexEnd,
-    /// Placements that took a range, and those done (decided or not):
-    /// each is decided once every one before it is done.
-    taken: u64,
-    done: u64,
-    /// Turns past `done` whose placement was dropped before its turn (its
-    /// request went away): counted done when `done` reaches them.
-    dropped: Vec<u64>,
-    /// Syncs of the stream's files started and finished, by number: a
-    /// placement whose writes returned is durable once a sync started
-    /// after that finished (one sync covers every write before it).
-    sync_started: u64,
-    sync_finished: u64,
-    syncing: bool,
-    /// A sync failed: what it covered is not known to be durable.
-    sync_failed: bool,
-}
-
-impl Pipeline {
-    /// Marks `turn` done: in order, or, out of order, once the ones before
-    /// it are (the pipeline breaks: its range is not decided).
-    fn finish(&mut self, turn: u64) {
-        if turn != self.done {
-            self.broken = true;
-            self.dropped.push(turn);
-            return;
-        }
-        self.done += 1;
-        while let Some(i) = self.dropped.iter().position(|&t| t == self.done) {
-            self.dropped.swap_remove(i);
-            self.done += 1;
-        }
-    }
-}
 
 /// A pipeline being started: dropped before it is ready, it goes, and
 /// the stream's writers waiting on it go on.
@@ -239,23 +195,7 @@ impl Shard {
             let seen = self.placed.generation();
             match self.placing.borrow_mut().entry(handle) {
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let index = IndexEnd { len: 0, offset: 0, record: 0 };
-                    let (end, records, taken, done) = (0, 0, 0, 0);
-                    let (ready, broken, dropped) = (false, false, Vec::new());
-                    v.insert(Pipeline {
-                        ready,
-                        broken,
-                        end,
-                        records,
-                        index,
-                        taken,
-                        done,
-                        dropped,
-                        sync_started: 0,
-                        sync_finished: 0,
-                        syncing: false,
-                        sync_failed: false,
-                    });
+                    v.insert(Pipeline::starting());
                     break true;
                 }
                 std::collections::hash_map::Entry::Occupied(o) if o.get().broken => return None,
@@ -379,7 +319,7 @@ impl Shard {
                 Step::Wait => self.placed.changed(seen).await,
                 Step::Sync(number) => {
                     let (data, idx) = (FileName::Data(handle), FileName::Index(handle));
-                    let synced = super::flush::join_all(vec![self.files.sync(data), self.files.sync(idx)]).await;
+                    let synced = crate::woken::join_all(vec![self.files.sync(data), self.files.sync(idx)]).await;
                     let synced = synced.into_iter().collect::<std::io::Result<Vec<()>>>();
                     with(&mut |p| {
                         p.syncing = false;

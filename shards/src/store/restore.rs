@@ -145,7 +145,7 @@ pub fn restore(
         }
         match r {
             Record::Placed(p) => {
-                let tail = store.state_of(p.handle).map(|s| s.tail() - s.body.base);
+                let tail = store.state_of(p.append.handle).map(|s| s.tail() - s.body.base);
                 if let Some(bytes) = placed.read(&p, tail) {
                     store.replay(Record::Append(p.with_data(&bytes)));
                 }
@@ -238,7 +238,7 @@ impl Placed<'_> {
         if self.failed.is_some() {
             return None;
         }
-        let path = self.streams.join(data_name(p.handle));
+        let path = self.streams.join(data_name(p.append.handle));
         let t = tail?;
         if t != p.at {
             self.failed = Some(format!(
@@ -251,7 +251,7 @@ impl Placed<'_> {
         let read = Reader::open(self.io, &path).and_then(|r| r.at(p.at, p.len));
         match read {
             Ok(b) if crc32c::crc32c(&b) == p.crc => {
-                let end = self.ends.entry(p.handle).or_default();
+                let end = self.ends.entry(p.append.handle).or_default();
                 *end = (*end).max(p.at + p.len);
                 Some(b)
             }

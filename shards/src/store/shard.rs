@@ -113,7 +113,7 @@ pub struct Shard {
     capped: Cell<u64>,
     /// Streams with placed appends in flight (`super::place`), by handle:
     /// nothing else appends to them meanwhile.
-    pub(crate) placing: RefCell<crate::handles::HandleMap<super::place::Pipeline>>,
+    pub(crate) placing: RefCell<crate::handles::HandleMap<super::pipeline::Pipeline>>,
     /// Notified when a placement ends.
     pub(crate) placed: Signal,
 }
