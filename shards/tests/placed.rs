@@ -4,7 +4,8 @@
 //! once, after a crash, and after a second crash before any checkpoint
 //! recorded them; damage to them is refused at start; concurrent ones keep
 //! the offsets they were answered with; a placement whose write or sync
-//! fails takes the journal instead and loses nothing.
+//! fails takes the journal instead and loses nothing; one whose stream is
+//! deleted meanwhile answers as the journal path does and leaves no file.
 
 mod sim;
 
@@ -227,5 +228,36 @@ fn appends_below_the_threshold_or_to_a_stream_without_files_take_the_journal() {
         assert_eq!(s.log.stats.placed.get(), 0);
         crash(s).await;
         assert_eq!(journal(&dir).0, 0);
+    });
+}
+
+#[test]
+fn a_stream_deleted_while_its_append_is_placed_leaves_no_file() {
+    in_scratch("sluice-placed-deleted", |dir, faults| async move {
+        let s = Rc::new(Shard::open(0, config(&dir, &faults)).await.unwrap());
+        stored_stream(&s, "big").await;
+        let handle = s.store.borrow().streams.get(&*key("big")).unwrap().state.handle;
+        // The placement writes (an await) before it is decided; the delete,
+        // spawned after it, is decided meanwhile.
+        let placing = {
+            let s = s.clone();
+            sluice_shards::tasks::spawn(async move { s.append(&key("big"), &input(&body(1, 8000)), 0).await })
+        };
+        let deleting = {
+            let s = s.clone();
+            sluice_shards::tasks::spawn(async move { s.delete(&key("big"), 0).await })
+        };
+        deleting.await.unwrap();
+        let answered = placing.await;
+        assert!(answered.is_err(), "the append finds no stream: {answered:?}");
+        assert_eq!(s.log.stats.placed.get(), 0);
+        // A checkpoint without the stream (the clean stop's) removes its files.
+        s.stop_clean().await.unwrap();
+        let streams = dir.join("shard-0").join("streams");
+        let left: Vec<_> = std::fs::read_dir(&streams).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "files of deleted stream {handle} left: {left:?}");
+        drop(Rc::into_inner(s).expect("the tasks are done"));
+        let s = Shard::open(0, config(&dir, &faults)).await.unwrap();
+        assert!(s.store.borrow().streams.get(&*key("big")).is_none());
     });
 }
