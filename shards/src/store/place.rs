@@ -135,13 +135,7 @@ impl Shard {
         }
         let claim = self.claim(key, input, now_ms).await?;
         let written = self.write_placed(&claim, input.body).await;
-        // Decided in turn: every placement before this one is done.
-        while self.placing.borrow().get(&claim.handle).is_some_and(|p| p.done < claim.turn) {
-            let seen = self.placed.generation();
-            if self.placing.borrow().get(&claim.handle).is_some_and(|p| p.done < claim.turn) {
-                self.placed.changed(seen).await;
-            }
-        }
+        self.turn_of(&claim).await;
         let crc = match written {
             Ok(crc) => crc,
             Err(e) => {
@@ -257,6 +251,19 @@ impl Shard {
             } else if self.flush().await.is_err() {
                 return false;
             }
+        }
+    }
+
+    /// Waits until every placement that took a range before `c` is done:
+    /// placements are decided in the order they took their ranges.
+    async fn turn_of(&self, c: &Claim<'_>) {
+        loop {
+            let seen = self.placed.generation();
+            let waiting = self.placing.borrow().get(&c.handle).is_some_and(|p| p.done < c.turn);
+            if !waiting {
+                return;
+            }
+            self.placed.changed(seen).await;
         }
     }
 
