@@ -130,7 +130,12 @@ pub const HOLD_POLL: Duration = Duration::from_millis(1);
 /// zero-filled next segment, the flush). Below it the journal's group
 /// commit is cheaper: four writers filling one stream on the test box,
 /// placed against journaled, 64 KiB 221-228 against 350-381 MB/s, 256 KiB
-/// 588-608 against 570-587, 1 MiB 741-780 against 292-295 (1 GiB fill).
+/// 588-608 against 570-587, 1 MiB 741-780 against 292-295 (1 GiB fill);
+/// one writer, one append at a time: 256 KiB 310-319 against 381-404 MB/s
+/// (p99 1.3-1.5 against 4.6-6.9 ms), 512 KiB 471-511 against 457-533,
+/// 1 MiB 681-691 against 283-475. At 256 KiB and up a placement also
+/// writes a third of the bytes to the disk, which a sustained fill is
+/// bound by.
 pub const PLACE_FROM: usize = 256 * 1024;
 /// A flush writing at least this many streams syncs the file system once
 /// (`syncfs`) instead of each of their files (`store::flush`): a sync per
