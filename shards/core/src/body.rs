@@ -55,12 +55,9 @@ impl Chunk {
 
     /// Appends messages of `lengths` whose bytes are `data`.
     pub fn push(&mut self, data: &[u8], lengths: &[u32]) {
-        let mut end = self.end();
-        for &len in lengths {
-            assert!(len > 0, "a message has at least one byte");
-            end += u64::from(len);
-            self.ends.push(end);
-        }
+        let start = self.end();
+        self.ends.extend(message_ends(start, lengths));
+        let end = if lengths.is_empty() { start } else { self.ends[self.ends.len() - 1] };
         assert!(end <= crate::limits::MAX_OFFSET, "offset {end} beyond the largest offset");
         self.bytes.extend_from_slice(data);
         assert_eq!(end, self.end(), "message lengths must add up to the appended bytes");
@@ -114,6 +111,15 @@ pub struct FileLayer {
     /// The index's length when the stream is this shard's own (an
     /// ancestor's grows as its owner flushes: its file size bounds it).
     pub index_len: Option<u64>,
+}
+
+/// The end offsets of messages of `lengths` that start at `start`.
+pub fn message_ends(start: u64, lengths: &[u32]) -> impl Iterator<Item = u64> + '_ {
+    lengths.iter().scan(start, |end, &len| {
+        assert!(len > 0, "a message has at least one byte");
+        *end += u64::from(len);
+        Some(*end)
+    })
 }
 
 /// Where a lookup is answered.
@@ -340,13 +346,8 @@ impl Body {
         assert!(self.frozen.is_none(), "a placement waits for the flush of the stream's tail");
         let (tail, records) = self.end();
         assert_eq!((tail, records), (self.stored, self.stored_records), "a placement lands at the stored tail");
-        let mut ends = Vec::with_capacity(lengths.len());
-        let mut end = tail;
-        for &len in lengths {
-            assert!(len > 0, "a message has at least one byte");
-            end += u64::from(len);
-            ends.push(end);
-        }
+        let ends: Vec<u64> = message_ends(tail, lengths).collect();
+        let end = ends.last().copied().unwrap_or(tail);
         assert!(end > tail && end <= crate::limits::MAX_OFFSET, "placed bytes [{tail}, {end})");
         self.index_len = index::planned(self.index_end(), &ends).len;
         self.stored = end;

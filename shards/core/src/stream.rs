@@ -23,14 +23,6 @@ pub struct Visible {
     pub messages: u64,
 }
 
-/// What an append (placed or not) changes besides the bytes.
-struct Stamp<'a> {
-    at_ms: u64,
-    stream_seq: &'a Option<String>,
-    producer: &'a Option<ProducerStamp>,
-    close: bool,
-}
-
 #[derive(Clone, Debug)]
 pub struct StreamState {
     pub handle: u64,
@@ -188,10 +180,7 @@ impl StreamState {
         let single = [a.data.len() as u32];
         let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
         self.body.push(a.data, lengths);
-        self.appended(
-            Stamp { at_ms: a.at_ms, stream_seq: &a.stream_seq, producer: &a.producer, close: a.close },
-            records_before,
-        )
+        self.appended(a, records_before)
     }
 
     /// Applies a decided placed append: its bytes are in the stream files
@@ -199,26 +188,23 @@ impl StreamState {
     pub fn apply_placed(&mut self, p: &PlacedRecord) -> u64 {
         let records_before = self.records();
         assert_eq!(p.at, self.tail() - self.body.base, "a placed append lands at the tail");
-        let a = &p.append;
-        self.body.place(&a.messages);
-        self.appended(
-            Stamp { at_ms: a.at_ms, stream_seq: &a.stream_seq, producer: &a.producer, close: a.close },
-            records_before,
-        )
+        self.body.place(&p.append.messages);
+        self.appended(&p.append, records_before)
     }
 
-    /// The state changes an append makes besides its bytes.
-    fn appended(&mut self, a: Stamp<'_>, records_before: u64) -> u64 {
+    /// The state changes append `a` makes besides its bytes (its `data`
+    /// is not read: a placed append's are in the stream files).
+    fn appended(&mut self, a: &AppendRecord<'_>, records_before: u64) -> u64 {
         if a.close {
             self.closed = true;
             if a.producer.is_some() || self.closed_by().is_some() {
                 self.rare_mut().closed_by = a.producer.clone();
             }
         }
-        if let Some(s) = a.stream_seq {
+        if let Some(s) = &a.stream_seq {
             self.rare_mut().last_stream_seq = Some(s.clone());
         }
-        if let Some(p) = a.producer {
+        if let Some(p) = &a.producer {
             let ack = (self.tail(), records_before, self.records());
             self.producers.record(p, ack, self.max_producers());
         }

@@ -253,18 +253,14 @@ impl Log {
         // A placed append's bytes count as if the journal held them: the
         // flush and checkpoint cadence, the disk room and the memory a
         // replay after a crash reads them back into follow them.
-        let placed = match record {
-            Record::Placed(p) => p.len,
-            _ => 0,
+        let (data, placed) = match record {
+            Record::Append(a) => (Some(a.data.len() as u64), 0),
+            Record::Placed(p) => (Some(p.len), p.len),
+            _ => (None, 0),
         };
         s.appended_bytes += written as u64 + placed;
         let out = Appended { lsn: s.assigned };
         drop(s);
-        let data = match record {
-            Record::Append(a) => Some(a.data.len() as u64),
-            Record::Placed(p) => Some(p.len),
-            _ => None,
-        };
         if let Some(len) = data {
             self.stats.appends.set(self.stats.appends.get() + 1);
             self.stats.append_bytes.set(self.stats.append_bytes.get() + len);

@@ -301,7 +301,7 @@ pub fn append_one(
                 matches!(&data, Cow::Borrowed(d) if d.len() == input.body.len() && !d.is_empty()),
                 "placed bytes are the body as sent"
             );
-            let messages = if a.messages.is_empty() { vec![data.len() as u32] } else { a.messages };
+            let messages = append::lengths(&data, a.messages);
             let p = PlacedRecord {
                 append: AppendRecord { messages, data: &[], ..a },
                 at: e.state.tail() - e.state.body.base,

@@ -24,11 +24,24 @@ pub(crate) struct Pipeline {
     /// Syncs of the stream's files started and finished, by number: a
     /// placement whose writes returned is durable once a sync started
     /// after that finished (one sync covers every write before it).
-    pub sync_started: u64,
-    pub sync_finished: u64,
-    pub syncing: bool,
+    sync_started: u64,
+    sync_finished: u64,
+    syncing: bool,
     /// A sync failed: what it covered is not known to be durable.
-    pub sync_failed: bool,
+    sync_failed: bool,
+}
+
+/// What a placement whose writes returned does next to be durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncStep {
+    /// A sync that started after its writes finished.
+    Durable,
+    /// A sync failed: nothing it covered is known to be durable.
+    Failed,
+    /// Another placement's sync is running: wait for it.
+    Wait,
+    /// Start sync number `n` of the stream's files, then report it.
+    Start(u64),
 }
 
 impl Pipeline {
@@ -47,6 +60,35 @@ impl Pipeline {
             sync_finished: 0,
             syncing: false,
             sync_failed: false,
+        }
+    }
+
+    /// The number of the first sync that covers writes returned now.
+    pub fn sync_needed(&self) -> u64 {
+        self.sync_started + 1
+    }
+
+    /// What a placement that needs sync `need` does next.
+    pub fn next_sync(&mut self, need: u64) -> SyncStep {
+        if self.sync_failed {
+            SyncStep::Failed
+        } else if self.sync_finished >= need {
+            SyncStep::Durable
+        } else if self.syncing {
+            SyncStep::Wait
+        } else {
+            (self.syncing, self.sync_started) = (true, self.sync_started + 1);
+            SyncStep::Start(self.sync_started)
+        }
+    }
+
+    /// Sync `n` ended, well or not.
+    pub fn synced(&mut self, n: u64, ok: bool) {
+        assert!(self.syncing && n == self.sync_started, "one sync at a time, the last one started");
+        self.syncing = false;
+        match ok {
+            true => self.sync_finished = n,
+            false => self.sync_failed = true,
         }
     }
 
@@ -84,5 +126,20 @@ mod tests {
         assert_eq!(p.done, 3, "turn 2 was dropped: done when reached");
         p.finish(3);
         assert_eq!(p.done, p.taken);
+    }
+
+    /// A sync covers the writes that returned before it started; one that
+    /// fails fails every placement waiting on a sync.
+    #[test]
+    fn a_sync_covers_the_writes_before_it_and_a_failed_one_fails_the_rest() {
+        let mut p = Pipeline::starting();
+        let first = p.sync_needed();
+        assert_eq!(p.next_sync(first), SyncStep::Start(1));
+        let second = p.sync_needed();
+        assert_eq!((second, p.next_sync(second)), (2, SyncStep::Wait), "sync 1 started before these writes");
+        p.synced(1, true);
+        assert_eq!((p.next_sync(first), p.next_sync(second)), (SyncStep::Durable, SyncStep::Start(2)));
+        p.synced(2, false);
+        assert_eq!(p.next_sync(p.sync_needed()), SyncStep::Failed);
     }
 }

@@ -42,10 +42,11 @@
 //! would need.
 
 use super::files::{FileName, Sync};
-use super::pipeline::Pipeline;
+use super::pipeline::{Pipeline, SyncStep};
 use super::shard::Room;
 use super::{AppendOutcome, Shard, StoreError, StreamKey};
 use crate::core::append::{self, AppendDecision, AppendInput};
+use crate::core::body::message_ends;
 use crate::core::index::{self, IndexEnd};
 use crate::core::StreamState;
 use crate::log::LogError;
@@ -106,7 +107,7 @@ fn placeable(s: &StreamState, input: &AppendInput<'_>) -> Option<Vec<u32>> {
     }
     match append::decide(s, input) {
         Ok(AppendDecision::Write { data: Cow::Borrowed(d), messages }) if d.len() == input.body.len() => {
-            Some(if messages.is_empty() { vec![d.len() as u32] } else { messages })
+            Some(append::lengths(d, messages))
         }
         _ => None,
     }
@@ -144,24 +145,19 @@ impl Shard {
                 return None;
             }
         };
-        let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        if let Err(e) = self.reserve(extra + 4 * claim.messages.len(), Room::Data).await {
+        if let Err(e) = self.reserve(Self::stamp_room(input) + 4 * claim.messages.len(), Room::Data).await {
             self.abandon(key, claim).await;
             return Some(Err(e.into()));
         }
-        let decided = {
-            let mut st = self.store.borrow_mut();
-            let same = st.streams.get(key).is_some_and(|e| {
-                let b = &e.state.body;
-                e.state.handle == claim.handle
-                    && b.all_stored()
-                    && (b.stored, b.stored_records) == (claim.tail, claim.records)
-                    && !e.state.deleted
-                    && !e.state.lifetime.expired(now_ms)
-                    && placeable(&e.state, input).as_ref() == Some(&claim.messages)
-            });
-            same.then(|| st.decide_append(&self.log, key, input, now_ms, Some(crc)))
+        // Still the stream, the tail and the decision it was placed for.
+        let same = self.live_handle(key, now_ms) == Some(claim.handle) && {
+            let st = self.store.borrow();
+            let s = &st.streams[key].state;
+            s.body.all_stored()
+                && (s.body.stored, s.body.stored_records) == (claim.tail, claim.records)
+                && placeable(s, input).as_ref() == Some(&claim.messages)
         };
+        let decided = same.then(|| self.store.borrow_mut().decide_append(&self.log, key, input, now_ms, Some(crc)));
         let Some(decided) = decided else {
             self.abandon(key, claim).await;
             return None;
@@ -213,7 +209,7 @@ impl Shard {
             let b = &e.state.body;
             (p.ready, p.end, p.records, p.index) = (true, b.stored, b.stored_records, b.index_end());
         }
-        let ends = ends(p.end, &messages);
+        let ends: Vec<u64> = message_ends(p.end, &messages).collect();
         let claim = Claim {
             shard: self,
             handle,
@@ -235,13 +231,10 @@ impl Shard {
     /// memory; false when it went or a flush failed.
     async fn all_stored(&self, key: &StreamKey, handle: u64, now_ms: u64) -> bool {
         loop {
-            let stored = {
-                let st = self.store.borrow();
-                match st.streams.get(key) {
-                    Some(e) if self.live_handle(key, now_ms) == Some(handle) => e.state.body.all_stored(),
-                    _ => return false,
-                }
-            };
+            if self.live_handle(key, now_ms) != Some(handle) {
+                return false;
+            }
+            let stored = self.store.borrow().streams[key].state.body.all_stored();
             if stored {
                 return true;
             }
@@ -278,7 +271,8 @@ impl Shard {
     /// `--fsync always`) when this returns; returns the bytes' CRC32C.
     async fn write_placed(&self, c: &Claim<'_>, body: &[u8]) -> std::io::Result<u32> {
         let mut pages = Vec::with_capacity(index::PAGE_HEADER as usize + 16 * c.messages.len());
-        index::encode(c.index, &ends(c.tail, &c.messages), body, &mut pages);
+        let ends: Vec<u64> = message_ends(c.tail, &c.messages).collect();
+        index::encode(c.index, &ends, body, &mut pages);
         let (data, idx) = (FileName::Data(c.handle), FileName::Index(c.handle));
         self.files.extend(data, c.at, body, Sync::Later).await?;
         self.files.extend(idx, c.index.len, &pages, Sync::Later).await?;
@@ -295,47 +289,18 @@ impl Shard {
     /// nothing it covered is known to be durable: every placement waiting
     /// on one fails.
     async fn sync_placed(&self, handle: u64) -> std::io::Result<()> {
-        enum Step {
-            Durable,
-            Failed,
-            Wait,
-            Sync(u64),
-        }
-        let with = |f: &mut dyn FnMut(&mut Pipeline) -> Step| {
-            f(self.placing.borrow_mut().get_mut(&handle).expect("a claim's pipeline stays until its claims are done"))
-        };
-        let mut need = 0;
-        with(&mut |p| {
-            need = p.sync_started + 1;
-            Step::Wait
-        });
+        let need = self.pipeline(handle, |p| p.sync_needed());
         loop {
             let seen = self.placed.generation();
-            let step = with(&mut |p| match () {
-                _ if p.sync_failed => Step::Failed,
-                _ if p.sync_finished >= need => Step::Durable,
-                _ if p.syncing => Step::Wait,
-                _ => {
-                    (p.syncing, p.sync_started) = (true, p.sync_started + 1);
-                    Step::Sync(p.sync_started)
-                }
-            });
-            match step {
-                Step::Durable => return Ok(()),
-                Step::Failed => return Err(std::io::Error::other("a sync of the stream's files failed")),
-                Step::Wait => self.placed.changed(seen).await,
-                Step::Sync(number) => {
+            match self.pipeline(handle, |p| p.next_sync(need)) {
+                SyncStep::Durable => return Ok(()),
+                SyncStep::Failed => return Err(std::io::Error::other("a sync of the stream's files failed")),
+                SyncStep::Wait => self.placed.changed(seen).await,
+                SyncStep::Start(n) => {
                     let (data, idx) = (FileName::Data(handle), FileName::Index(handle));
                     let synced = crate::woken::join_all(vec![self.files.sync(data), self.files.sync(idx)]).await;
                     let synced = synced.into_iter().collect::<std::io::Result<Vec<()>>>();
-                    with(&mut |p| {
-                        p.syncing = false;
-                        match synced.is_ok() {
-                            true => p.sync_finished = number,
-                            false => p.sync_failed = true,
-                        }
-                        Step::Wait
-                    });
+                    self.pipeline(handle, |p| p.synced(n, synced.is_ok()));
                     self.placed.notify();
                     synced?;
                 }
@@ -343,16 +308,19 @@ impl Shard {
         }
     }
 
+    /// Runs `f` on stream `handle`'s pipeline, which a claim in hand keeps.
+    fn pipeline<T>(&self, handle: u64, f: impl FnOnce(&mut Pipeline) -> T) -> T {
+        f(self.placing.borrow_mut().get_mut(&handle).expect("a claim's pipeline stays until its claims are done"))
+    }
+
     /// A claimed placement that is not decided: the pipeline breaks, and
     /// the last one done cuts the bytes past the stream's tail back when
     /// the stream still ends where this one was to go (best effort).
     async fn abandon(&self, key: &StreamKey, c: Claim<'_>) {
-        let last = {
-            let mut placing = self.placing.borrow_mut();
-            let p = placing.get_mut(&c.handle).expect("a claim's pipeline stays until its claims are done");
+        let last = self.pipeline(c.handle, |p| {
             p.broken = true;
             p.taken == c.turn + 1
-        };
+        });
         let unchanged = self
             .store
             .borrow()
@@ -386,16 +354,4 @@ impl Shard {
             self.placed.changed(seen).await;
         }
     }
-}
-
-/// The end offsets of messages of `lengths` starting at `tail`.
-fn ends(tail: u64, lengths: &[u32]) -> Vec<u64> {
-    let mut end = tail;
-    lengths
-        .iter()
-        .map(|&m| {
-            end += u64::from(m);
-            end
-        })
-        .collect()
 }

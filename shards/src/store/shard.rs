@@ -319,10 +319,16 @@ impl Shard {
     /// than one message, at most one per comma plus one; counting them in
     /// other bodies (a 1 MiB text append) would cost a pass over every byte
     /// for nothing.
-    pub(super) fn append_room(body: &[u8]) -> usize {
+    fn append_room(body: &[u8]) -> usize {
         let array = crate::core::json::is_array(body);
         let messages = if array { body.iter().filter(|&&b| b == b',').count() + 1 } else { 1 };
         body.len() + 1 + 4 * messages
+    }
+
+    /// Log room for what an append records besides its bytes and lengths:
+    /// its `Stream-Seq` and producer id.
+    pub(super) fn stamp_room(input: &AppendInput<'_>) -> usize {
+        input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len())
     }
 
     /// PUT: create a stream or confirm an existing one.
@@ -371,8 +377,7 @@ impl Shard {
         if let Some(placed) = self.place(key, input, now_ms).await {
             return placed;
         }
-        let extra = input.stream_seq.map_or(0, str::len) + input.producer.as_ref().map_or(0, |p| p.id.len());
-        self.reserve_unplaced(key, Self::append_room(input.body) + extra).await?;
+        self.reserve_unplaced(key, Self::append_room(input.body) + Self::stamp_room(input)).await?;
         let decided = self.store.borrow_mut().decide_append(&self.log, key, input, now_ms, None);
         let (handle, out) = self.settle_outcome(key, decided).await?;
         self.publish(handle, out.next_offset, out.records.1, out.closed);
