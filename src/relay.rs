@@ -93,7 +93,7 @@ async fn run_pump(ctx: Rc<Ctx>, key: Box<StreamKey>, pump: Rc<Pump>) {
         let shards: Vec<usize> =
             pump.subscribers.borrow().iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, _)| s).collect();
         let state =
-            ctx.shard.store.borrow_mut().streams.get_mut(&*key).filter(|e| e.state.handle == pump.handle).map(|e| {
+            ctx.shard.store.borrow_mut().streams.get_mut(&key).filter(|e| e.state.handle == pump.handle).map(|e| {
                 let (signal, seen) = e.park();
                 let s = &e.state;
                 (signal, seen, s.visible.tail, s.visible.closed, s.deleted, s.content_type.clone())

@@ -41,7 +41,7 @@ pub async fn run(ctx: &Rc<Ctx>, sock: &mut TcpStream, req: SseRequest) {
         out.clear();
         let (signal, seen, tail, closed, shared) = {
             let mut st = ctx.shard.store.borrow_mut();
-            let Some(e) = st.streams.get_mut(&*req.key) else {
+            let Some(e) = st.streams.get_mut(&req.key) else {
                 return;
             };
             let (signal, seen) = e.park();

@@ -137,6 +137,13 @@ pub const HOLD_POLL: Duration = Duration::from_millis(1);
 /// writes a third of the bytes to the disk, which a sustained fill is
 /// bound by.
 pub const PLACE_FROM: usize = 256 * 1024;
+/// Streams a checkpoint encodes between two pauses (`FlushConfig::checkpoint_slice`):
+/// about 1 ms of a shard's time at 100-250 ns a stream, so a request
+/// waits at most that long behind a checkpoint of a million streams.
+pub const CHECKPOINT_SLICE: usize = 4096;
+/// The pause between two slices: the executor polls its I/O (requests
+/// arriving, completions) and runs what is ready before the next slice.
+pub const CHECKPOINT_PAUSE: Duration = Duration::from_micros(50);
 /// A flush writing at least this many streams syncs the file system once
 /// (`syncfs`) instead of each of their files (`store::flush`): a sync per
 /// small file writes that file's inode and directory blocks on its own.

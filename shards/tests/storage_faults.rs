@@ -108,13 +108,16 @@ impl World {
             // Odd seeds sync the file system once whenever a flush writes
             // two streams or more, even seeds always sync each file. Every
             // third seed places appends of 1 KiB or more in their stream
-            // files before their journal record.
+            // files before their journal record. Even seeds encode a
+            // checkpoint one stream at a time, the simulation's operations
+            // running between the slices.
             flush: FlushConfig {
                 bytes: 1 << 40,
                 every: Duration::from_secs(1 << 20),
                 free_spacing: 0,
                 sync_once: if self.seed % 2 == 1 { 2 } else { usize::MAX },
                 place_from: if self.seed.is_multiple_of(3) { 1024 } else { sluice_shards::tuning::PLACE_FROM },
+                checkpoint_slice: if self.seed.is_multiple_of(2) { 1 } else { sluice_shards::tuning::CHECKPOINT_SLICE },
             },
             storage: Storage::Faulty(self.faults.clone()),
             shards: 1,

@@ -14,6 +14,7 @@ use crate::core::ttl::Lifetime;
 use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
@@ -47,37 +48,124 @@ pub struct Header<'a> {
     pub subscriptions: &'a BTreeMap<String, Vec<u8>>,
 }
 
-/// Encodes a checkpoint of `streams` as they will be once the flush of
-/// `h.generation` has stored every stream's bytes up to its tail and every
-/// pending snapshot.
-pub fn encode<'a>(h: &Header<'_>, streams: impl ExactSizeIterator<Item = &'a StreamState>) -> Vec<u8> {
-    let mut out = MAGIC.to_vec();
-    out.put_u32(VERSION);
-    out.put_u64(h.generation);
-    out.put_u32(h.journal.0);
-    out.put_u64(h.journal.1);
-    out.put_u64(h.next_handle);
-    out.put_u32(h.home_buckets.len() as u32);
-    for (b, at) in h.home_buckets {
-        out.put_bytes(b.as_bytes());
-        out.put_u64(*at);
+/// A checkpoint encoded a slice of streams at a time, in name order, while
+/// the shard serves requests between slices (a million streams take a
+/// tenth of a second to encode). It records the state at its capture all
+/// the same: a stream about to change before its turn is encoded first
+/// ([`Encoder::before_change`], which the store's one mutable path calls),
+/// and streams created after the capture (handles from its
+/// `next_handle` on) are left to the journal after it.
+pub struct Encoder {
+    out: Vec<u8>,
+    /// CRC32C of `out[..summed]`.
+    crc: u32,
+    summed: usize,
+    generation: u64,
+    /// Streams with this handle or a later one came after the capture.
+    below: u64,
+    /// The last stream written, in name order.
+    after: Option<Rc<StreamKey>>,
+    /// Streams encoded before a change reached them, not written yet.
+    early: BTreeMap<Rc<StreamKey>, Vec<u8>>,
+    /// Streams still to write.
+    left: u32,
+    /// Everything after the streams (the subscriptions), encoded at the capture.
+    end: Vec<u8>,
+}
+
+impl Encoder {
+    /// Starts a checkpoint of the `streams` streams the store holds now,
+    /// as they will be once the flush of `h.generation` has stored every
+    /// stream's bytes up to its tail and every pending snapshot.
+    pub fn new(h: &Header<'_>, streams: usize) -> Encoder {
+        let mut out = MAGIC.to_vec();
+        out.put_u32(VERSION);
+        out.put_u64(h.generation);
+        out.put_u32(h.journal.0);
+        out.put_u64(h.journal.1);
+        out.put_u64(h.next_handle);
+        out.put_u32(h.home_buckets.len() as u32);
+        for (b, at) in h.home_buckets {
+            out.put_bytes(b.as_bytes());
+            out.put_u64(*at);
+        }
+        out.put_u32(h.doomed.len() as u32);
+        for d in h.doomed {
+            out.put_bytes(d.as_bytes());
+        }
+        let left = u32::try_from(streams).expect("a shard holds fewer than 2^32 streams");
+        out.put_u32(left);
+        let mut end = Vec::new();
+        end.put_u32(h.subscriptions.len() as u32);
+        for (id, state) in h.subscriptions {
+            end.put_bytes(id.as_bytes());
+            end.put_bytes(state);
+        }
+        let (generation, below, after, early) = (h.generation, h.next_handle, None, BTreeMap::new());
+        Encoder { out, crc: 0, summed: 0, generation, below, after, early, left, end }
     }
-    out.put_u32(h.doomed.len() as u32);
-    for d in h.doomed {
-        out.put_bytes(d.as_bytes());
+
+    /// Stream `s` at `key` is about to change: if the checkpoint holds it
+    /// and has not written it yet, it is encoded now, as it was at the capture.
+    pub fn before_change(&mut self, key: &Rc<StreamKey>, s: &StreamState) {
+        let written = self.after.as_ref().is_some_and(|a| **a >= **key);
+        if s.handle < self.below && !written && !self.early.contains_key(key) {
+            let mut bytes = Vec::new();
+            put_stream(&mut bytes, s, self.generation);
+            self.early.insert(key.clone(), bytes);
+        }
     }
-    out.put_u32(streams.len() as u32);
-    for s in streams {
-        put_stream(&mut out, s, h.generation);
+
+    /// The last stream written: the next slice starts after it.
+    pub fn after(&self) -> Option<&StreamKey> {
+        self.after.as_deref()
     }
-    out.put_u32(h.subscriptions.len() as u32);
-    for (id, state) in h.subscriptions {
-        out.put_bytes(id.as_bytes());
-        out.put_bytes(state);
+
+    /// Writes up to `budget` more streams: `live` is the store's streams
+    /// after [`Encoder::after`], in name order. Returns whether every
+    /// stream is written.
+    pub fn step<'a>(
+        &mut self,
+        live: impl Iterator<Item = (&'a Rc<StreamKey>, &'a StreamState)>,
+        budget: usize,
+    ) -> bool {
+        let below = self.below;
+        let mut live = live.filter(|(_, s)| s.handle < below).peekable();
+        for _ in 0..budget {
+            let early = self.early.first_key_value().map(|(k, _)| k);
+            let from_early = match (early, live.peek()) {
+                (None, None) => break,
+                (Some(e), Some((l, _))) => e <= *l,
+                (e, _) => e.is_some(),
+            };
+            let key = if from_early {
+                let (key, bytes) = self.early.pop_first().expect("peeked");
+                // The live stream of that name was encoded before it changed.
+                live.next_if(|(l, _)| **l == key);
+                self.out.extend_from_slice(&bytes);
+                key
+            } else {
+                let (key, s) = live.next().expect("peeked");
+                put_stream(&mut self.out, s, self.generation);
+                key.clone()
+            };
+            assert!(self.after.as_ref().is_none_or(|a| *a < key), "streams are written in name order, once");
+            self.after = Some(key);
+            self.left = self.left.checked_sub(1).expect("no more streams than the capture held");
+        }
+        self.crc = crc32c::crc32c_append(self.crc, &self.out[self.summed..]);
+        self.summed = self.out.len();
+        self.early.is_empty() && live.peek().is_none()
     }
-    let crc = crc32c::crc32c(&out);
-    out.put_u32(crc);
-    out
+
+    /// The checkpoint's bytes, once [`Encoder::step`] wrote every stream.
+    pub fn finish(mut self) -> Vec<u8> {
+        assert!(self.left == 0 && self.early.is_empty(), "{} streams of the capture left", self.left);
+        self.out.extend_from_slice(&self.end);
+        let crc = crc32c::crc32c_append(self.crc, &self.out[self.summed..]);
+        self.out.put_u32(crc);
+        self.out
+    }
 }
 
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
@@ -271,6 +359,13 @@ mod tests {
         StreamState::from_create(&c, 0, 16)
     }
 
+    /// A checkpoint of `streams` encoded in one slice.
+    fn encode(h: &Header<'_>, streams: &[&StreamState]) -> Vec<u8> {
+        let mut e = Encoder::new(h, streams.len());
+        assert!(e.step(streams.iter().map(|s| (&s.key, *s)), usize::MAX), "one slice holds them all");
+        e.finish()
+    }
+
     fn header<'a>(
         buckets: &'a HashMap<String, u64>,
         doomed: &'a [String],
@@ -303,7 +398,7 @@ mod tests {
         let doomed = ["0000000000000002.data".to_string()];
         s.body.freeze();
         let subs = BTreeMap::from([("sub-1".to_string(), b"{}".to_vec())]);
-        let bytes = encode(&header(&buckets, &doomed, &subs), [&s].into_iter());
+        let bytes = encode(&header(&buckets, &doomed, &subs), &[&s]);
         let mut streams = Vec::new();
         let c = decode(&bytes, 0, 16, |s| streams.push(s)).unwrap();
         assert_eq!(c.subscriptions, [("sub-1".to_string(), b"{}".to_vec())]);
@@ -341,7 +436,7 @@ mod tests {
         let s = StreamState::from_create(&c, 0, 4);
         let buckets = HashMap::new();
         let mut streams = Vec::new();
-        decode(&encode(&header(&buckets, &[], &BTreeMap::new()), [&s].into_iter()), 0, 4, |s| streams.push(s)).unwrap();
+        decode(&encode(&header(&buckets, &[], &BTreeMap::new()), &[&s]), 0, 4, |s| streams.push(s)).unwrap();
         let r = &streams[0];
         assert_eq!(r.fork(), c.fork.as_ref());
         assert_eq!((&r.body.ancestors[..], r.body.base, r.tail(), r.retained), (&[ancestor][..], 5, 5, 3));
@@ -350,7 +445,7 @@ mod tests {
     #[test]
     fn damage_is_reported_not_guessed() {
         let buckets = HashMap::new();
-        let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), std::iter::empty());
+        let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), &[]);
         let decode = |b: &[u8]| decode(b, 0, 1, drop);
         assert!(decode(&bytes).is_ok());
         let mut flipped = bytes.clone();

@@ -43,11 +43,12 @@ use crate::core::body::Chunk;
 use crate::core::index::{self, IndexEnd, INDEX_PAGE};
 use crate::core::stream::{Blob, Snapshot};
 use crate::every::Every;
-use crate::handles::HandleSet;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
-use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL, UNLINKS_PER_YIELD};
+use crate::tuning::{
+    CHECKPOINT_LAG, CHECKPOINT_PAUSE, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL, UNLINKS_PER_YIELD,
+};
 use crate::woken::join_all;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -89,7 +90,10 @@ struct Capture {
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
     doomed: Vec<String>,
-    /// The checkpoint to write, when one is due: its id and length.
+    /// A checkpoint is due: the store's streams encode it
+    /// ([`Shard::encode_checkpoint`]).
+    encoding: bool,
+    /// The checkpoint to write, once encoded: its id and length.
     checkpoint: Option<(CheckpointId, usize)>,
     /// Its bytes, until step 4 hands them to the file (no copy).
     checkpoint_bytes: Option<Vec<u8>>,
@@ -193,6 +197,9 @@ impl Shard {
         self.flushing.set(true);
         let started = Instant::now();
         let mut c = self.capture();
+        if c.encoding {
+            self.encode_checkpoint(&mut c).await;
+        }
         let stats = &self.flush_stats;
         let r = match self.flush_steps(&mut c).await {
             Err(e) => {
@@ -250,6 +257,9 @@ impl Shard {
                     e.state.body.thaw();
                 }
             }
+            // The next capture visits them again.
+            st.written.extend(c.jobs.iter().map(|j| j.handle).chain(c.snapshots.iter().map(|(handle, _)| *handle)));
+            st.snapshots_pending |= !c.snapshots.is_empty();
             st.graveyard.extend(c.snapshots.iter().map(|(handle, _)| snapshot_name(*handle, c.generation)));
         }
         self.punch_again(&c.punches);
@@ -263,6 +273,7 @@ impl Shard {
         for p in punches {
             if let Some(e) = st.by_handle(p.handle) {
                 e.punched = p.from;
+                st.punching.insert(p.handle);
             }
         }
     }
@@ -300,36 +311,45 @@ impl Shard {
         let frees = st.flush_due || !st.graveyard.is_empty();
         // Snapshot files carry this flush's generation: only a checkpoint names them.
         let due = forced || st.snapshots_pending || (frees && may_free) || self.lagging();
-        let mut v = Visit { large, spares: &self.spares, jobs: Vec::new(), punches: Vec::new(), punch_pending: false };
-        let mut snapshots = Vec::new();
-        if due {
-            // A checkpoint records every stream as stored up to its tail:
-            // every stream is visited, whatever `written` says (dropped with
-            // its room: a burst of creates leaves no table behind).
-            st.written = HandleSet::default();
-            st.snapshots_pending = false;
-            for e in st.streams.values_mut() {
-                if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {
-                    snapshots.push((e.state.handle, b.clone()));
-                }
-                v.visit(e, may_free);
-            }
-            // Space given back now, or retention that moved since the last capture.
-            st.flush_due = v.punch_pending;
-        } else {
-            // Only the streams written since the last capture have new bytes
-            // or a retention that moved; the space still to give back keeps
-            // the flusher coming back for it.
-            for handle in std::mem::take(&mut st.written) {
-                if let Some(e) = st.by_handle(handle) {
-                    v.visit(e, false);
-                }
-            }
-            st.flush_due |= v.punch_pending;
+        // Only the streams written since the last capture have new bytes,
+        // a pending snapshot or a retention that moved (`written`, whose
+        // room goes with it: a burst of creates leaves no table behind),
+        // and only those whose retention is not all given back have space
+        // to give back (`punching`): a capture costs what changed, not the
+        // shard's stream count, checkpoint or not.
+        let punch = due && may_free;
+        let mut visit = std::mem::take(&mut st.written);
+        if punch {
+            visit.extend(st.punching.iter().copied());
         }
+        let mut v = Visit { large, spares: &self.spares, jobs: Vec::new(), punches: Vec::new(), punching: Vec::new() };
+        let mut snapshots = Vec::new();
+        for handle in visit {
+            match st.by_handle(handle) {
+                Some(e) => {
+                    if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {
+                        snapshots.push((handle, b.clone()));
+                    }
+                    v.visit(e, punch);
+                }
+                // Removed: nothing left to give back.
+                None => v.punching.push((handle, false)),
+            }
+        }
+        for (handle, pending) in std::mem::take(&mut v.punching) {
+            match pending {
+                true => st.punching.insert(handle),
+                false => st.punching.remove(&handle),
+            };
+        }
+        // Space given back now, or retention that moved since the last capture.
+        st.flush_due = (st.flush_due && !due) || !st.punching.is_empty();
+        st.snapshots_pending = false;
+        #[cfg(debug_assertions)]
+        unvisited_have_nothing_to_do(&st, &snapshots);
         let Visit { jobs, punches, .. } = v;
         let doomed = if due { st.graveyard.clone() } else { Vec::new() };
-        let checkpoint = due.then(|| {
+        if due {
             let header = Header {
                 generation,
                 journal,
@@ -338,8 +358,9 @@ impl Shard {
                 doomed: &doomed,
                 subscriptions: &st.subscriptions,
             };
-            checkpoint::encode(&header, st.streams.values().map(|e| &e.state))
-        });
+            let encoder = checkpoint::Encoder::new(&header, st.streams.len());
+            st.streams.begin_checkpoint(encoder);
+        }
         Capture {
             generation,
             journal,
@@ -350,9 +371,33 @@ impl Shard {
             snapshots,
             punches,
             doomed,
-            checkpoint: checkpoint.as_ref().map(|b| (CheckpointId::of(generation, b), b.len())),
-            checkpoint_bytes: checkpoint,
+            encoding: due,
+            checkpoint: None,
+            checkpoint_bytes: None,
         }
+    }
+
+    /// Step 1's checkpoint, encoded [`FlushConfig::checkpoint_slice`]
+    /// streams at a time with a pause between slices, so that requests
+    /// (and the I/O they wait for) run between them; it records the state
+    /// at the capture all the same ([`super::Streams`]).
+    async fn encode_checkpoint(&self, c: &mut Capture) {
+        /// Ends the encoding if the flush goes away before it finished.
+        struct Ending<'a>(&'a std::cell::RefCell<super::Store>);
+        impl Drop for Ending<'_> {
+            fn drop(&mut self) {
+                self.0.borrow_mut().streams.end_checkpoint();
+            }
+        }
+        let ending = Ending(&self.store);
+        while !self.store.borrow_mut().streams.encode_some(self.flush.checkpoint_slice) {
+            glommio::timer::sleep(CHECKPOINT_PAUSE).await;
+        }
+        let encoder = self.store.borrow_mut().streams.end_checkpoint().expect("still encoding");
+        drop(ending);
+        let bytes = encoder.finish();
+        c.checkpoint = Some((CheckpointId::of(c.generation, &bytes), bytes.len()));
+        c.checkpoint_bytes = Some(bytes);
     }
 
     /// Steps 2-4, up to the checkpoint's rename: an error leaves the old
@@ -572,6 +617,23 @@ impl Shard {
     }
 }
 
+/// After a capture: no stream has unflushed bytes or a snapshot to store
+/// that the capture did not take (`stored`), nor space to give back that
+/// `punching` does not name. Checked over every stream, in
+/// debug builds only: the capture's cost is what changed.
+#[cfg(debug_assertions)]
+fn unvisited_have_nothing_to_do(st: &super::Store, stored: &[(u64, Rc<Vec<u8>>)]) {
+    for e in st.streams.values() {
+        let s = &e.state;
+        assert!(s.body.unflushed().is_none_or(|c| c.bytes.is_empty()), "stream {} has bytes to flush", s.handle);
+        let pending = matches!(s.snapshot.as_deref(), Some(Snapshot { blob: Blob::Pending(_), .. }));
+        assert!(!pending || stored.iter().any(|(h, _)| *h == s.handle), "stream {} has a snapshot to store", s.handle);
+        assert_eq!(e.punch_next, (s.retained, s.first_message), "stream {}'s retention moved unseen", s.handle);
+        let gives_back = e.punch_next.0 > e.punched.0;
+        assert!(!gives_back || st.punching.contains(&s.handle), "stream {} has space to give back", s.handle);
+    }
+}
+
 /// One capture's pass over streams.
 struct Visit<'a> {
     /// `--flush-bytes` of journal or more came since the last capture.
@@ -579,8 +641,9 @@ struct Visit<'a> {
     spares: &'a std::cell::RefCell<super::spares::Spares>,
     jobs: Vec<Job>,
     punches: Vec<Punch>,
-    /// A visited stream's retention moved beyond what was given back.
-    punch_pending: bool,
+    /// Visited streams, and whether their retention is still beyond what
+    /// was given back (see `Store::punching`).
+    punching: Vec<(u64, bool)>,
 }
 
 impl Visit<'_> {
@@ -610,6 +673,6 @@ impl Visit<'_> {
             e.punched = e.punch_next;
         }
         e.punch_next = (s.retained, s.first_message);
-        self.punch_pending |= e.punch_next.0 > e.punched.0;
+        self.punching.push((s.handle, e.punch_next.0 > e.punched.0));
     }
 }

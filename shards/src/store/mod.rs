@@ -36,9 +36,11 @@ pub mod reads;
 pub mod restore;
 mod shard;
 pub mod spares;
+mod streams;
 mod verify;
 
 pub use shard::{FlushConfig, Shard, ShardConfig};
+pub use streams::Streams;
 
 use crate::core::body::Ancestor;
 use crate::core::stream::Blob;
@@ -133,10 +135,8 @@ pub struct BucketInfo {
 
 #[derive(Default)]
 pub struct Store {
-    /// Streams by name, sorted so bucket listings are range scans. The
-    /// name is shared with `handles`, and entries are boxed: B-tree nodes
-    /// are part empty, and empty slots cost what a slot holds.
-    pub streams: BTreeMap<Rc<StreamKey>, Box<Entry>>,
+    /// Streams by name; every change to one goes through it (see [`streams`]).
+    pub streams: Streams,
     handles: HandleMap<Rc<StreamKey>>,
     pub(crate) next_handle: u64,
     /// Buckets every shard knows about (replicated).
@@ -162,6 +162,9 @@ pub struct Store {
     /// Streams appended to, created or given a new retention since the last
     /// flush's capture: a flush without a checkpoint visits only these.
     pub(crate) written: HandleSet,
+    /// Streams whose retention moved beyond what was given back
+    /// (`Entry::punched`): a capture that gives space back visits these.
+    pub(crate) punching: HandleSet,
     /// A snapshot waits for a flush to store it (and a checkpoint to name it).
     pub(crate) snapshots_pending: bool,
     /// Commit number of the newest hard delete: a reader that finds no
@@ -390,6 +393,7 @@ impl Store {
     /// Publishes snapshot `r` (its blob stays in memory until flushed); the
     /// file of the snapshot it replaces goes to the graveyard.
     pub(crate) fn apply_snapshot(&mut self, r: &crate::log::SnapshotRecord<'_>) {
+        self.written.insert(r.handle);
         let Some(e) = self.by_handle(r.handle) else { return };
         let old = e.state.snapshot.take();
         e.state.set_snapshot(r);
@@ -415,7 +419,7 @@ impl Store {
     /// any of the same name.
     pub(crate) fn insert(&mut self, state: StreamState) {
         let key = state.key.clone();
-        if let Some(old) = self.streams.remove(&*key) {
+        if let Some(old) = self.streams.remove(&key) {
             self.handles.remove(&old.state.handle);
             self.census.removed(key.bucket(), old.state.handle, old.queued_ms);
         }
@@ -430,6 +434,10 @@ impl Store {
         state.content_type = self.shared_content_type(&state.content_type);
         let queued_ms = self.census.added(state.key.bucket(), state.handle, state.lifetime.deadline_ms());
         let punched = (state.retained, state.first_message);
+        if punched.0 > 0 {
+            // Given back before, perhaps: punched again (idempotent).
+            self.punching.insert(state.handle);
+        }
         Box::new(Entry {
             state,
             signal: None,
@@ -467,7 +475,7 @@ impl Store {
         }
         self.handles.reserve(entries.len());
         self.handles.extend(entries.iter().map(|(key, e)| (e.state.handle, key.clone())));
-        self.streams = entries.into_iter().collect();
+        self.streams = Streams::of(entries.into_iter().collect());
         Ok(out)
     }
 
@@ -506,7 +514,7 @@ impl Store {
 
     pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
-        self.streams.get_mut(&**key).map(|e| &mut **e)
+        self.streams.get_mut(key)
     }
 
     /// Whether a bucket exists (the built-in one always does).
@@ -533,7 +541,7 @@ impl Store {
             self.remove_hard(handle);
             return None;
         }
-        self.streams.get_mut(key).map(|e| &mut **e)
+        self.streams.get_mut(key)
     }
 
     /// Removes a stream for good (live, not logged here: an expiry a reader
@@ -597,7 +605,7 @@ impl Store {
         let mut expired = Vec::new();
         for (queued_ms, handle) in due {
             let key = self.handles.get(&handle).expect("a queued stream is held").clone();
-            let e = self.streams.get_mut(&*key).expect("a held handle names a stream");
+            let e = self.streams.get_mut(&key).expect("a held handle names a stream");
             let deadline = e.state.lifetime.deadline_ms();
             debug_assert!(deadline.is_some_and(|d| d >= queued_ms), "a stream is queued at or before its deadline");
             if !e.state.lifetime.expired(now_ms) {
