@@ -12,7 +12,9 @@
 //!   a stream's placements in flight;
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
-//! - [`checkpoint`]: the checkpoint's encoding;
+//! - [`checkpoint`]: the checkpoint's encoding, and [`streams`], the streams
+//!   by name, through which every change to one goes (a checkpoint is
+//!   encoded in slices between requests and still records one instant);
 //! - [`restore`]: recovery, as a decision table over the checkpoint, the
 //!   stream files and the journal;
 //! - [`forks`]: fork grants and references;
