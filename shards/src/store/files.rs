@@ -316,16 +316,14 @@ impl StreamFiles {
     }
 
     /// Writes all of `bytes` at `pos` of this shard's file `name`: in
-    /// pieces of [`WRITE_PIECE`], then, with [`Sync::File`], one fdatasync
-    /// (with [`Sync::Later`] the caller syncs the file system once for many
-    /// files, [`StreamFiles::file_system`]). glommio takes an
-    /// owned buffer: the one copy a write makes is here, a piece at a time
-    /// (memory the allocator reuses, where one copy of a whole flush chunk
-    /// faulted in fresh pages every time). One `O_DSYNC` write of a whole
-    /// chunk took 4-8x as long on the test disk (1 MiB fill, issue 24).
+    /// pieces of [`WRITE_PIECE`] ([`Storage::write_all_at`]), then, with
+    /// [`Sync::File`], one fdatasync (with [`Sync::Later`] the caller syncs
+    /// the file system once for many files, [`StreamFiles::file_system`]).
+    /// One `O_DSYNC` write of a whole chunk took 4-8x as long on the test
+    /// disk (1 MiB fill, issue 24).
     pub async fn write(&self, name: FileName, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         let f = self.file(self.shard, name, Need::Write).await?;
-        self.write_to(&f, name, pos, bytes, sync).await
+        self.write_to(&f, pos, bytes, sync).await
     }
 
     /// As [`StreamFiles::write`], into a file that exists: never creates
@@ -333,26 +331,11 @@ impl StreamFiles {
     /// must not bring one back as a file no stream owns).
     pub async fn extend(&self, name: FileName, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
         let f = self.file(self.shard, name, Need::Extend).await?;
-        self.write_to(&f, name, pos, bytes, sync).await
+        self.write_to(&f, pos, bytes, sync).await
     }
 
-    async fn write_to(
-        &self,
-        f: &BufferedFile,
-        name: FileName,
-        pos: u64,
-        bytes: &[u8],
-        sync: Sync,
-    ) -> std::io::Result<()> {
-        let mut done = 0;
-        while done < bytes.len() {
-            let piece = &bytes[done..bytes.len().min(done + WRITE_PIECE)];
-            let n = self.storage.write_at(f, piece.to_vec(), pos + done as u64).await?;
-            if n == 0 {
-                return Err(std::io::Error::other(format!("short write to {name}")));
-            }
-            done += n;
-        }
+    async fn write_to(&self, f: &BufferedFile, pos: u64, bytes: &[u8], sync: Sync) -> std::io::Result<()> {
+        self.storage.write_all_at(f, bytes, pos).await?;
         match sync {
             Sync::File => self.storage.fdatasync(f).await,
             Sync::Later => Ok(()),
