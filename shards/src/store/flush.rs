@@ -5,9 +5,10 @@
 //! Order (each step durable before the next; recovery's decision table in
 //! [`super::restore`] handles a crash between any two):
 //! 1. capture, with no await: freeze the tails of the streams written since
-//!    the last capture (of every stream when a checkpoint is due), note the
-//!    journal position and, when one is due ([`Shard::lagging`],
-//!    [`Shard::may_free`]), encode the checkpoint as of that instant;
+//!    the last capture, note the journal position and, when a checkpoint
+//!    is due ([`Shard::lagging`], [`Shard::may_free`]), start encoding it
+//!    as of that instant, a slice at a time while steps 2 and 3 run
+//!    ([`super::Streams`]);
 //! 2. wait until the journal holds everything captured (it is durable);
 //! 3. write data, then index pages, then new snapshot files, each file
 //!    made durable (fdatasync) before its write returns, and sync the
@@ -93,10 +94,8 @@ struct Capture {
     /// A checkpoint is due: the store's streams encode it
     /// ([`Shard::encode_checkpoint`]).
     encoding: bool,
-    /// The checkpoint to write, once encoded: its id and length.
+    /// The checkpoint written, once encoded: its id and length.
     checkpoint: Option<(CheckpointId, usize)>,
-    /// Its bytes, until step 4 hands them to the file (no copy).
-    checkpoint_bytes: Option<Vec<u8>>,
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> LogError + '_ {
@@ -197,9 +196,6 @@ impl Shard {
         self.flushing.set(true);
         let started = Instant::now();
         let mut c = self.capture();
-        if c.encoding {
-            self.encode_checkpoint(&mut c).await;
-        }
         let stats = &self.flush_stats;
         let r = match self.flush_steps(&mut c).await {
             Err(e) => {
@@ -373,7 +369,6 @@ impl Shard {
             doomed,
             encoding: due,
             checkpoint: None,
-            checkpoint_bytes: None,
         }
     }
 
@@ -381,7 +376,7 @@ impl Shard {
     /// streams at a time with a pause between slices, so that requests
     /// (and the I/O they wait for) run between them; it records the state
     /// at the capture all the same ([`super::Streams`]).
-    async fn encode_checkpoint(&self, c: &mut Capture) {
+    async fn encode_checkpoint(&self) -> Vec<u8> {
         /// Ends the encoding if the flush goes away before it finished.
         struct Ending<'a>(&'a std::cell::RefCell<super::Store>);
         impl Drop for Ending<'_> {
@@ -395,14 +390,31 @@ impl Shard {
         }
         let encoder = self.store.borrow_mut().streams.end_checkpoint().expect("still encoding");
         drop(ending);
-        let bytes = encoder.finish();
-        c.checkpoint = Some((CheckpointId::of(c.generation, &bytes), bytes.len()));
-        c.checkpoint_bytes = Some(bytes);
+        encoder.finish()
     }
 
     /// Steps 2-4, up to the checkpoint's rename: an error leaves the old
-    /// checkpoint in place.
+    /// checkpoint in place. The checkpoint is encoded while steps 2 and 3
+    /// wait for the disk.
     async fn flush_steps(&self, c: &mut Capture) -> Result<(), LogError> {
+        let encoding = c.encoding;
+        let encoded = async move {
+            match encoding {
+                true => Some(self.encode_checkpoint().await),
+                false => None,
+            }
+        };
+        let (encoded, stored) = futures_lite::future::zip(encoded, self.store_files(c)).await;
+        stored?;
+        let Some(bytes) = encoded else { return Ok(()) };
+        c.checkpoint = Some((CheckpointId::of(c.generation, &bytes), bytes.len()));
+        let storage = self.files.storage();
+        storage.install(&self.shard_dir(), CHECKPOINT, bytes).await.map_err(io(CHECKPOINT))
+    }
+
+    /// Steps 2 and 3: the journal holds what the capture took, then its
+    /// chunks and snapshots are in durable stream files.
+    async fn store_files(&self, c: &Capture) -> Result<(), LogError> {
         self.log.durable(c.lsn).await?;
         // Many streams' files: written, then made durable by one sync of
         // the file system, not an fdatasync each (a burst of small streams
@@ -426,9 +438,7 @@ impl Shard {
         if let Some(fs) = &file_system {
             storage.sync_fs(fs).await.map_err(io(STREAMS_DIR))?;
         }
-        storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))?;
-        let Some(bytes) = c.checkpoint_bytes.take() else { return Ok(()) };
-        storage.install(&self.shard_dir(), CHECKPOINT, bytes).await.map_err(io(CHECKPOINT))
+        storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))
     }
 
     /// A flush writes a checkpoint when one is forced (a fork needs its
