@@ -162,6 +162,19 @@ pub fn planned(at: IndexEnd, ends: &[u64]) -> IndexEnd {
 /// Encodes the entries of records ending at `ends` after `at`; `bytes` are
 /// the records' bytes (from `at.offset`). Returns where the index then ends.
 pub fn encode(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> IndexEnd {
+    encode_into(at, ends, bytes, out, None)
+}
+
+/// As [`encode`], and the CRC32C of all of `bytes`, combined from the
+/// entries' own (one pass over the bytes for both: a placed append's
+/// journal record names its bytes by this CRC).
+pub fn encode_summed(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> (IndexEnd, u32) {
+    let mut sum = 0;
+    let end = encode_into(at, ends, bytes, out, Some(&mut sum));
+    (end, sum)
+}
+
+fn encode_into(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>, mut sum: Option<&mut u32>) -> IndexEnd {
     assert_eq!(ends.last().map_or(0, |e| e - at.offset), bytes.len() as u64, "the bytes are the records'");
     let before = out.len() as u64;
     let end = layout(at, ends, |piece| match piece {
@@ -173,7 +186,12 @@ pub fn encode(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> In
         Piece::Entry { start, ends } => {
             let data = &bytes[(start - at.offset) as usize..(ends[ends.len() - 1] - at.offset) as usize];
             out.push(ends.len() as u8);
-            out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+            let crc = crc32c::crc32c(data);
+            out.extend_from_slice(&crc.to_le_bytes());
+            // Entries follow on from each other over all of `bytes`.
+            if let Some(sum) = sum.as_deref_mut() {
+                *sum = crc32c::crc32c_combine(*sum, crc, data.len());
+            }
             let mut prev = start;
             for &e in ends {
                 put_varint(out, e - prev);
@@ -333,6 +351,27 @@ mod tests {
         for e in &p.entries {
             let (start, end) = (p.start_at(e.first), p.ends[e.first + e.count - 1]);
             assert_eq!(crc32c::crc32c(&bytes[start as usize..end as usize]), e.crc);
+        }
+    }
+
+    /// The CRC of all the bytes, combined from the entries' own, is the
+    /// CRC of the bytes: over one record, many entries, pages and padding,
+    /// and from a start inside a page; the index is the one `encode` writes.
+    #[test]
+    fn the_summed_crc_is_the_crc_of_all_the_bytes() {
+        for (start_len, lens) in [
+            (0, vec![1u64]),
+            (0, vec![ENTRY_BYTES * 3]),
+            (INDEX_PAGE - 7, vec![2, 300, ENTRY_BYTES + 1, 5]),
+            (40, (0..5000u64).map(|i| 1 + (i * 37) % 300).collect()),
+        ] {
+            let (ends, bytes) = records(100, &lens);
+            let at = IndexEnd { len: start_len, offset: 100, record: 3 };
+            let (mut summed, mut plain) = (Vec::new(), Vec::new());
+            let (end, crc) = encode_summed(at, &ends, &bytes, &mut summed);
+            assert_eq!(end, encode(at, &ends, &bytes, &mut plain));
+            assert!(summed == plain, "the same index");
+            assert_eq!(crc, crc32c::crc32c(&bytes), "{} records", lens.len());
         }
     }
 

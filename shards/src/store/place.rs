@@ -272,14 +272,14 @@ impl Shard {
     async fn write_placed(&self, c: &Claim<'_>, body: &[u8]) -> std::io::Result<u32> {
         let mut pages = Vec::with_capacity(index::PAGE_HEADER as usize + 16 * c.messages.len());
         let ends: Vec<u64> = message_ends(c.tail, &c.messages).collect();
-        index::encode(c.index, &ends, body, &mut pages);
+        let (_, crc) = index::encode_summed(c.index, &ends, body, &mut pages);
         let (data, idx) = (FileName::Data(c.handle), FileName::Index(c.handle));
         self.files.extend(data, c.at, body, Sync::Later).await?;
         self.files.extend(idx, c.index.len, &pages, Sync::Later).await?;
         if self.log.dsync() {
             self.sync_placed(c.handle).await?;
         }
-        Ok(crc32c::crc32c(body))
+        Ok(crc)
     }
 
     /// Makes the writes to stream `handle`'s files that returned before
