@@ -18,10 +18,7 @@ fn config(root: &Path) -> ShardConfig {
 
 #[test]
 fn a_checkpoint_at_a_roll_loses_nothing_appended_after_a_restart() {
-    let root = sim::scratch_root("sluice-checkpoint-roll");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    sim::in_scratch("sluice-checkpoint-roll", |dir| async move {
         let input = CreateInput::plain(OCTET);
         let s = Shard::open(0, config(&dir)).await.unwrap();
         let mut want = b"first".to_vec();
@@ -52,5 +49,4 @@ fn a_checkpoint_at_a_roll_loses_nothing_appended_after_a_restart() {
         assert_eq!(tail, Some(want.len() as u64), "the acknowledged append survived");
         assert_eq!(s.bytes(&key("a"), 0, want.len() as u64).await.unwrap(), want);
     });
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -39,10 +39,7 @@ async fn holds(s: &Shard, want: &BTreeMap<String, (Vec<u8>, Vec<u8>)>) {
 
 #[test]
 fn changes_between_checkpoint_slices_are_kept_once_through_a_crash() {
-    let root = sim::scratch_root("sluice-checkpoint-slices");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    sim::in_scratch("sluice-checkpoint-slices", |dir| async move {
         let s = Rc::new(Shard::open(0, config(&dir)).await.unwrap());
         let mut want = BTreeMap::new();
         for i in 0..STREAMS {
@@ -104,5 +101,4 @@ fn changes_between_checkpoint_slices_are_kept_once_through_a_crash() {
         let s = Shard::open(0, config(&dir)).await.unwrap();
         holds(&s, &want).await;
     });
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -74,10 +74,7 @@ fn hot_types_stay_small() {
 
 #[test]
 fn an_idle_stream_holds_little_heap() {
-    let root = sim::scratch_root("sluice-idle-memory");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    sim::in_scratch("sluice-idle-memory", |dir| async move {
         let flush = FlushConfig {
             bytes: 64 << 20,
             every: Duration::from_secs(3600),
@@ -108,5 +105,4 @@ fn an_idle_stream_holds_little_heap() {
         assert!(heap <= MAX_HEAP_PER_STREAM, "{heap:.1} B of heap per idle stream");
         assert!(count <= MAX_ALLOCS_PER_STREAM, "{count:.2} allocations per idle stream");
     });
-    std::fs::remove_dir_all(&root).unwrap();
 }

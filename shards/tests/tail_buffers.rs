@@ -32,10 +32,7 @@ fn config(root: &Path, every: Duration) -> ShardConfig {
 
 #[test]
 fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
-    let root = sim::scratch_root("sluice-tail-buffers");
-    std::fs::create_dir_all(root.join("shard-0")).unwrap();
-    let dir = root.clone();
-    sluice_shards::tick::block_on(move || async move {
+    sim::in_scratch("sluice-tail-buffers", |dir| async move {
         let s = Shard::open(0, config(&dir, Duration::from_millis(200))).await.unwrap();
         let (a, small) = (key("a"), key("small"));
         let mut want = Vec::new();
@@ -87,5 +84,4 @@ fn large_tails_reuse_written_buffers_and_idle_shards_give_them_back() {
         assert_eq!(s.spares.borrow().bytes(), 0, "an idle shard holds no kept buffers");
         drop(task);
     });
-    std::fs::remove_dir_all(&root).unwrap();
 }

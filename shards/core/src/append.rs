@@ -35,16 +35,6 @@ pub enum AppendDecision<'a> {
     Duplicate { producer: Option<(u64, u64)> },
 }
 
-/// The lengths of the messages a write of `data` appends: `messages`, or
-/// all of `data` as one message when it names none.
-pub fn lengths(data: &[u8], messages: Vec<u32>) -> Vec<u32> {
-    if messages.is_empty() && !data.is_empty() {
-        vec![data.len() as u32]
-    } else {
-        messages
-    }
-}
-
 /// Decides an append against the stream's current (decided) state.
 pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDecision<'a>, Error> {
     let close_only = input.body.is_empty() && input.close;

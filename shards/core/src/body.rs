@@ -113,6 +113,18 @@ pub struct FileLayer {
     pub index_len: Option<u64>,
 }
 
+/// The lengths of the messages a write of `data_len` bytes appends:
+/// `messages`, or all the data as one message (held in `one`) when it
+/// names none. One rule for a live append, a placed one and their replay.
+pub fn lengths<'a>(data_len: usize, messages: &'a [u32], one: &'a mut [u32; 1]) -> &'a [u32] {
+    if messages.is_empty() && data_len > 0 {
+        one[0] = u32::try_from(data_len).expect("a message is shorter than 4 GiB");
+        &one[..]
+    } else {
+        messages
+    }
+}
+
 /// The end offsets of messages of `lengths` that start at `start`.
 pub fn message_ends(start: u64, lengths: &[u32]) -> impl Iterator<Item = u64> + '_ {
     lengths.iter().scan(start, |end, &len| {
@@ -379,6 +391,16 @@ impl Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write naming no messages is one message of all its bytes;
+    /// one naming them keeps them; no bytes, no message.
+    #[test]
+    fn a_write_without_message_lengths_is_one_message() {
+        let mut one = [0];
+        assert_eq!(lengths(5, &[], &mut one), [5]);
+        assert_eq!(lengths(5, &[2, 3], &mut one), [2, 3]);
+        assert!(lengths(0, &[], &mut one).is_empty());
+    }
 
     fn ancestor() -> Ancestor {
         Ancestor { shard: 1, handle: 7, start: 0, end: 10, start_record: 0, end_record: 2 }

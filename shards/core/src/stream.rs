@@ -177,9 +177,8 @@ impl StreamState {
     /// Returns the tail after it. Visibility is advanced separately.
     pub fn apply_append(&mut self, a: &AppendRecord<'_>) -> u64 {
         let records_before = self.records();
-        let single = [a.data.len() as u32];
-        let lengths: &[u32] = if a.messages.is_empty() && !a.data.is_empty() { &single } else { &a.messages };
-        self.body.push(a.data, lengths);
+        let mut one = [0];
+        self.body.push(a.data, super::body::lengths(a.data.len(), &a.messages, &mut one));
         self.appended(a, records_before)
     }
 

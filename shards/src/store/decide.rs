@@ -10,7 +10,7 @@
 //! and their caller marks the stream written, as it does too.
 
 use crate::core::append::{self, AppendDecision, AppendInput};
-use crate::core::body::Point;
+use crate::core::body::{lengths, Point};
 use crate::core::create::{self, CreateDecision, CreateInput};
 use crate::core::snapshot;
 use crate::log::{AppendRecord, Appended, CreateRecord, PlacedRecord, Record, SnapshotRecord};
@@ -301,7 +301,7 @@ pub fn append_one(
                 matches!(&data, Cow::Borrowed(d) if d.len() == input.body.len() && !d.is_empty()),
                 "placed bytes are the body as sent"
             );
-            let messages = append::lengths(&data, a.messages);
+            let messages = lengths(data.len(), &a.messages, &mut [0]).to_vec();
             let p = PlacedRecord {
                 append: AppendRecord { messages, data: &[], ..a },
                 at: e.state.tail() - e.state.body.base,

@@ -46,7 +46,7 @@ use super::pipeline::{Pipeline, SyncStep};
 use super::shard::Room;
 use super::{AppendOutcome, Shard, StoreError, StreamKey};
 use crate::core::append::{self, AppendDecision, AppendInput};
-use crate::core::body::message_ends;
+use crate::core::body::{lengths, message_ends};
 use crate::core::index::{self, IndexEnd};
 use crate::core::StreamState;
 use crate::log::LogError;
@@ -107,7 +107,7 @@ fn placeable(s: &StreamState, input: &AppendInput<'_>) -> Option<Vec<u32>> {
     }
     match append::decide(s, input) {
         Ok(AppendDecision::Write { data: Cow::Borrowed(d), messages }) if d.len() == input.body.len() => {
-            Some(append::lengths(d, messages))
+            Some(lengths(d.len(), &messages, &mut [0]).to_vec())
         }
         _ => None,
     }

@@ -113,6 +113,19 @@ pub fn scratch_root(name: &str) -> std::path::PathBuf {
     root
 }
 
+/// Runs `test` on the executor with a fresh scratch data dir (its `shard-0`
+/// made), then removes the dir.
+pub fn in_scratch<F>(name: &str, test: impl FnOnce(std::path::PathBuf) -> F + Send + 'static)
+where
+    F: std::future::Future<Output = ()> + 'static,
+{
+    let root = scratch_root(name);
+    std::fs::create_dir_all(root.join("shard-0")).unwrap();
+    let dir = root.clone();
+    sluice_shards::tick::block_on(move || test(dir));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// Settings of shard 0 of a one-shard data dir at `root`: durable commits,
 /// `segment`-byte journal segments, the fewest open files, real storage.
 pub fn one_shard(root: &std::path::Path, segment: u64, flush: FlushConfig) -> ShardConfig {
