@@ -137,14 +137,17 @@ pub const HOLD_POLL: Duration = Duration::from_millis(1);
 /// writes a third of the bytes to the disk, which a sustained fill is
 /// bound by.
 pub const PLACE_FROM: usize = 256 * 1024;
-/// Streams a checkpoint encodes between two pauses (`FlushConfig::checkpoint_slice`):
-/// 4096 took 3.5-3.7 ms of a shard's time at 500k streams (the streams'
-/// entries are cold in the CPU cache), so about 1 ms is what a request
-/// waits behind a checkpoint of any size.
-pub const CHECKPOINT_SLICE: usize = 1024;
+/// Streams a flush handles between two pauses (`FlushConfig::slice`): its
+/// pass over the streams it captured, the checkpoint's encoding, the
+/// frozen chunks it hands back to the files or to memory. A checkpoint
+/// slice of 4096 streams took 3.5-3.7 ms of a shard's time at 500k streams
+/// (the streams' entries are cold in the CPU cache), a visit about a
+/// microsecond, so about 1 ms is what a request waits behind a flush of any
+/// size.
+pub const FLUSH_SLICE: usize = 1024;
 /// The pause between two slices: the executor polls its I/O (requests
 /// arriving, completions) and runs what is ready before the next slice.
-pub const CHECKPOINT_PAUSE: Duration = Duration::from_micros(50);
+pub const FLUSH_PAUSE: Duration = Duration::from_micros(50);
 /// A flush writing at least this many streams syncs the file system once
 /// (`syncfs`) instead of each of their files (`store::flush`): a sync per
 /// small file writes that file's inode and directory blocks on its own.

@@ -106,7 +106,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
-            checkpoint_slice: 2,
+            slice: 2,
         },
         shards: SHARDS,
         storage: Storage::Real,

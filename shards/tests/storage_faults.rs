@@ -117,7 +117,7 @@ impl World {
                 free_spacing: 0,
                 sync_once: if self.seed % 2 == 1 { 2 } else { usize::MAX },
                 place_from: if self.seed.is_multiple_of(3) { 1024 } else { sluice_shards::tuning::PLACE_FROM },
-                checkpoint_slice: if self.seed.is_multiple_of(2) { 1 } else { sluice_shards::tuning::CHECKPOINT_SLICE },
+                slice: if self.seed.is_multiple_of(2) { 1 } else { sluice_shards::tuning::FLUSH_SLICE },
             },
             storage: Storage::Faulty(self.faults.clone()),
             shards: 1,

@@ -25,7 +25,7 @@ fn config(root: &Path, every: Duration) -> ShardConfig {
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
-            checkpoint_slice: sluice_shards::tuning::CHECKPOINT_SLICE,
+            slice: sluice_shards::tuning::FLUSH_SLICE,
         },
     )
 }

@@ -38,44 +38,22 @@
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::clean_stop::{self, CheckpointId, CLEAN_STOP};
 use super::files::{snapshot_name, FileName, Sync, STREAMS_DIR};
+use super::pass::{Job, Pass, Punch};
 use super::shard::Installed;
+use super::spares::Spares;
 use super::{Shard, StreamKey};
-use crate::core::body::Chunk;
-use crate::core::index::{self, IndexEnd, INDEX_PAGE};
-use crate::core::stream::{Blob, Snapshot};
+use crate::core::index::{self, INDEX_PAGE};
+use crate::core::stream::Blob;
 use crate::every::Every;
 use crate::log::writer::io_to_log;
 use crate::log::LogError;
 use crate::tick::period;
-use crate::tuning::{
-    CHECKPOINT_LAG, CHECKPOINT_PAUSE, FLUSH_CONCURRENCY, FLUSH_POLL, MIN_SPARE_TAIL, UNLINKS_PER_YIELD,
-};
+use crate::tuning::{CHECKPOINT_LAG, FLUSH_CONCURRENCY, FLUSH_PAUSE, FLUSH_POLL, UNLINKS_PER_YIELD};
 use crate::woken::join_all;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-/// One stream's frozen chunk, where its data file starts, and where its
-/// index ends before and after the chunk.
-struct Job {
-    handle: u64,
-    origin: u64,
-    index: IndexEnd,
-    index_after: u64,
-    chunk: Rc<Chunk>,
-}
-
-/// Retained-away ranges to give back: bytes (own-file relative), and the
-/// index pages before the one holding the first retained record.
-#[derive(Clone, Copy)]
-struct Punch {
-    handle: u64,
-    /// What was punched before, restored if the flush fails.
-    from: (u64, u64),
-    bytes: (u64, u64),
-    record: u64,
-}
 
 /// Everything one flush captured.
 struct Capture {
@@ -196,10 +174,12 @@ impl Shard {
         self.flushing.set(true);
         let started = Instant::now();
         let mut c = self.capture();
+        let ending = Ending(&self.store);
+        self.pass(&mut c).await;
         let stats = &self.flush_stats;
         let r = match self.flush_steps(&mut c).await {
             Err(e) => {
-                self.undo(&c);
+                self.undo(&c).await;
                 self.give_back(&c).await;
                 // The next flush redoes all of this one, checkpoint included
                 // (it replaces a temporary file this one may have left).
@@ -207,7 +187,7 @@ impl Shard {
                 Err(e)
             }
             Ok(()) => {
-                self.stored(&c);
+                self.stored(&c).await;
                 match c.checkpoint {
                     Some((id, len)) => {
                         self.checkpointed.set((self.flushed.get(), len));
@@ -223,10 +203,20 @@ impl Shard {
                 }
             }
         };
+        drop(ending);
         // After a large flush, the written chunks' buffers that no reader
-        // holds serve the next capture's large tails.
-        let finished = c.jobs.into_iter().filter_map(|j| Rc::try_unwrap(j.chunk).ok()).map(|chunk| chunk.bytes);
-        self.spares.borrow_mut().refill(finished, c.large);
+        // holds serve the next capture's large tails; the rest are freed
+        // here, a slice at a time.
+        let mut finished = Vec::new();
+        self.in_slices(c.jobs, |j| {
+            if let Ok(chunk) = Rc::try_unwrap(j.chunk) {
+                if Spares::worth_keeping(&chunk.bytes) {
+                    finished.push(chunk.bytes);
+                }
+            }
+        })
+        .await;
+        self.spares.borrow_mut().refill(finished.into_iter(), c.large);
         if r.is_err() {
             stats.failed.set(stats.failed.get() + 1);
         } else {
@@ -245,16 +235,19 @@ impl Shard {
     /// written carry its generation, which no checkpoint names and no later
     /// flush writes again: they go to the graveyard (recovery would refuse
     /// them as extra files once a later checkpoint stands).
-    fn undo(&self, c: &Capture) {
+    async fn undo(&self, c: &Capture) {
+        self.in_slices(&c.jobs, |j| {
+            let mut st = self.store.borrow_mut();
+            if let Some(e) = st.by_handle(j.handle) {
+                e.state.body.thaw();
+            }
+            // The next capture visits it again.
+            st.written.insert(j.handle);
+        })
+        .await;
         {
             let mut st = self.store.borrow_mut();
-            for j in &c.jobs {
-                if let Some(e) = st.by_handle(j.handle) {
-                    e.state.body.thaw();
-                }
-            }
-            // The next capture visits them again.
-            st.written.extend(c.jobs.iter().map(|j| j.handle).chain(c.snapshots.iter().map(|(handle, _)| *handle)));
+            st.written.extend(c.snapshots.iter().map(|(handle, _)| *handle));
             st.snapshots_pending |= !c.snapshots.is_empty();
             st.graveyard.extend(c.snapshots.iter().map(|(handle, _)| snapshot_name(*handle, c.generation)));
         }
@@ -312,38 +305,25 @@ impl Shard {
         // room goes with it: a burst of creates leaves no table behind),
         // and only those whose retention is not all given back have space
         // to give back (`punching`): a capture costs what changed, not the
-        // shard's stream count, checkpoint or not.
+        // shard's stream count, checkpoint or not. The pass visits them in
+        // slices ([`Shard::pass`]).
         let punch = due && may_free;
         let mut visit = std::mem::take(&mut st.written);
         if punch {
             visit.extend(st.punching.iter().copied());
         }
-        let mut v = Visit { large, spares: &self.spares, jobs: Vec::new(), punches: Vec::new(), punching: Vec::new() };
-        let mut snapshots = Vec::new();
-        for handle in visit {
-            match st.by_handle(handle) {
-                Some(e) => {
-                    if let Some(Snapshot { blob: Blob::Pending(b), .. }) = e.state.snapshot.as_deref() {
-                        snapshots.push((handle, b.clone()));
-                    }
-                    v.visit(e, punch);
-                }
-                // Removed: nothing left to give back.
-                None => v.punching.push((handle, false)),
-            }
-        }
-        for (handle, pending) in std::mem::take(&mut v.punching) {
-            match pending {
-                true => st.punching.insert(handle),
-                false => st.punching.remove(&handle),
-            };
-        }
-        // Space given back now, or retention that moved since the last capture.
-        st.flush_due = (st.flush_due && !due) || !st.punching.is_empty();
-        st.snapshots_pending = false;
+        let spares = match large {
+            true => self.spares.borrow_mut().lend(),
+            false => Spares::new(0),
+        };
+        let pass = Pass::new(visit, punch, spares);
         #[cfg(debug_assertions)]
-        unvisited_have_nothing_to_do(&st, &snapshots);
-        let Visit { jobs, punches, .. } = v;
+        nothing_left_behind(&st, |h| pass.holds(h), &[]);
+        st.streams.begin_pass(pass);
+        // Space given back now; the pass adds retention that moved since
+        // the last capture.
+        st.flush_due &= !due;
+        st.snapshots_pending = false;
         let doomed = if due { st.graveyard.clone() } else { Vec::new() };
         if due {
             let header = Header {
@@ -363,33 +343,57 @@ impl Shard {
             lsn,
             flushed_before,
             large,
-            jobs,
-            snapshots,
-            punches,
+            jobs: Vec::new(),
+            snapshots: Vec::new(),
+            punches: Vec::new(),
             doomed,
             encoding: due,
             checkpoint: None,
         }
     }
 
-    /// Step 1's checkpoint, encoded [`FlushConfig::checkpoint_slice`]
-    /// streams at a time with a pause between slices, so that requests
-    /// (and the I/O they wait for) run between them; it records the state
-    /// at the capture all the same ([`super::Streams`]).
-    async fn encode_checkpoint(&self) -> Vec<u8> {
-        /// Ends the encoding if the flush goes away before it finished.
-        struct Ending<'a>(&'a std::cell::RefCell<super::Store>);
-        impl Drop for Ending<'_> {
-            fn drop(&mut self) {
-                self.0.borrow_mut().streams.end_checkpoint();
-            }
+    /// Step 1's pass over the streams the capture named, [`FlushConfig::slice`]
+    /// at a time with a pause between slices; the jobs, snapshots and
+    /// punches it took go to `c`.
+    async fn pass(&self, c: &mut Capture) {
+        while !self.store.borrow_mut().pass_some(self.flush.slice) {
+            glommio::timer::sleep(FLUSH_PAUSE).await;
         }
-        let ending = Ending(&self.store);
-        while !self.store.borrow_mut().streams.encode_some(self.flush.checkpoint_slice) {
-            glommio::timer::sleep(CHECKPOINT_PAUSE).await;
+        let mut st = self.store.borrow_mut();
+        let (spares, taken) = st.streams.end_pass().expect("still passing").finish();
+        self.spares.borrow_mut().put_back(spares);
+        for (handle, pending) in taken.punching {
+            match pending {
+                true => st.punching.insert(handle),
+                false => st.punching.remove(&handle),
+            };
+        }
+        st.flush_due |= !st.punching.is_empty();
+        #[cfg(debug_assertions)]
+        nothing_left_behind(&st, |h| st.written.contains(&h), &taken.snapshots);
+        (c.jobs, c.snapshots, c.punches) = (taken.jobs, taken.snapshots, taken.punches);
+    }
+
+    /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with a
+    /// pause between slices, so that requests run between them.
+    async fn in_slices<T>(&self, items: impl IntoIterator<Item = T>, mut f: impl FnMut(T)) {
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 && i % self.flush.slice == 0 {
+                glommio::timer::sleep(FLUSH_PAUSE).await;
+            }
+            f(item);
+        }
+    }
+
+    /// Step 1's checkpoint, encoded [`FlushConfig::slice`] streams at a
+    /// time with a pause between slices, so that requests (and the I/O
+    /// they wait for) run between them; it records the state at the
+    /// capture all the same ([`super::Streams`]).
+    async fn encode_checkpoint(&self) -> Vec<u8> {
+        while !self.store.borrow_mut().streams.encode_some(self.flush.slice) {
+            glommio::timer::sleep(FLUSH_PAUSE).await;
         }
         let encoder = self.store.borrow_mut().streams.end_checkpoint().expect("still encoding");
-        drop(ending);
         encoder.finish()
     }
 
@@ -600,13 +604,14 @@ impl Shard {
     /// After the checkpoint: readers get frozen chunks from the files, and
     /// files written for streams or snapshots that went away meanwhile join
     /// the graveyard.
-    fn stored(&self, c: &Capture) {
-        let mut st = self.store.borrow_mut();
-        for j in &c.jobs {
-            if let Some(e) = st.by_handle(j.handle) {
+    async fn stored(&self, c: &Capture) {
+        self.in_slices(&c.jobs, |j| {
+            if let Some(e) = self.store.borrow_mut().by_handle(j.handle) {
                 e.state.body.stored_frozen();
             }
-        }
+        })
+        .await;
+        let mut st = self.store.borrow_mut();
         for (handle, blob) in &c.snapshots {
             let name = snapshot_name(*handle, c.generation);
             let current = st.by_handle(*handle).and_then(|e| e.state.snapshot.as_mut());
@@ -627,62 +632,36 @@ impl Shard {
     }
 }
 
-/// After a capture: no stream has unflushed bytes or a snapshot to store
-/// that the capture did not take (`stored`), nor space to give back that
-/// `punching` does not name. Checked over every stream, in
-/// debug builds only: the capture's cost is what changed.
-#[cfg(debug_assertions)]
-fn unvisited_have_nothing_to_do(st: &super::Store, stored: &[(u64, Rc<Vec<u8>>)]) {
-    for e in st.streams.values() {
-        let s = &e.state;
-        assert!(s.body.unflushed().is_none_or(|c| c.bytes.is_empty()), "stream {} has bytes to flush", s.handle);
-        let pending = matches!(s.snapshot.as_deref(), Some(Snapshot { blob: Blob::Pending(_), .. }));
-        assert!(!pending || stored.iter().any(|(h, _)| *h == s.handle), "stream {} has a snapshot to store", s.handle);
-        assert_eq!(e.punch_next, (s.retained, s.first_message), "stream {}'s retention moved unseen", s.handle);
-        let gives_back = e.punch_next.0 > e.punched.0;
-        assert!(!gives_back || st.punching.contains(&s.handle), "stream {} has space to give back", s.handle);
+/// Ends the flush's pass and checkpoint encoding, if the flush goes away
+/// (or fails) before they finished.
+struct Ending<'a>(&'a std::cell::RefCell<super::Store>);
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.borrow_mut();
+        st.streams.end_pass();
+        st.streams.end_checkpoint();
     }
 }
 
-/// One capture's pass over streams.
-struct Visit<'a> {
-    /// `--flush-bytes` of journal or more came since the last capture.
-    large: bool,
-    spares: &'a std::cell::RefCell<super::spares::Spares>,
-    jobs: Vec<Job>,
-    punches: Vec<Punch>,
-    /// Visited streams, and whether their retention is still beyond what
-    /// was given back (see `Store::punching`).
-    punching: Vec<(u64, bool)>,
-}
-
-impl Visit<'_> {
-    /// Freezes `e`'s unflushed tail into a job and, when `punch`, takes the
-    /// retained-away range it may give back now.
-    fn visit(&mut self, e: &mut super::Entry, punch: bool) {
-        let s = &mut e.state;
-        let (origin, index) = (s.body.base, s.body.index_end());
-        if let Some(chunk) = s.body.freeze() {
-            if self.large && chunk.bytes.len() >= MIN_SPARE_TAIL {
-                if let Some(room) = self.spares.borrow_mut().take() {
-                    s.body.give_room(room);
-                }
-            }
-            self.jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
+/// No stream has unflushed bytes or a snapshot to store that neither a
+/// pass took (`taken`) nor `waits` for (the pass at its capture, the next
+/// capture once it is done), nor space to give back that `punching` does
+/// not name. Checked over every stream, in debug builds only: the
+/// capture's cost is what changed.
+#[cfg(debug_assertions)]
+fn nothing_left_behind(st: &super::Store, waits: impl Fn(u64) -> bool, taken: &[(u64, Rc<Vec<u8>>)]) {
+    use crate::core::stream::Snapshot;
+    for e in st.streams.values() {
+        let s = &e.state;
+        if waits(s.handle) {
+            continue;
         }
-        // Retention is given back one capture after it moved, so a read
-        // that resolved its start just before never meets a hole.
-        if punch && s.forks == 0 && e.punch_next.0 > e.punched.0 {
-            let own = |v: u64, base: u64| v.max(base) - base;
-            self.punches.push(Punch {
-                handle: s.handle,
-                from: e.punched,
-                bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
-                record: e.punch_next.1,
-            });
-            e.punched = e.punch_next;
-        }
-        e.punch_next = (s.retained, s.first_message);
-        self.punching.push((s.handle, e.punch_next.0 > e.punched.0));
+        assert!(s.body.unflushed().is_none_or(|c| c.bytes.is_empty()), "stream {} has bytes to flush", s.handle);
+        let pending = matches!(s.snapshot.as_deref(), Some(Snapshot { blob: Blob::Pending(_), .. }));
+        assert!(!pending || taken.iter().any(|(h, _)| *h == s.handle), "stream {} has a snapshot to store", s.handle);
+        assert_eq!(e.punch_next, (s.retained, s.first_message), "stream {}'s retention moved unseen", s.handle);
+        let gives_back = e.punch_next.0 > e.punched.0;
+        assert!(!gives_back || st.punching.contains(&s.handle), "stream {} has space to give back", s.handle);
     }
 }

@@ -12,9 +12,10 @@
 //!   a stream's placements in flight;
 //! - [`flush`]: the background flush from the journal's memory tail into
 //!   stream files, the checkpoint, and space reclamation;
-//! - [`checkpoint`]: the checkpoint's encoding, and [`streams`], the streams
-//!   by name, through which every change to one goes (a checkpoint is
-//!   encoded in slices between requests and still records one instant);
+//! - [`pass`]: the flush's visit of the streams it captured, and
+//!   [`checkpoint`]: the checkpoint's encoding; [`streams`], the streams
+//!   by name, through which every change to one goes (both run in slices
+//!   between requests and still take one instant);
 //! - [`restore`]: recovery, as a decision table over the checkpoint, the
 //!   stream files and the journal;
 //! - [`forks`]: fork grants and references;
@@ -32,6 +33,7 @@ pub mod decide;
 pub mod files;
 pub mod flush;
 pub mod forks;
+mod pass;
 mod pipeline;
 mod place;
 pub mod reads;
@@ -517,6 +519,20 @@ impl Store {
     pub(crate) fn by_handle(&mut self, handle: u64) -> Option<&mut Entry> {
         let key = self.handles.get(&handle)?;
         self.streams.get_mut(key)
+    }
+
+    /// Visits up to `budget` more streams of the capture's pass in
+    /// progress (see [`pass`]); returns whether it visited them all.
+    pub(crate) fn pass_some(&mut self, budget: usize) -> bool {
+        for handle in self.streams.pass().next(budget) {
+            if let Some(key) = self.handles.get(&handle) {
+                self.streams.visit(key);
+            }
+            if self.streams.pass().holds(handle) {
+                self.streams.pass().gone(handle);
+            }
+        }
+        self.streams.pass().done()
     }
 
     /// Whether a bucket exists (the built-in one always does).

@@ -35,9 +35,9 @@ pub struct FlushConfig {
     /// when it can be, never entering memory or the journal
     /// ([`crate::tuning::PLACE_FROM`]; `usize::MAX`: never; at least 1).
     pub place_from: usize,
-    /// A checkpoint is encoded this many streams at a time, requests
-    /// running between slices ([`crate::tuning::CHECKPOINT_SLICE`]; at least 1).
-    pub checkpoint_slice: usize,
+    /// A flush visits, encodes and hands back this many streams at a time,
+    /// requests running between slices ([`crate::tuning::FLUSH_SLICE`]; at least 1).
+    pub slice: usize,
 }
 
 /// The last checkpoint a flush installed (see [`Shard::stop_clean`] and
@@ -129,7 +129,7 @@ impl Shard {
         assert!(shards > id, "shard {id} of {shards}");
         assert!(flush.sync_once >= 1, "a flush of one stream or more syncs somehow");
         assert!(flush.place_from >= 1, "an append places at least one byte");
-        assert!(flush.checkpoint_slice >= 1, "a checkpoint slice encodes at least one stream");
+        assert!(flush.slice >= 1, "a flush's slice holds at least one stream");
         let root = cfg.dir.parent().unwrap_or(&cfg.dir).to_path_buf();
         let files = StreamFiles::new(&root, id as u32, open_files, storage);
         let (streams, storage) = (files.dir(id as u32), files.storage());

@@ -47,6 +47,24 @@ impl Spares {
         Some(b)
     }
 
+    /// Hands every kept buffer to a capture's pass (`super::pass`).
+    pub fn lend(&mut self) -> Spares {
+        let kept = std::mem::take(&mut self.kept);
+        Spares { kept, bytes: std::mem::replace(&mut self.bytes, 0), limit: self.limit }
+    }
+
+    /// Takes back what a pass did not give out; the next refill drops it.
+    pub fn put_back(&mut self, lent: Spares) {
+        self.kept.extend(lent.kept);
+        self.bytes += lent.bytes;
+        assert!(self.bytes <= self.limit, "spare tail buffers within their limit");
+    }
+
+    /// Whether a finished buffer is large enough to keep.
+    pub fn worth_keeping(b: &Vec<u8>) -> bool {
+        b.capacity() >= MIN_SPARE_TAIL
+    }
+
     /// After a flush, with `finished` the buffers it wrote: what the last
     /// capture did not take is dropped; with `keep` (a large flush) the
     /// finished buffers large enough are kept within the limit, and
@@ -59,7 +77,7 @@ impl Spares {
         self.kept.clear();
         self.bytes = 0;
         for mut b in finished {
-            let large = b.capacity() >= MIN_SPARE_TAIL;
+            let large = Spares::worth_keeping(&b);
             if keep && large && self.bytes + b.capacity() <= self.limit {
                 b.clear();
                 self.bytes += b.capacity();

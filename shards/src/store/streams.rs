@@ -1,12 +1,17 @@
-//! A shard's streams by name, and the checkpoint being encoded from them.
+//! A shard's streams by name, and the flush's work in progress over them:
+//! the capture's pass and the checkpoint being encoded.
 //!
 //! Reads see the map as it is (`Deref`); every change goes through this
-//! type, which first lets a checkpoint in progress encode the stream as
-//! it was at the capture ([`Encoder::before_change`]). So a checkpoint of
-//! a million streams is encoded in slices that requests run between
-//! ([`Streams::encode_some`]), and still records one instant.
+//! type, which first has a pass in progress visit the stream if it has not
+//! yet ([`Pass::visit`]), then lets a checkpoint in progress encode the
+//! stream as it was at the capture ([`Encoder::before_change`]). So a
+//! flush of a burst of a hundred thousand streams, and a checkpoint of a
+//! million, run in slices that requests run between
+//! ([`super::Store::pass_some`], [`Streams::encode_some`]), and still
+//! take one instant.
 
 use super::checkpoint::Encoder;
+use super::pass::Pass;
 use super::Entry;
 use crate::core::stream::StreamKey;
 use std::collections::BTreeMap;
@@ -19,6 +24,8 @@ use std::rc::Rc;
 #[derive(Default)]
 pub struct Streams {
     map: BTreeMap<Rc<StreamKey>, Box<Entry>>,
+    /// The capture's pass, until every stream it named is visited.
+    pass: Option<Pass>,
     /// The checkpoint being encoded, between its capture and its last slice.
     checkpoint: Option<Encoder>,
 }
@@ -34,7 +41,7 @@ impl Deref for Streams {
 impl Streams {
     /// The streams of `map`, with no checkpoint in progress.
     pub(crate) fn of(map: BTreeMap<Rc<StreamKey>, Box<Entry>>) -> Streams {
-        Streams { map, checkpoint: None }
+        Streams { map, pass: None, checkpoint: None }
     }
 
     /// The stream at `key`, to change.
@@ -43,8 +50,10 @@ impl Streams {
         self.map.get_mut(key).map(|e| &mut **e)
     }
 
-    /// Every stream, to change; not while a checkpoint is encoded.
+    /// Every stream, to change; not while a flush passes over them or
+    /// encodes a checkpoint.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        assert!(self.pass.is_none(), "streams change one at a time while a flush passes over them");
         assert!(self.checkpoint.is_none(), "streams change one at a time while a checkpoint is encoded");
         self.map.values_mut().map(|e| &mut **e)
     }
@@ -62,11 +71,42 @@ impl Streams {
     }
 
     fn before_change(&mut self, key: &StreamKey) {
+        // The visit first: the checkpoint records the stream as the flush
+        // leaves it (its tail frozen).
+        self.visit(key);
         if let Some(encoder) = &mut self.checkpoint {
             if let Some((k, e)) = self.map.get_key_value(key) {
                 encoder.before_change(k, &e.state);
             }
         }
+    }
+
+    /// Has the pass in progress visit the stream at `key`, unless it did
+    /// (or has no work for it).
+    pub(crate) fn visit(&mut self, key: &StreamKey) {
+        if let Some(pass) = &mut self.pass {
+            if let Some(e) = self.map.get_mut(key) {
+                if pass.holds(e.state.handle) {
+                    pass.visit(e);
+                }
+            }
+        }
+    }
+
+    /// Starts a capture's pass over the streams as they are now.
+    pub(crate) fn begin_pass(&mut self, pass: Pass) {
+        assert!(self.pass.is_none(), "one pass at a time");
+        self.pass = Some(pass);
+    }
+
+    /// The pass in progress.
+    pub(crate) fn pass(&mut self) -> &mut Pass {
+        self.pass.as_mut().expect("a pass is in progress")
+    }
+
+    /// Ends the pass in progress, if any.
+    pub(crate) fn end_pass(&mut self) -> Option<Pass> {
+        self.pass.take()
     }
 
     /// Starts encoding a checkpoint of the streams as they are now.
@@ -94,6 +134,8 @@ impl Streams {
 #[cfg(test)]
 mod tests {
     use super::super::checkpoint::{Encoder, Header};
+    use super::super::pass::Pass;
+    use super::super::spares::Spares;
     use super::super::Store;
     use crate::log::{AppendRecord, CreateRecord, Record};
 
@@ -170,5 +212,70 @@ mod tests {
         assert!(step > 30, "changes ran between {step} slices");
         let got = st.streams.end_checkpoint().unwrap().finish();
         assert!(got == want, "the sliced checkpoint differs from the one encoded at its capture");
+    }
+
+    /// 40 streams, each with an unflushed tail; the capture that takes
+    /// them all, with the checkpoint due.
+    fn captured() -> Store {
+        let mut st = Store::new(0, 4);
+        for h in 0..40u64 {
+            create(&mut st, h, &format!("s{h:02}"));
+            append(&mut st, h, format!("tail of {h};").as_bytes());
+        }
+        let written = std::mem::take(&mut st.written);
+        st.streams.begin_pass(Pass::new(written, true, Spares::new(0)));
+        let encoder = encoder(&st);
+        st.streams.begin_checkpoint(encoder);
+        st
+    }
+
+    /// The frozen chunks of a finished pass, by stream: what the flush writes.
+    fn jobs(st: &mut Store) -> Vec<(u64, Vec<u8>, Vec<u64>, u64)> {
+        let (_, taken) = st.streams.end_pass().unwrap().finish();
+        let mut jobs: Vec<_> =
+            taken.jobs.iter().map(|j| (j.handle, j.chunk.bytes.clone(), j.chunk.ends.clone(), j.index_after)).collect();
+        jobs.sort();
+        jobs
+    }
+
+    /// A pass a stream a slice while the streams are appended to, given
+    /// attributes, deleted and created again takes the tails the capture
+    /// held, every one once, and the checkpoint after it is byte for byte
+    /// the one of a pass and an encoding done at once at the capture.
+    #[test]
+    fn a_pass_in_slices_takes_the_capture_whatever_changes_between_them() {
+        let mut at_once = captured();
+        assert!(at_once.pass_some(usize::MAX));
+        let want_jobs = jobs(&mut at_once);
+        assert!(at_once.streams.encode_some(usize::MAX));
+        let want = at_once.streams.end_checkpoint().unwrap().finish();
+        assert_eq!(want_jobs.len(), 40, "every tail is taken");
+
+        let mut st = captured();
+        let mut next = st.next_handle;
+        let mut step = 0u64;
+        while !st.pass_some(1) {
+            step += 1;
+            let h = (step * 7) % 40;
+            match step % 4 {
+                0 => append(&mut st, h, b"later"),
+                1 => {
+                    st.apply(Record::Attrs { handle: h, attrs: b"{\"k\":1}".to_vec() });
+                }
+                2 if st.state_of(h).is_some() => {
+                    let name = st.state_of(h).unwrap().key.stream().to_string();
+                    st.apply(Record::Delete { handle: h });
+                    create(&mut st, next, &name);
+                    append(&mut st, next, b"new");
+                    next += 1;
+                }
+                _ => append(&mut st, h, b"more"),
+            }
+        }
+        assert!(step > 20, "changes ran between {step} slices");
+        assert!(jobs(&mut st) == want_jobs, "the sliced pass took other tails than the pass at its capture");
+        assert!(st.streams.encode_some(usize::MAX));
+        let got = st.streams.end_checkpoint().unwrap().finish();
+        assert!(got == want, "the checkpoint after a sliced pass differs from the one at its capture");
     }
 }

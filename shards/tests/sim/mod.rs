@@ -146,7 +146,7 @@ pub const NO_BACKGROUND_FLUSH: FlushConfig = FlushConfig {
     free_spacing: CHECKPOINT_FREE_SPACING,
     sync_once: SYNC_ONCE_STREAMS,
     place_from: sluice_shards::tuning::PLACE_FROM,
-    checkpoint_slice: 3,
+    slice: 3,
 };
 
 /// An octet-stream append of `body`.

@@ -1,0 +1,148 @@
+//! A flush's pass over the streams it captured.
+//!
+//! The capture names the streams a flush has work for: those written since
+//! the last capture (new bytes, a pending snapshot, a retention that moved)
+//! and, when the flush gives space back, those whose retention is not all
+//! given back. The pass visits each once: freezes its unflushed tail into a
+//! [`Job`], takes its pending snapshot and the retained-away range to give
+//! back ([`Punch`]).
+//!
+//! A burst of creates leaves a hundred thousand streams or more to one
+//! capture, about a microsecond each (their entries are cold in the CPU
+//! cache): visited at once, every request on the shard waited 100-155 ms.
+//! So the pass runs a slice at a time between requests
+//! ([`super::Store::pass_some`]), and still takes every stream as it was
+//! at the capture: a stream changed before its slice came is visited first
+//! ([`super::Streams`]), and visiting a stream nothing changed since the
+//! capture finds what the capture would have found.
+
+use super::spares::Spares;
+use super::Entry;
+use crate::core::body::Chunk;
+use crate::core::index::IndexEnd;
+use crate::core::stream::{Blob, Snapshot};
+use crate::handles::HandleSet;
+use crate::tuning::MIN_SPARE_TAIL;
+use std::rc::Rc;
+
+/// One stream's frozen chunk, where its data file starts, and where its
+/// index ends before and after the chunk.
+pub(crate) struct Job {
+    pub handle: u64,
+    pub origin: u64,
+    pub index: IndexEnd,
+    pub index_after: u64,
+    pub chunk: Rc<Chunk>,
+}
+
+/// Retained-away ranges to give back: bytes (own-file relative), and the
+/// index pages before the one holding the first retained record.
+#[derive(Clone, Copy)]
+pub(crate) struct Punch {
+    pub handle: u64,
+    /// What was punched before, restored if the flush fails.
+    pub from: (u64, u64),
+    pub bytes: (u64, u64),
+    pub record: u64,
+}
+
+/// The capture's pass, from the capture until every stream it named is
+/// visited.
+pub(crate) struct Pass {
+    /// Streams not visited yet.
+    pending: HandleSet,
+    /// The flush gives space back: visits take the ranges to punch.
+    punch: bool,
+    /// Buffers the last large flush kept, for the large tails frozen now
+    /// (none unless this capture is large too: `super::spares`).
+    spares: Spares,
+    pub jobs: Vec<Job>,
+    pub snapshots: Vec<(u64, Rc<Vec<u8>>)>,
+    pub punches: Vec<Punch>,
+    /// Visited streams, and whether their retention is still beyond what
+    /// was given back (see `Store::punching`).
+    pub punching: Vec<(u64, bool)>,
+}
+
+impl Pass {
+    pub fn new(pending: HandleSet, punch: bool, spares: Spares) -> Pass {
+        Pass {
+            pending,
+            punch,
+            spares,
+            jobs: Vec::new(),
+            snapshots: Vec::new(),
+            punches: Vec::new(),
+            punching: Vec::new(),
+        }
+    }
+
+    /// Whether the stream with `handle` waits for its visit.
+    pub fn holds(&self, handle: u64) -> bool {
+        self.pending.contains(&handle)
+    }
+
+    /// Up to `budget` streams still waiting for their visit.
+    pub fn next(&self, budget: usize) -> Vec<u64> {
+        self.pending.iter().take(budget).copied().collect()
+    }
+
+    pub fn done(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// A stream named by the capture is gone: nothing left to give back.
+    pub fn gone(&mut self, handle: u64) {
+        assert!(self.pending.remove(&handle), "a stream is visited once");
+        self.punching.push((handle, false));
+    }
+
+    /// Visits `e` as it was at the capture: freezes its unflushed tail into
+    /// a job, takes its pending snapshot and, when the pass gives space
+    /// back, the retained-away range it may give back now.
+    pub fn visit(&mut self, e: &mut Entry) {
+        let s = &mut e.state;
+        assert!(self.pending.remove(&s.handle), "a stream is visited once");
+        if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
+            self.snapshots.push((s.handle, b.clone()));
+        }
+        let (origin, index) = (s.body.base, s.body.index_end());
+        if let Some(chunk) = s.body.freeze() {
+            if chunk.bytes.len() >= MIN_SPARE_TAIL {
+                if let Some(room) = self.spares.take() {
+                    s.body.give_room(room);
+                }
+            }
+            self.jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
+        }
+        // Retention is given back one capture after it moved, so a read
+        // that resolved its start just before never meets a hole.
+        if self.punch && s.forks == 0 && e.punch_next.0 > e.punched.0 {
+            let own = |v: u64, base: u64| v.max(base) - base;
+            self.punches.push(Punch {
+                handle: s.handle,
+                from: e.punched,
+                bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
+                record: e.punch_next.1,
+            });
+            e.punched = e.punch_next;
+        }
+        e.punch_next = (s.retained, s.first_message);
+        self.punching.push((s.handle, e.punch_next.0 > e.punched.0));
+    }
+
+    /// The spare buffers no visit took, once every stream is visited.
+    pub fn finish(self) -> (Spares, PassResult) {
+        assert!(self.done(), "every stream the capture named is visited");
+        let Pass { spares, jobs, snapshots, punches, punching, .. } = self;
+        (spares, PassResult { jobs, snapshots, punches, punching })
+    }
+}
+
+/// What a finished pass took.
+pub(crate) struct PassResult {
+    pub jobs: Vec<Job>,
+    pub snapshots: Vec<(u64, Rc<Vec<u8>>)>,
+    pub punches: Vec<Punch>,
+    pub punching: Vec<(u64, bool)>,
+}
