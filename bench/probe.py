@@ -1,8 +1,9 @@
 """Reader latency while a trickle of appends flows: GETs a small stream every
 5 ms over one keep-alive connection while a second connection appends to two
-streams twice a second; prints p50/p99/p999/max in ms (bench/idle-probe.sh).
+streams twice a second (none named: no trickle); prints p50/p99/p999/max in
+ms (bench/idle-probe.sh, bench/burst-stall.sh).
 
-    python3 bench/probe.py PORT SECONDS APPEND_STREAM_A APPEND_STREAM_B
+    python3 bench/probe.py PORT SECONDS [APPEND_STREAM_A APPEND_STREAM_B]
 """
 import http.client
 import sys
@@ -28,7 +29,8 @@ def trickle():
         time.sleep(0.5)
 
 
-threading.Thread(target=trickle, daemon=True).start()
+if targets:
+    threading.Thread(target=trickle, daemon=True).start()
 lat = []
 while time.time() < stop:
     t = time.perf_counter()
