@@ -109,19 +109,14 @@ impl Store {
             }
             CreateDecision::Create { mut data, mut messages } => {
                 if let Some(plan) = fork {
-                    // The materialized sub-offset prefix comes first.
+                    // The materialized sub-offset prefix comes first; each
+                    // part naming no lengths is one message of its bytes.
+                    let (mut one, mut other) = ([0], [0]);
+                    let mut lens = lengths(plan.prefix.len(), &plan.prefix_messages, &mut one).to_vec();
+                    lens.extend_from_slice(lengths(data.len(), &messages, &mut other));
                     let mut all = plan.prefix.clone();
                     all.extend_from_slice(&data);
-                    data = all;
-                    let mut lens = plan.prefix_messages.clone();
-                    if lens.is_empty() && !plan.prefix.is_empty() {
-                        lens.push(plan.prefix.len() as u32);
-                    }
-                    if messages.is_empty() && !body.is_empty() {
-                        messages.push(body.len() as u32);
-                    }
-                    lens.extend_from_slice(&messages);
-                    messages = lens;
+                    (data, messages) = (all, lens);
                 }
                 let handle = self.next_handle;
                 self.next_handle += 1;
