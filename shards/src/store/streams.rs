@@ -164,6 +164,33 @@ mod tests {
         Encoder::new(&header, st.streams.len())
     }
 
+    /// Change `step` of a churn over streams 0-39 and new ones from `next`:
+    /// an append, attributes, a delete and a create under the same name, a
+    /// create under a new name, a delete.
+    fn change(st: &mut Store, step: u64, next: &mut u64) {
+        let h = (step * 7) % 40;
+        match step % 5 {
+            0 => append(st, h, b"later"),
+            1 => {
+                st.apply(Record::Attrs { handle: h, attrs: b"{\"k\":1}".to_vec() });
+            }
+            2 if st.state_of(h).is_some() => {
+                let name = st.state_of(h).unwrap().key.stream().to_string();
+                st.apply(Record::Delete { handle: h });
+                create(st, *next, &name);
+                append(st, *next, b"new");
+                *next += 1;
+            }
+            3 => {
+                create(st, *next, &format!("s{h:02}-new"));
+                *next += 1;
+            }
+            _ => {
+                st.apply(Record::Delete { handle: h });
+            }
+        }
+    }
+
     /// Encoded a stream a slice while streams after the last one written
     /// and before it are appended to, given attributes, deleted, created
     /// and created again under a deleted name, a checkpoint holds what it
@@ -188,26 +215,7 @@ mod tests {
         let mut step = 0u64;
         while !st.streams.encode_some(1) {
             step += 1;
-            let h = (step * 7) % 40;
-            match step % 5 {
-                0 => append(&mut st, h, b"later"),
-                1 => {
-                    st.apply(Record::Attrs { handle: h, attrs: b"{\"k\":1}".to_vec() });
-                }
-                2 if st.state_of(h).is_some() => {
-                    let name = st.state_of(h).unwrap().key.stream().to_string();
-                    st.apply(Record::Delete { handle: h });
-                    create(&mut st, next, &name);
-                    next += 1;
-                }
-                3 => {
-                    create(&mut st, next, &format!("s{h:02}-new"));
-                    next += 1;
-                }
-                _ => {
-                    st.apply(Record::Delete { handle: h });
-                }
-            }
+            change(&mut st, step, &mut next);
         }
         assert!(step > 30, "changes ran between {step} slices");
         let got = st.streams.end_checkpoint().unwrap().finish();
@@ -239,7 +247,8 @@ mod tests {
     }
 
     /// A pass a stream a slice while the streams are appended to, given
-    /// attributes, deleted and created again takes the tails the capture
+    /// attributes, deleted, created and created again under a deleted name
+    /// (`change`) takes the tails the capture
     /// held, every one once, and the checkpoint after it is byte for byte
     /// the one of a pass and an encoding done at once at the capture.
     #[test]
@@ -256,21 +265,7 @@ mod tests {
         let mut step = 0u64;
         while !st.pass_some(1) {
             step += 1;
-            let h = (step * 7) % 40;
-            match step % 4 {
-                0 => append(&mut st, h, b"later"),
-                1 => {
-                    st.apply(Record::Attrs { handle: h, attrs: b"{\"k\":1}".to_vec() });
-                }
-                2 if st.state_of(h).is_some() => {
-                    let name = st.state_of(h).unwrap().key.stream().to_string();
-                    st.apply(Record::Delete { handle: h });
-                    create(&mut st, next, &name);
-                    append(&mut st, next, b"new");
-                    next += 1;
-                }
-                _ => append(&mut st, h, b"more"),
-            }
+            change(&mut st, step, &mut next);
         }
         assert!(step > 20, "changes ran between {step} slices");
         assert!(jobs(&mut st) == want_jobs, "the sliced pass took other tails than the pass at its capture");
