@@ -4,11 +4,12 @@
 //!
 //! Order (each step durable before the next; recovery's decision table in
 //! [`super::restore`] handles a crash between any two):
-//! 1. capture, with no await: freeze the tails of the streams written since
-//!    the last capture, note the journal position and, when a checkpoint
-//!    is due ([`Shard::lagging`], [`Shard::may_free`]), start encoding it
-//!    as of that instant, a slice at a time while steps 2 and 3 run
-//!    ([`super::Streams`]);
+//! 1. capture, with no await: note the journal position and the streams
+//!    written since the last capture, whose tails the pass then freezes a
+//!    slice at a time ([`super::pass`]), and, when a checkpoint is due
+//!    ([`Shard::lagging`], [`Shard::may_free`]), start encoding it as of
+//!    that instant, a slice at a time once the pass is done, while steps 2
+//!    and 3 run ([`super::Streams`]);
 //! 2. wait until the journal holds everything captured (it is durable);
 //! 3. write data, then index pages, then new snapshot files, each file
 //!    made durable (fdatasync) before its write returns, and sync the
