@@ -357,12 +357,11 @@ impl Shard {
     /// at a time with a pause between slices; the jobs, snapshots and
     /// punches it took go to `c`.
     async fn pass(&self, c: &mut Capture) {
-        while !self.store.borrow_mut().pass_some(self.flush.slice) {
-            glommio::timer::sleep(FLUSH_PAUSE).await;
-        }
+        self.sliced(|st, n| st.pass_some(n)).await;
         let mut st = self.store.borrow_mut();
-        let (spares, taken) = st.streams.end_pass().expect("still passing").finish();
-        self.spares.borrow_mut().put_back(spares);
+        let taken = st.streams.end_pass().expect("still passing");
+        assert!(taken.done(), "every stream the capture named is visited");
+        self.spares.borrow_mut().put_back(taken.spares);
         for (handle, pending) in taken.punching {
             match pending {
                 true => st.punching.insert(handle),
@@ -373,6 +372,15 @@ impl Shard {
         #[cfg(debug_assertions)]
         nothing_left_behind(&st, |h| st.written.contains(&h), &taken.snapshots);
         (c.jobs, c.snapshots, c.punches) = (taken.jobs, taken.snapshots, taken.punches);
+    }
+
+    /// Runs `step` (a [`FlushConfig::slice`] of some work in the store,
+    /// returning whether it is all done) until it is done, with a pause
+    /// between slices so that requests run between them.
+    async fn sliced(&self, mut step: impl FnMut(&mut super::Store, usize) -> bool) {
+        while !step(&mut self.store.borrow_mut(), self.flush.slice) {
+            glommio::timer::sleep(FLUSH_PAUSE).await;
+        }
     }
 
     /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with a
@@ -391,9 +399,7 @@ impl Shard {
     /// they wait for) run between them; it records the state at the
     /// capture all the same ([`super::Streams`]).
     async fn encode_checkpoint(&self) -> Vec<u8> {
-        while !self.store.borrow_mut().streams.encode_some(self.flush.slice) {
-            glommio::timer::sleep(FLUSH_PAUSE).await;
-        }
+        self.sliced(|st, n| st.streams.encode_some(n)).await;
         let encoder = self.store.borrow_mut().streams.end_checkpoint().expect("still encoding");
         encoder.finish()
     }

@@ -54,8 +54,9 @@ pub(crate) struct Pass {
     /// The flush gives space back: visits take the ranges to punch.
     punch: bool,
     /// Buffers the last large flush kept, for the large tails frozen now
-    /// (none unless this capture is large too: `super::spares`).
-    spares: Spares,
+    /// (none unless this capture is large too: `super::spares`); what no
+    /// visit took goes back once the pass is done.
+    pub spares: Spares,
     pub jobs: Vec<Job>,
     pub snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     pub punches: Vec<Punch>,
@@ -130,19 +131,4 @@ impl Pass {
         e.punch_next = (s.retained, s.first_message);
         self.punching.push((s.handle, e.punch_next.0 > e.punched.0));
     }
-
-    /// The spare buffers no visit took, once every stream is visited.
-    pub fn finish(self) -> (Spares, PassResult) {
-        assert!(self.done(), "every stream the capture named is visited");
-        let Pass { spares, jobs, snapshots, punches, punching, .. } = self;
-        (spares, PassResult { jobs, snapshots, punches, punching })
-    }
-}
-
-/// What a finished pass took.
-pub(crate) struct PassResult {
-    pub jobs: Vec<Job>,
-    pub snapshots: Vec<(u64, Rc<Vec<u8>>)>,
-    pub punches: Vec<Punch>,
-    pub punching: Vec<(u64, bool)>,
 }

@@ -239,7 +239,8 @@ mod tests {
 
     /// The frozen chunks of a finished pass, by stream: what the flush writes.
     fn jobs(st: &mut Store) -> Vec<(u64, Vec<u8>, Vec<u64>, u64)> {
-        let (_, taken) = st.streams.end_pass().unwrap().finish();
+        let taken = st.streams.end_pass().unwrap();
+        assert!(taken.done());
         let mut jobs: Vec<_> =
             taken.jobs.iter().map(|j| (j.handle, j.chunk.bytes.clone(), j.chunk.ends.clone(), j.index_after)).collect();
         jobs.sort();
