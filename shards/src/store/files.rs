@@ -198,11 +198,6 @@ impl StreamFiles {
         self.open.borrow_mut().retain(|(shard, name), _| referenced(*shard, name.handle()));
     }
 
-    /// Whether a descriptor of another shard's file is cached.
-    pub fn holds_foreign(&self) -> bool {
-        self.open.borrow().keys().any(|(shard, _)| *shard != self.shard)
-    }
-
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
     pub fn forget(&self, name: FileName) {
         self.open.borrow_mut().remove(&(self.shard, name));

@@ -8,13 +8,15 @@
 //! flush of a burst of a hundred thousand streams, and a checkpoint of a
 //! million, run in slices that requests run between
 //! ([`super::Store::pass_some`], [`Streams::encode_some`]), and still
-//! take one instant.
+//! take one instant. It also counts, as streams come and go, the streams
+//! reading each ancestor's files (forks), so nothing walks every stream to
+//! learn which files are still read ([`Streams::inherits`]).
 
 use super::checkpoint::Encoder;
 use super::pass::Pass;
 use super::Entry;
 use crate::core::stream::StreamKey;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, Deref};
 use std::rc::Rc;
 
@@ -28,6 +30,9 @@ pub struct Streams {
     pass: Option<Pass>,
     /// The checkpoint being encoded, between its capture and its last slice.
     checkpoint: Option<Encoder>,
+    /// Streams here whose bodies begin with the files of (shard, handle),
+    /// by ancestor (a fork's ancestors are fixed at its create).
+    inherited: HashMap<(u32, u64), u32>,
 }
 
 impl Deref for Streams {
@@ -41,7 +46,35 @@ impl Deref for Streams {
 impl Streams {
     /// The streams of `map`, with no checkpoint in progress.
     pub(crate) fn of(map: BTreeMap<Rc<StreamKey>, Box<Entry>>) -> Streams {
-        Streams { map, pass: None, checkpoint: None }
+        let mut streams = Streams { map: BTreeMap::new(), pass: None, checkpoint: None, inherited: HashMap::new() };
+        for e in map.values() {
+            streams.count_ancestors(e, true);
+        }
+        streams.map = map;
+        streams
+    }
+
+    /// Whether a stream here reads the files of stream `handle` of `shard`
+    /// as its ancestor's.
+    pub fn inherits(&self, shard: u32, handle: u64) -> bool {
+        self.inherited.contains_key(&(shard, handle))
+    }
+
+    /// Counts `e`'s ancestors in (`add`) or out of [`Streams::inherited`].
+    fn count_ancestors(&mut self, e: &Entry, add: bool) {
+        for a in e.state.body.ancestors.iter() {
+            let n = self.inherited.entry((a.shard, a.handle)).or_insert(0);
+            match add {
+                true => *n += 1,
+                false => {
+                    assert!(*n > 0, "a removed fork's ancestors were counted");
+                    *n -= 1;
+                    if *n == 0 {
+                        self.inherited.remove(&(a.shard, a.handle));
+                    }
+                }
+            }
+        }
     }
 
     /// The stream at `key`, to change.
@@ -61,11 +94,14 @@ impl Streams {
     /// Removes the stream at `key`.
     pub(crate) fn remove(&mut self, key: &StreamKey) -> Option<Box<Entry>> {
         self.before_change(key);
-        self.map.remove(key)
+        let removed = self.map.remove(key)?;
+        self.count_ancestors(&removed, false);
+        Some(removed)
     }
 
     /// Adds a stream under a name no stream holds.
     pub(crate) fn insert(&mut self, key: Rc<StreamKey>, entry: Box<Entry>) {
+        self.count_ancestors(&entry, true);
         let old = self.map.insert(key, entry);
         assert!(old.is_none(), "a stream replacing another is removed first");
     }
@@ -220,6 +256,42 @@ mod tests {
         assert!(step > 30, "changes ran between {step} slices");
         let got = st.streams.end_checkpoint().unwrap().finish();
         assert!(got == want, "the sliced checkpoint differs from the one encoded at its capture");
+    }
+
+    /// The streams reading each ancestor's files are counted as forks are
+    /// created and deleted, and again when the map is rebuilt (a restart).
+    #[test]
+    fn ancestors_are_counted_as_forks_come_and_go() {
+        use crate::core::body::Ancestor;
+        use crate::log::ForkRecord;
+        let fork = |handle: u64, name: &str, parent: u64| {
+            let ancestor = Ancestor { shard: 1, handle: parent, start: 0, end: 5, start_record: 0, end_record: 1 };
+            let fork = ForkRecord {
+                parent_shard: 1,
+                parent_handle: parent,
+                from: "/b/src".into(),
+                offset: Some(5),
+                sub: 0,
+                ancestors: vec![ancestor],
+                retained: 0,
+                first_record: 0,
+            };
+            Record::Create(CreateRecord { fork: Some(fork), ..CreateRecord::bare(handle, "b", name, "text/plain", 1) })
+        };
+        let mut st = Store::new(0, 4);
+        create(&mut st, 0, "plain");
+        for (handle, name, parent) in [(1, "f1", 9), (2, "f2", 9), (3, "f3", 8)] {
+            st.apply(fork(handle, name, parent));
+        }
+        assert!(st.streams.inherits(1, 9) && st.streams.inherits(1, 8));
+        assert!(!st.streams.inherits(0, 9) && !st.streams.inherits(1, 0), "only ancestors count");
+        st.apply(Record::Delete { handle: 1 });
+        assert!(st.streams.inherits(1, 9), "f2 still reads stream 9's files");
+        st.apply(Record::Delete { handle: 2 });
+        assert!(!st.streams.inherits(1, 9), "no stream reads stream 9's files");
+        let rebuilt = super::Streams::of(std::mem::take(&mut st.streams.map));
+        assert!(rebuilt.inherits(1, 8) && !rebuilt.inherits(1, 9));
+        assert_eq!(rebuilt.inherited.len(), 1);
     }
 
     /// 40 streams, each with an unflushed tail; the capture that takes
