@@ -74,6 +74,8 @@ pub struct ShardSnapshot {
 /// connections and the SIGHUPs it has seen.
 pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, reloads: u64) -> ShardSnapshot {
     let log = &shard.log.stats;
+    // Before the store's borrow below: the sum of the streams' files takes it mutably.
+    let disk = shard.disk_usage();
     let store = shard.store.borrow();
     ShardSnapshot {
         shard: id,
@@ -90,7 +92,7 @@ pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, 
         sse: m.sse.get(),
         streams: store.streams.len() as u64,
         buckets: store.buckets.len() as u64,
-        disk: shard.disk_usage(),
+        disk,
         cross_shard: m.cross_shard.get(),
         recovery_seconds: m.recovery.get().as_secs_f64(),
         torn_bytes: log.torn_bytes.get(),

@@ -521,6 +521,12 @@ impl Store {
         self.streams.get_mut(key)
     }
 
+    /// What every stream's own files hold ([`Streams::file_bytes`]).
+    pub(crate) fn file_bytes(&mut self) -> u64 {
+        let handles = &self.handles;
+        self.streams.file_bytes(|h| handles.get(&h).cloned())
+    }
+
     /// Visits up to `budget` more streams of the capture's pass in
     /// progress (see [`pass`]); returns whether it visited them all.
     pub(crate) fn pass_some(&mut self, budget: usize) -> bool {

@@ -573,14 +573,9 @@ impl Shard {
     /// deletes count as reclaimable) and the stream files (an index counted
     /// whole, its retained-away pages too).
     pub fn disk_usage(&self) -> crate::stats::DiskUsage {
-        let st = self.store.borrow();
+        let mut st = self.store.borrow_mut();
         let mut u = self.log.disk_usage(st.journal_start);
-        for e in st.streams.values() {
-            let b = &e.state.body;
-            let own = b.stored - b.base;
-            let punched = e.punched.0.saturating_sub(b.base).min(own);
-            u.live += own - punched + b.index_len;
-        }
+        u.live += st.file_bytes();
         u
     }
 
