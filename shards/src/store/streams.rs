@@ -18,6 +18,7 @@ use super::pass::Pass;
 use super::Entry;
 use crate::core::stream::StreamKey;
 use crate::handles::HandleSet;
+use crate::tuning::UNSUMMED_MAX;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, Deref};
 use std::rc::Rc;
@@ -36,7 +37,8 @@ pub struct Streams {
     inherited: HashMap<(u32, u64), u32>,
     /// Bytes the streams' own files hold ([`held_in_files`]), summed over
     /// the streams not in `unsummed` as they were at their last change
-    /// (None: unknown, after [`Streams::values_mut`]).
+    /// (None: unknown, after [`Streams::values_mut`] or once more than
+    /// [`UNSUMMED_MAX`] streams changed: the next ask walks them all).
     files: Option<u64>,
     /// Streams changed (or added) since they were last summed into `files`.
     unsummed: HandleSet,
@@ -118,12 +120,11 @@ impl Streams {
         }
     }
 
-    /// Forgets the sum once more streams wait to be summed again than
-    /// there are streams (a server nobody asks for its metrics, streams
-    /// coming and going): the next ask walks them all once, and the set
-    /// never outgrows the map.
+    /// Forgets the sum once [`UNSUMMED_MAX`] streams wait to be summed
+    /// again (a burst of creates, a server nobody asks for its metrics):
+    /// the next ask walks every stream once, and the set stays small.
     fn bound_unsummed(&mut self) {
-        if self.unsummed.len() > self.map.len().max(1024) {
+        if self.unsummed.len() > UNSUMMED_MAX {
             self.files = None;
             self.unsummed = HandleSet::default();
         }
@@ -423,14 +424,13 @@ mod tests {
         flush(&mut st);
         assert!(walk(&st) > 0 && st.streams.iter().any(|(_, e)| e.punched.0 > 0), "files and punches came");
         assert_eq!(st.file_bytes(), walk(&st));
-        // More changes than streams before the next ask: the sum is forgotten.
-        for step in 0..6000u64 {
-            change(&mut st, step, &mut next);
-            if step % 100 == 0 {
-                flush(&mut st);
-            }
+        // More streams changed before the next ask than the set keeps: the
+        // sum is forgotten.
+        for step in 0..=crate::tuning::UNSUMMED_MAX as u64 {
+            create(&mut st, next, &format!("burst{step}"));
+            next += 1;
         }
-        assert!(st.streams.files.is_none(), "the changed streams outgrew the map");
+        assert!(st.streams.files.is_none(), "more streams changed than the set keeps");
         assert_eq!(st.file_bytes(), walk(&st));
         assert!(st.streams.unsummed.is_empty() && st.streams.files.is_some());
     }
