@@ -605,12 +605,7 @@ impl Shard {
     /// files written for streams or snapshots that went away meanwhile join
     /// the graveyard.
     async fn stored(&self, c: &Capture) {
-        self.in_slices(&c.jobs, |j| {
-            if let Some(e) = self.store.borrow_mut().by_handle(j.handle) {
-                e.state.body.stored_frozen();
-            }
-        })
-        .await;
+        self.in_slices(&c.jobs, |j| self.store.borrow_mut().stored_frozen(j.handle)).await;
         let mut st = self.store.borrow_mut();
         for (handle, blob) in &c.snapshots {
             let name = snapshot_name(*handle, c.generation);

@@ -19,8 +19,9 @@
 //! - [`restore`]: recovery, as a decision table over the checkpoint, the
 //!   stream files and the journal;
 //! - [`forks`]: fork grants and references;
-//! - [`census`]: streams per bucket and the expiry deadlines, kept as
-//!   streams come and go so that nothing counts by scanning.
+//! - [`census`]: streams per bucket and the expiry deadlines, and
+//!   [`file_sum`], what the streams' files hold, kept as streams come and
+//!   go so that nothing counts by scanning.
 //!
 //! Everything here runs on the shard's own executor thread; no state is shared
 //! with other shards. Bucket existence is replicated to every shard by the
@@ -30,6 +31,7 @@ mod census;
 pub mod checkpoint;
 pub mod clean_stop;
 pub mod decide;
+mod file_sum;
 pub mod files;
 pub mod flush;
 pub mod forks;
@@ -525,6 +527,16 @@ impl Store {
     pub(crate) fn file_bytes(&mut self) -> u64 {
         let handles = &self.handles;
         self.streams.file_bytes(|h| handles.get(&h).cloned())
+    }
+
+    /// Stores stream `handle`'s frozen chunk in its files' layer (the
+    /// flush wrote it), if the stream is still here.
+    pub(crate) fn stored_frozen(&mut self, handle: u64) {
+        if let Some(e) = self.by_handle(handle) {
+            e.state.body.stored_frozen();
+            let key = e.state.key.clone();
+            self.streams.settle(&key);
+        }
     }
 
     /// Visits up to `budget` more streams of the capture's pass in

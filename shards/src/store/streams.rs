@@ -14,11 +14,10 @@
 //! streams' own files hold ([`Streams::file_bytes`]).
 
 use super::checkpoint::Encoder;
+use super::file_sum::FileSum;
 use super::pass::Pass;
 use super::Entry;
 use crate::core::stream::StreamKey;
-use crate::handles::HandleSet;
-use crate::tuning::UNSUMMED_MAX;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, Deref};
 use std::rc::Rc;
@@ -35,28 +34,14 @@ pub struct Streams {
     /// Streams here whose bodies begin with the files of (shard, handle),
     /// by ancestor (a fork's ancestors are fixed at its create).
     inherited: HashMap<(u32, u64), u32>,
-    /// Bytes the streams' own files hold ([`held_in_files`]), summed over
-    /// the streams not in `unsummed` as they were at their last change
-    /// (None: unknown, after [`Streams::values_mut`] or once more than
-    /// [`UNSUMMED_MAX`] streams changed: the next ask walks them all).
-    files: Option<u64>,
-    /// Streams changed (or added) since they were last summed into `files`.
-    unsummed: HandleSet,
-}
-
-/// What stream `e`'s own files hold: its data past what retention punched
-/// away, and its whole index.
-pub fn held_in_files(e: &Entry) -> u64 {
-    let b = &e.state.body;
-    let own = b.stored - b.base;
-    let punched = e.punched.0.saturating_sub(b.base).min(own);
-    own - punched + b.index_len
+    /// What the streams' own files hold ([`Streams::file_bytes`]).
+    files: FileSum,
 }
 
 impl Default for Streams {
     fn default() -> Streams {
-        let (map, inherited, unsummed) = Default::default();
-        Streams { map, pass: None, checkpoint: None, inherited, files: Some(0), unsummed }
+        let (map, inherited, files) = Default::default();
+        Streams { map, pass: None, checkpoint: None, inherited, files }
     }
 }
 
@@ -75,59 +60,32 @@ impl Streams {
         for e in map.values() {
             streams.count_ancestors(e, true);
         }
-        streams.files = Some(map.values().map(|e| held_in_files(e)).sum());
+        streams.files = FileSum::of(map.values().map(|e| &**e));
         streams.map = map;
         streams
     }
 
-    /// What every stream's own files hold: the streams changed since the
-    /// last call are summed again, the others not visited (a walk over a
-    /// million streams took the shard tens of milliseconds, on every
-    /// metrics request). `key_of` names the stream of a handle.
-    pub fn file_bytes(&mut self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) -> u64 {
-        let files = match self.files {
-            Some(files) => files + self.changed_bytes(&key_of),
-            None => self.map.values().map(|e| held_in_files(e)).sum(),
-        };
-        self.unsummed.clear();
-        self.files = Some(files);
-        files
+    /// What every stream's own files hold ([`super::file_sum`]); `key_of`
+    /// names the stream of a handle.
+    pub(crate) fn file_bytes(&mut self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) -> u64 {
+        let map = &self.map;
+        let now = |h: u64| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e);
+        self.files.total(now, map.values().map(|e| &**e))
     }
 
-    /// Asserts the sum plus the changed streams is what a walk finds (the
-    /// flush's checks in debug builds, at every capture).
+    /// Puts the stream at `key` back into the files' sum ([`FileSum::settle`]).
+    pub(crate) fn settle(&mut self, key: &StreamKey) {
+        if let Some(e) = self.map.get(key) {
+            self.files.settle(e);
+        }
+    }
+
+    /// Asserts the files' sum is what a walk finds (debug builds).
     #[cfg(debug_assertions)]
     pub(crate) fn check_file_bytes(&self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) {
-        if let Some(files) = self.files {
-            let walked: u64 = self.map.values().map(|e| held_in_files(e)).sum();
-            assert_eq!(files + self.changed_bytes(&key_of), walked, "the files' sum strayed from the streams");
-        }
-    }
-
-    /// What the files of the streams changed since the last sum hold now.
-    fn changed_bytes(&self, key_of: &impl Fn(u64) -> Option<Rc<StreamKey>>) -> u64 {
-        let now = |h: u64| key_of(h).and_then(|k| self.map.get(&k)).filter(|e| e.state.handle == h);
-        self.unsummed.iter().filter_map(|&h| now(h)).map(|e| held_in_files(e)).sum()
-    }
-
-    /// Takes the stream at `key` out of the sum until it is summed again.
-    fn unsum(&mut self, key: &StreamKey) {
-        if let (Some(files), Some(e)) = (&mut self.files, self.map.get(key)) {
-            if self.unsummed.insert(e.state.handle) {
-                *files -= held_in_files(e);
-                self.bound_unsummed();
-            }
-        }
-    }
-
-    /// Forgets the sum once [`UNSUMMED_MAX`] streams wait to be summed
-    /// again (a burst of creates, a server nobody asks for its metrics):
-    /// the next ask walks every stream once, and the set stays small.
-    fn bound_unsummed(&mut self) {
-        if self.unsummed.len() > UNSUMMED_MAX {
-            self.files = None;
-            self.unsummed = HandleSet::default();
-        }
+        let map = &self.map;
+        let now = |h: u64| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e);
+        self.files.check(now, map.values().map(|e| &**e));
     }
 
     /// Whether a stream here reads the files of stream `handle` of `shard`
@@ -155,8 +113,9 @@ impl Streams {
 
     /// The stream at `key`, to change.
     pub fn get_mut(&mut self, key: &StreamKey) -> Option<&mut Entry> {
-        self.before_change(key);
-        self.map.get_mut(key).map(|e| &mut **e)
+        let e = self.map.get_mut(key)?;
+        before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, e);
+        Some(&mut **e)
     }
 
     /// Every stream, to change; not while a flush passes over them or
@@ -164,14 +123,14 @@ impl Streams {
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
         assert!(self.pass.is_none(), "streams change one at a time while a flush passes over them");
         assert!(self.checkpoint.is_none(), "streams change one at a time while a checkpoint is encoded");
-        self.files = None;
+        self.files.forget();
         self.map.values_mut().map(|e| &mut **e)
     }
 
     /// Removes the stream at `key`.
     pub(crate) fn remove(&mut self, key: &StreamKey) -> Option<Box<Entry>> {
-        self.before_change(key);
-        let removed = self.map.remove(key)?;
+        self.get_mut(key)?;
+        let removed = self.map.remove(key).expect("the stream is here");
         self.count_ancestors(&removed, false);
         Some(removed)
     }
@@ -179,38 +138,16 @@ impl Streams {
     /// Adds a stream under a name no stream holds.
     pub(crate) fn insert(&mut self, key: Rc<StreamKey>, entry: Box<Entry>) {
         self.count_ancestors(&entry, true);
-        if self.files.is_some() {
-            self.unsummed.insert(entry.state.handle);
-            self.bound_unsummed();
-        }
+        self.files.added(entry.state.handle);
         let old = self.map.insert(key, entry);
         assert!(old.is_none(), "a stream replacing another is removed first");
-    }
-
-    fn before_change(&mut self, key: &StreamKey) {
-        // The visit first: the checkpoint records the stream as the flush
-        // leaves it (its tail frozen).
-        self.visit(key);
-        self.unsum(key);
-        if let Some(encoder) = &mut self.checkpoint {
-            if let Some((k, e)) = self.map.get_key_value(key) {
-                encoder.before_change(k, &e.state);
-            }
-        }
     }
 
     /// Has the pass in progress visit the stream at `key`, unless it did
     /// (or has no work for it).
     pub(crate) fn visit(&mut self, key: &StreamKey) {
-        let visits = match (&self.pass, self.map.get(key)) {
-            (Some(pass), Some(e)) => pass.holds(e.state.handle),
-            _ => false,
-        };
-        if visits {
-            // A visit hands retention's punch to the flush (`Entry::punched`).
-            self.unsum(key);
-            let e = self.map.get_mut(key).expect("the stream is here");
-            self.pass.as_mut().expect("a pass is in progress").visit(e);
+        if let (Some(pass), Some(e)) = (&mut self.pass, self.map.get_mut(key)) {
+            visit(pass, &mut self.files, e);
         }
     }
 
@@ -249,6 +186,28 @@ impl Streams {
     /// once [`Streams::encode_some`] returned true, or to drop.
     pub(crate) fn end_checkpoint(&mut self) -> Option<Encoder> {
         self.checkpoint.take()
+    }
+}
+
+/// Readies `e` for a change: the pass in progress visits it first (the
+/// checkpoint records the stream as the flush leaves it, its tail frozen),
+/// then the checkpoint in progress encodes it as it was at the capture.
+fn before_change(pass: &mut Option<Pass>, checkpoint: &mut Option<Encoder>, files: &mut FileSum, e: &mut Entry) {
+    files.unsum(e);
+    if let Some(pass) = pass {
+        visit(pass, files, e);
+    }
+    if let Some(encoder) = checkpoint {
+        encoder.before_change(&e.state.key, &e.state);
+    }
+}
+
+/// Has `pass` visit `e` if it holds it and has not yet.
+fn visit(pass: &mut Pass, files: &mut FileSum, e: &mut Entry) {
+    if pass.holds(e.state.handle) {
+        // A visit hands retention's punch to the flush (`Entry::punched`).
+        files.unsum(e);
+        pass.visit(e);
     }
 }
 
@@ -382,17 +341,17 @@ mod tests {
     /// What the streams' files hold, summed as they change, is what a walk
     /// over them finds, asked between changes of every kind: appends,
     /// creates, deletes, flushes storing tails (their passes handing
-    /// retention's punches on), and after the changed streams outgrew the
-    /// map (the sum forgotten, then walked once).
+    /// retention's punches on), and after more streams changed than the
+    /// sum keeps track of (the sum forgotten, then walked once).
     #[test]
     fn file_bytes_follow_every_change() {
-        let walk = |st: &Store| st.streams.values().map(|e| super::held_in_files(e)).sum::<u64>();
+        let walk = |st: &Store| st.streams.values().map(|e| super::super::file_sum::held_in_files(e)).sum::<u64>();
         let flush = |st: &mut Store| {
             let written = std::mem::take(&mut st.written);
             st.streams.begin_pass(Pass::new(written, true, Spares::new(0)));
             assert!(st.pass_some(usize::MAX));
             for job in st.streams.end_pass().unwrap().jobs {
-                st.by_handle(job.handle).unwrap().state.body.stored_frozen();
+                st.stored_frozen(job.handle);
             }
         };
         let mut st = Store::new(0, 4);
@@ -430,9 +389,9 @@ mod tests {
             create(&mut st, next, &format!("burst{step}"));
             next += 1;
         }
-        assert!(st.streams.files.is_none(), "more streams changed than the set keeps");
+        assert!(!st.streams.files.known(), "more streams changed than the set keeps");
         assert_eq!(st.file_bytes(), walk(&st));
-        assert!(st.streams.unsummed.is_empty() && st.streams.files.is_some());
+        assert!(st.streams.files.known());
     }
 
     /// 40 streams, each with an unflushed tail; the capture that takes
