@@ -69,8 +69,7 @@ impl Streams {
     /// names the stream of a handle.
     pub(crate) fn file_bytes(&mut self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) -> u64 {
         let map = &self.map;
-        let now = |h: u64| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e);
-        self.files.total(now, map.values().map(|e| &**e))
+        self.files.total(live(map, key_of), map.values().map(|e| &**e))
     }
 
     /// Puts the stream at `key` back into the files' sum ([`FileSum::settle`]).
@@ -83,9 +82,7 @@ impl Streams {
     /// Asserts the files' sum is what a walk finds (debug builds).
     #[cfg(debug_assertions)]
     pub(crate) fn check_file_bytes(&self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) {
-        let map = &self.map;
-        let now = |h: u64| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e);
-        self.files.check(now, map.values().map(|e| &**e));
+        self.files.check(live(&self.map, key_of), self.map.values().map(|e| &**e));
     }
 
     /// Whether a stream here reads the files of stream `handle` of `shard`
@@ -187,6 +184,14 @@ impl Streams {
     pub(crate) fn end_checkpoint(&mut self) -> Option<Encoder> {
         self.checkpoint.take()
     }
+}
+
+/// The live stream of a handle in `map`, found through `key_of`.
+fn live<'a>(
+    map: &'a BTreeMap<Rc<StreamKey>, Box<Entry>>,
+    key_of: impl Fn(u64) -> Option<Rc<StreamKey>>,
+) -> impl Fn(u64) -> Option<&'a Entry> {
+    move |h| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e)
 }
 
 /// Readies `e` for a change: the pass in progress visits it first (the
