@@ -102,8 +102,9 @@ pub const CHECKPOINT_FREE_SPACING: u32 = 10;
 /// content type and the map's slot come on top): checked at compile time.
 /// 328 bytes are one 336-byte glibc chunk (the request plus 8, in 16s).
 pub const STREAM_ENTRY_BYTES: usize = 328;
-/// Streams changed since the last metrics request whose files' bytes a
-/// shard sums again at the next (`store::Streams::file_bytes`); past
+/// Streams changed since they were last flushed or asked for the metrics
+/// whose files' bytes a shard sums again at the next ask
+/// (`store::file_sum`); past
 /// this many (a burst of creates, a server nobody asks), it forgets the
 /// sum and the next request walks every stream once: the set stays under
 /// a megabyte, where one entry per stream of a million took 18 MB.

@@ -44,9 +44,10 @@ impl Default for FileSum {
 }
 
 impl FileSum {
-    /// The sum over `streams`.
-    pub fn of<'a>(streams: impl Iterator<Item = &'a Entry>) -> FileSum {
-        FileSum { files: Some(streams.map(held_in_files).sum()), unsummed: HandleSet::default() }
+    /// A sum of `files` over every stream ([`held_in_files`], summed by
+    /// the caller's own walk).
+    pub fn summed(files: u64) -> FileSum {
+        FileSum { files: Some(files), unsummed: HandleSet::default() }
     }
 
     /// Takes `e` out of the sum, before it changes, until the next ask.

@@ -647,7 +647,7 @@ impl Drop for Ending<'_> {
 #[cfg(debug_assertions)]
 fn nothing_left_behind(st: &super::Store, waits: impl Fn(u64) -> bool, taken: &[(u64, Rc<Vec<u8>>)]) {
     use crate::core::stream::Snapshot;
-    st.streams.check_file_bytes(|h| st.handles.get(&h).cloned());
+    st.streams.check_file_bytes(&st.handles);
     for e in st.streams.values() {
         let s = &e.state;
         if waits(s.handle) {

@@ -525,17 +525,14 @@ impl Store {
 
     /// What every stream's own files hold ([`Streams::file_bytes`]).
     pub(crate) fn file_bytes(&mut self) -> u64 {
-        let handles = &self.handles;
-        self.streams.file_bytes(|h| handles.get(&h).cloned())
+        self.streams.file_bytes(&self.handles)
     }
 
     /// Stores stream `handle`'s frozen chunk in its files' layer (the
     /// flush wrote it), if the stream is still here.
     pub(crate) fn stored_frozen(&mut self, handle: u64) {
-        if let Some(e) = self.by_handle(handle) {
-            e.state.body.stored_frozen();
-            let key = e.state.key.clone();
-            self.streams.settle(&key);
+        if let Some(key) = self.handles.get(&handle) {
+            self.streams.change_settled(key, |e| e.state.body.stored_frozen());
         }
     }
 

@@ -14,10 +14,11 @@
 //! streams' own files hold ([`Streams::file_bytes`]).
 
 use super::checkpoint::Encoder;
-use super::file_sum::FileSum;
+use super::file_sum::{held_in_files, FileSum};
 use super::pass::Pass;
 use super::Entry;
 use crate::core::stream::StreamKey;
+use crate::handles::HandleMap;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Bound, Deref};
 use std::rc::Rc;
@@ -57,32 +58,38 @@ impl Streams {
     /// The streams of `map`, with no checkpoint in progress.
     pub(crate) fn of(map: BTreeMap<Rc<StreamKey>, Box<Entry>>) -> Streams {
         let mut streams = Streams { map: BTreeMap::new(), ..Streams::default() };
+        let mut files = 0;
         for e in map.values() {
             streams.count_ancestors(e, true);
+            files += held_in_files(e);
         }
-        streams.files = FileSum::of(map.values().map(|e| &**e));
+        streams.files = FileSum::summed(files);
         streams.map = map;
         streams
     }
 
-    /// What every stream's own files hold ([`super::file_sum`]); `key_of`
+    /// What every stream's own files hold ([`super::file_sum`]); `handles`
     /// names the stream of a handle.
-    pub(crate) fn file_bytes(&mut self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) -> u64 {
+    pub(crate) fn file_bytes(&mut self, handles: &HandleMap<Rc<StreamKey>>) -> u64 {
         let map = &self.map;
-        self.files.total(live(map, key_of), map.values().map(|e| &**e))
+        self.files.total(live(map, handles), map.values().map(|e| &**e))
     }
 
-    /// Puts the stream at `key` back into the files' sum ([`FileSum::settle`]).
-    pub(crate) fn settle(&mut self, key: &StreamKey) {
-        if let Some(e) = self.map.get(key) {
+    /// Changes the stream at `key` with `change`, as [`Streams::get_mut`]
+    /// does, and puts it back into the files' sum at once
+    /// ([`FileSum::settle`]): the flush, storing a tail.
+    pub(crate) fn change_settled(&mut self, key: &StreamKey, change: impl FnOnce(&mut Entry)) {
+        if let Some(e) = self.map.get_mut(key) {
+            before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, e);
+            change(e);
             self.files.settle(e);
         }
     }
 
     /// Asserts the files' sum is what a walk finds (debug builds).
     #[cfg(debug_assertions)]
-    pub(crate) fn check_file_bytes(&self, key_of: impl Fn(u64) -> Option<Rc<StreamKey>>) {
-        self.files.check(live(&self.map, key_of), self.map.values().map(|e| &**e));
+    pub(crate) fn check_file_bytes(&self, handles: &HandleMap<Rc<StreamKey>>) {
+        self.files.check(live(&self.map, handles), self.map.values().map(|e| &**e));
     }
 
     /// Whether a stream here reads the files of stream `handle` of `shard`
@@ -186,12 +193,12 @@ impl Streams {
     }
 }
 
-/// The live stream of a handle in `map`, found through `key_of`.
+/// The live stream of a handle in `map`, found through `handles`.
 fn live<'a>(
     map: &'a BTreeMap<Rc<StreamKey>, Box<Entry>>,
-    key_of: impl Fn(u64) -> Option<Rc<StreamKey>>,
+    handles: &'a HandleMap<Rc<StreamKey>>,
 ) -> impl Fn(u64) -> Option<&'a Entry> {
-    move |h| key_of(h).and_then(|k| map.get(&k)).filter(|e| e.state.handle == h).map(|e| &**e)
+    move |h| handles.get(&h).and_then(|k| map.get(k)).filter(|e| e.state.handle == h).map(|e| &**e)
 }
 
 /// Readies `e` for a change: the pass in progress visits it first (the
@@ -350,7 +357,7 @@ mod tests {
     /// sum keeps track of (the sum forgotten, then walked once).
     #[test]
     fn file_bytes_follow_every_change() {
-        let walk = |st: &Store| st.streams.values().map(|e| super::super::file_sum::held_in_files(e)).sum::<u64>();
+        let walk = |st: &Store| st.streams.values().map(|e| super::held_in_files(e)).sum::<u64>();
         let flush = |st: &mut Store| {
             let written = std::mem::take(&mut st.written);
             st.streams.begin_pass(Pass::new(written, true, Spares::new(0)));
