@@ -2,7 +2,7 @@
 //! `FlushConfig::place_from` bytes or more goes into its stream file
 //! before its journal record, which names the bytes. They read back at
 //! once, after a crash, and after a second crash before any checkpoint
-//! recorded them; damage to them is refused at start; concurrent ones keep
+//! recorded them, also when a flush between the crashes failed; damage to them is refused at start; concurrent ones keep
 //! the offsets they were answered with; a placement whose write or sync
 //! fails takes the journal instead and loses nothing; one whose stream is
 //! deleted meanwhile answers as the journal path does and leaves no file.
@@ -127,6 +127,33 @@ fn large_appends_are_placed_and_survive_two_crashes_before_a_checkpoint() {
         assert_eq!(append(&s, "big", &more).await, want.len() as u64);
         s.stop_clean().await.unwrap();
         drop(s);
+        let s = Shard::open(0, config(&dir, &faults)).await.unwrap();
+        reads_back(&s, "big", &want).await;
+    });
+}
+
+/// After a restart the placed appends are in memory again, and their bytes
+/// still in the data file past what the checkpoint records: a flush of
+/// them that fails half-way must not cut the file back below them (the
+/// journal still names them there), or the next start loses them.
+#[test]
+fn a_failed_flush_after_a_restart_keeps_the_placed_bytes_the_journal_names() {
+    in_scratch("sluice-placed-failed-flush", |dir, faults| async move {
+        let s = Shard::open(0, config(&dir, &faults)).await.unwrap();
+        let mut want = stored_stream(&s, "big").await;
+        let b = body(1, 20_000);
+        want.extend_from_slice(&b);
+        assert_eq!(append(&s, "big", &b).await, want.len() as u64);
+        assert_eq!(s.log.stats.placed.get(), 1);
+        crash(s).await;
+        let s = Shard::open(0, config(&dir, &faults)).await.unwrap();
+        reads_back(&s, "big", &want).await;
+        // The flush writes the replayed bytes again; its first sync fails.
+        faults.fail_nth(Op::Sync, 0, libc::EIO);
+        assert!(s.flush().await.is_err(), "the injected failure fails the flush");
+        crash(s).await;
+        let len = std::fs::metadata(dir.join("shard-0/streams").join(data_name(0))).unwrap().len();
+        assert!(len >= want.len() as u64, "the data file was cut back to {len} bytes, below the placed ones");
         let s = Shard::open(0, config(&dir, &faults)).await.unwrap();
         reads_back(&s, "big", &want).await;
     });

@@ -25,7 +25,9 @@
 //!
 //! A failure up to the rename of step 4 undoes the flush: the old
 //! checkpoint stands, memory serves the chunks again and the stream files
-//! are cut back to what it records. From the rename on, the flush is done:
+//! are cut back to what it records (a data file never below the placed
+//! appends the journal names: after a start they are in memory and still
+//! in the file, and the next start reads them back from there). From the rename on, the flush is done:
 //! the new checkpoint records the chunks, so nothing may cut them back. A
 //! failure after it (the directory sync, an unlink, a hole punch, the
 //! journal's reclamation) only postpones step 5's clean-up: each step is
@@ -194,6 +196,7 @@ impl Shard {
                         self.installed.set(Some(Installed { id, ended: Instant::now(), took: started.elapsed() }));
                         stats.checkpoint_bytes.set(stats.checkpoint_bytes.get() + len as u64);
                         self.unrecorded.set(false);
+                        self.store.borrow_mut().placed_since.clear();
                         self.clean_up(&c).await
                     }
                     None => {
@@ -269,12 +272,14 @@ impl Shard {
 
     /// After a failed flush, cuts the stream files back to what the
     /// checkpoint records, so a full disk gets the partial writes' space back
-    /// (best effort: recovery cuts them back too).
+    /// (best effort: recovery cuts them back too), but never a data file
+    /// below the placed bytes the journal names ([`super::Store::placed_since`]).
     async fn give_back(&self, c: &Capture) {
         let (mut failed, mut first) = (0, None);
         for j in &c.jobs {
-            let stored =
-                [(FileName::Data(j.handle), j.chunk.start - j.origin), (FileName::Index(j.handle), j.index.len)];
+            let placed = self.store.borrow().placed_since.get(&j.handle).copied().unwrap_or(0);
+            let data = (j.chunk.start - j.origin).max(placed);
+            let stored = [(FileName::Data(j.handle), data), (FileName::Index(j.handle), j.index.len)];
             for (name, len) in stored {
                 if let Err(e) = self.files.truncate(name, len).await {
                     failed += 1;

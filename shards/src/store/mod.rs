@@ -168,6 +168,12 @@ pub struct Store {
     /// Streams appended to, created or given a new retention since the last
     /// flush's capture: a flush without a checkpoint visits only these.
     pub(crate) written: HandleSet,
+    /// Where placed appends the journal since the checkpoint names end in
+    /// their data files, by handle (a start replays them into memory and
+    /// leaves them in the files): a failed flush never cuts a data file
+    /// back below them, or the next start could not read them back.
+    /// Emptied once a checkpoint records the streams past them.
+    pub(crate) placed_since: HandleMap<u64>,
     /// Streams whose retention moved beyond what was given back
     /// (`Entry::punched`): a capture that gives space back visits these.
     pub(crate) punching: HandleSet,

@@ -157,6 +157,7 @@ pub fn restore(
         return Err(e.into());
     }
     placed.repair(repairs)?;
+    store.placed_since = placed.ends.into_iter().collect();
     store.journal_start = journal.0.max(start);
     for (b, at) in &store.home_buckets {
         store.buckets.insert(b.clone(), BucketInfo { created_ms: *at, deleting: false });
