@@ -188,7 +188,8 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
     family(&mut out, "sluice_buckets", "gauge", "Buckets (every shard knows every bucket).");
     let _ = writeln!(out, "sluice_buckets {}", shards.first().map_or(0, |s| s.buckets));
     let help = "Disk bytes of the shard's directory by use: live (journal in use, stream files), \
-                reclaimable (journal segments the next flush deletes), preallocated (journal space not yet written).";
+                reclaimable (journal segments the next flush deletes, bundle bytes no stream is in), \
+                preallocated (journal space not yet written).";
     family(&mut out, "sluice_disk_bytes", "gauge", help);
     for s in shards {
         for (kind, v) in

@@ -156,6 +156,7 @@ fn shard_config(id: usize, cfg: &Config) -> ShardConfig {
             free_spacing: sluice_shards::tuning::CHECKPOINT_FREE_SPACING,
             sync_once: sluice_shards::tuning::SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
+            bundle_max: sluice_shards::tuning::BUNDLE_MAX,
             slice: sluice_shards::tuning::FLUSH_SLICE,
         },
         shards: cfg.shards,

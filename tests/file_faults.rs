@@ -166,7 +166,8 @@ fn flushing(dir: &Path) -> Launch {
     }
 }
 
-/// The same for the checkpoint and the stream files behind it: each kind
+/// The same for the checkpoint and the stream files behind it (a large
+/// stream's own files, and the bundle a small stream is in): each kind
 /// deleted, truncated, halved, or replaced by an older copy (a zero-filled
 /// one where no older copy exists) is refused by name, or nothing is lost.
 /// The journal since the last checkpoint names no stream here, so after the
@@ -175,11 +176,13 @@ fn flushing(dir: &Path) -> Launch {
 #[test]
 fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     const BUCKETED: &str = "/faults/s";
+    const SMALL: &str = "/faults/small";
     let tmp = TempDir::new("stream-file-faults");
     let data = tmp.path().join("data");
     let mut s = Server::launch(&data, flushing(tmp.path()));
     s.req("PUT", "/faults", &[], b"").expect(201);
     s.put(BUCKETED, "text/plain", b"").expect(201);
+    s.put(SMALL, "text/plain", b"small").expect(201);
     let snapshot = |s: &Server, at: usize, body: &[u8]| {
         let path = format!("{BUCKETED}/snapshot/{}", common::offset(at as u64));
         s.req("PUT", &path, &[("Content-Type", "text/plain")], body).expect(204);
@@ -187,10 +190,12 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     let mut acked = Vec::new();
     append_to(&s, BUCKETED, 0, 100, &mut acked);
     snapshot(&s, 50_000, b"first state");
+    s.post(SMALL, "text/plain", b" stream").expect(204);
     s.wait_flushed();
     let half_way = files(&data);
     append_to(&s, BUCKETED, 100, 100, &mut acked);
     snapshot(&s, 150_000, b"second state");
+    s.post(SMALL, "text/plain", b", grown").expect(204);
     s.wait_flushed();
     s.kill();
     let clean = files(&data);
@@ -204,7 +209,7 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     };
     let checkpoint = PathBuf::from("shard-0/checkpoint");
     assert!(clean.contains_key(&checkpoint) && half_way[&checkpoint] != clean[&checkpoint]);
-    for file in [checkpoint.clone(), kind(".data"), kind(".idx"), kind(".snap")] {
+    for file in [checkpoint.clone(), kind(".data"), kind(".idx"), kind(".snap"), kind(".bundle")] {
         for (name, fault) in FAULTS {
             let case = format!("{} {name}", file.display());
             restore(&data, &clean);
@@ -216,6 +221,7 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
                     assert_eq!(name, "older copy", "{case}: the server started: {out}");
                     let (got, tail) = s.read_all(BUCKETED);
                     assert!(tail == acked.len() as u64 && got == acked, "{case}: bytes differ");
+                    assert_eq!(s.read_all(SMALL).0, b"small stream, grown", "{case}");
                     let snap = s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000))).expect(200);
                     assert_eq!(snap.body, b"second state", "{case}");
                     s.kill();
@@ -225,10 +231,10 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
                     // A missing file is refused by the listing.
                     assert_ne!(name, "deleted", "{case}: the server started: {out}");
                     let named = file.file_name().unwrap().to_str().unwrap();
-                    let read = if file.extension().unwrap() == "snap" {
-                        s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000)))
-                    } else {
-                        s.get(BUCKETED)
+                    let read = match file.extension().unwrap().to_str().unwrap() {
+                        "snap" => s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000))),
+                        "bundle" => s.get(SMALL),
+                        _ => s.get(BUCKETED),
                     };
                     assert_eq!(read.status, 500, "{case}: {}", read.text());
                     assert!(read.text().contains(named), "{case}: the error does not name the file: {}", read.text());

@@ -48,10 +48,12 @@ fn a_failed_step_after_the_checkpoint_loses_nothing_and_is_retried() {
     let mut s = Server::launch(&data, launch);
     let (a, d) = ("/v1/stream/a", "/v1/stream/d");
     s.put(a, "text/plain", b"AAAA-one;").expect(201);
-    s.put(d, "text/plain", b"DDDD").expect(201);
+    // Larger than a bundle holds: d has files of its own (`store::bundles`).
+    s.put(d, "text/plain", &[b'D'; 10_000]).expect(201);
     s.wait_flushed();
     let streams = data.join("shard-0").join("streams");
     let files = std::fs::read_dir(&streams).unwrap().count();
+    assert_eq!(files, 2, "d's data and index files");
     let guard = Immutable::set(&streams);
     s.delete(d).expect(204);
     s.post(a, "text/plain", b"BBBB-two-acknowledged;").expect(204);

@@ -1,8 +1,8 @@
-//! A stream file cut short under the server (it ends before bytes the
-//! flush recorded) gets one answer on every read path: 500 naming the
-//! stream and the file (never 404, never a hang, never a retry that cannot
-//! help), and an SSE stream ends after its last complete event. The server
-//! stays up.
+//! A stream file or bundle cut short under the server (it ends before
+//! bytes the flush recorded) gets one answer on every read path: 500
+//! naming the stream and the file (never 404, never a hang, never a retry
+//! that cannot help), and an SSE stream ends after its last complete
+//! event. The server stays up.
 
 mod common;
 
@@ -17,23 +17,26 @@ fn shortened_stream_files_answer_500_naming_them_on_every_read_path() {
     s.put(p, "text/plain", b"hello").expect(201);
     s.req("PUT", &format!("{p}/snapshot/{}", offset(5)), &[("Content-Type", "text/plain")], b"SNAP").expect(204);
     s.post(p, "text/plain", b" world").expect(204);
-    // Once flushed, every byte in the shard's stream files is gone from under it.
+    // Once flushed, every byte in the shard's stream files is gone from
+    // under it: the stream's bytes in a bundle (it is small), its snapshot.
     s.wait_flushed();
-    let streams = dir.path().join("shard-0/streams");
-    assert_eq!(std::fs::read_dir(&streams).unwrap().count(), 3, "data, index and snapshot files");
-    for entry in std::fs::read_dir(&streams).unwrap() {
-        std::fs::OpenOptions::new().write(true).open(entry.unwrap().path()).unwrap().set_len(0).unwrap();
+    let shard = dir.path().join("shard-0");
+    let files = |d: &str| std::fs::read_dir(shard.join(d)).unwrap().map(|e| e.unwrap().path()).collect::<Vec<_>>();
+    let (streams, bundles) = (files("streams"), files("bundles"));
+    assert_eq!((streams.len(), bundles.len()), (1, 1), "the snapshot file, and one bundle");
+    for path in streams.iter().chain(&bundles) {
+        std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(0).unwrap();
     }
-    for target in [
-        format!("{p}?offset=-1"),
-        format!("{p}?offset=-1&live=long-poll"),
-        format!("{p}/bootstrap"),
-        format!("{p}/snapshot/{}", offset(5)),
+    for (target, file) in [
+        (format!("{p}?offset=-1"), "bundles/00000001.bundle"),
+        (format!("{p}?offset=-1&live=long-poll"), "bundles/00000001.bundle"),
+        (format!("{p}/bootstrap"), "streams/0000000000000000.0000000000000001.snap"),
+        (format!("{p}/snapshot/{}", offset(5)), "streams/0000000000000000.0000000000000001.snap"),
     ] {
         let r = s.get(&target).expect(500);
         let text = r.text();
         assert!(text.starts_with("stream reads/s is damaged: short read: 0 of "), "{target}: {text}");
-        assert!(text.contains(" of shard-0/streams/0000000000000000."), "{target}: {text}");
+        assert!(text.contains(&format!(" of shard-0/{file}")), "{target}: {text}");
         assert!(!r.has("retry-after"), "{target}");
     }
     // SSE: the head was sent before the read; the stream ends without a
@@ -62,10 +65,12 @@ fn unreadable_stream_files_answer_503_on_every_read_path() {
     s.put(p, "text/plain", b"hello").expect(201);
     s.wait_flushed();
     assert!(s.terminate().success(), "a clean stop");
-    for entry in std::fs::read_dir(dir.path().join("shard-0/streams")).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::remove_file(&path).unwrap();
-        std::fs::create_dir(&path).unwrap();
+    for d in ["shard-0/streams", "shard-0/bundles"] {
+        for entry in std::fs::read_dir(dir.path().join(d)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::remove_file(&path).unwrap();
+            std::fs::create_dir(&path).unwrap();
+        }
     }
     s.start_again();
     for target in [format!("{p}?offset=-1"), format!("{p}?offset=-1&live=long-poll"), format!("{p}/bootstrap")] {

@@ -127,7 +127,8 @@ impl FlushStats {
 pub struct DiskUsage {
     /// Segment bytes written that a live stream, bucket or fork may still need.
     pub live: u64,
-    /// Segment bytes the next reclamation deletes (nothing live needs them).
+    /// Segment bytes the next reclamation deletes (nothing live needs
+    /// them), and bundle bytes no stream's extent is in (`store::bundles`).
     pub reclaimable: u64,
     /// Zero-filled segment space not yet written (the active segment's
     /// tail and the segment prepared ahead).

@@ -109,6 +109,18 @@ pub const STREAM_ENTRY_BYTES: usize = 328;
 /// sum and the next request walks every stream once: the set stays under
 /// a megabyte, where one entry per stream of a million took 18 MB.
 pub const UNSUMMED_MAX: usize = 1 << 16;
+/// The largest own index and data a stream keeps in a bundle, a file
+/// small streams share (`store::bundles`), instead of files of its own:
+/// a stream of a few messages takes tens of bytes there, where two files
+/// took at least two 4 KiB blocks and two inodes. A flush that adds to a
+/// bundled stream rewrites its extent whole, so this also bounds what a
+/// small append costs the flush.
+pub const BUNDLE_MAX: u32 = 8 << 10;
+/// A bundle grows to this size at most; the next one is started then.
+pub const BUNDLE_FILE_BYTES: u64 = 16 << 20;
+/// A bundle at most half live is compacted once it has this many dead bytes.
+pub const BUNDLE_DEAD_FROM: u64 = 1 << 20;
+const _: () = assert!(BUNDLE_MAX as u64 <= BUNDLE_FILE_BYTES && BUNDLE_DEAD_FROM < BUNDLE_FILE_BYTES);
 /// Distinct content types a shard's streams share one copy of (most nodes
 /// use a few); streams of further types keep their own.
 pub const MAX_SHARED_CONTENT_TYPES: usize = 1024;

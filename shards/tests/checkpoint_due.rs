@@ -24,7 +24,7 @@ fn config(root: &Path) -> ShardConfig {
 
 /// With `free_spacing` (see `FlushConfig`).
 fn spaced(root: &Path, free_spacing: u32) -> ShardConfig {
-    one_shard(root, 1 << 20, FlushConfig { free_spacing, ..NO_BACKGROUND_FLUSH })
+    one_shard(root, 1 << 20, FlushConfig { free_spacing, bundle_max: 0, ..NO_BACKGROUND_FLUSH })
 }
 
 fn count(dir: &Path) -> usize {

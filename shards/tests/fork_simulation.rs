@@ -106,6 +106,7 @@ fn config(root: &Path, id: usize) -> ShardConfig {
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
+            bundle_max: sluice_shards::tuning::BUNDLE_MAX,
             slice: 2,
         },
         shards: SHARDS,

@@ -81,6 +81,7 @@ fn an_idle_stream_holds_little_heap() {
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
+            bundle_max: sluice_shards::tuning::BUNDLE_MAX,
             slice: sluice_shards::tuning::FLUSH_SLICE,
         };
         let s = Shard::open(0, one_shard(&dir, 64 << 20, flush)).await.unwrap();

@@ -28,7 +28,8 @@ const OCTET: &str = "application/octet-stream";
 const PLACE_FROM: usize = 4096;
 
 fn config(root: &Path, faults: &Arc<Faults>) -> ShardConfig {
-    let mut cfg = one_shard(root, 1 << 20, FlushConfig { place_from: PLACE_FROM, ..NO_BACKGROUND_FLUSH });
+    let mut cfg =
+        one_shard(root, 1 << 20, FlushConfig { place_from: PLACE_FROM, bundle_max: 0, ..NO_BACKGROUND_FLUSH });
     cfg.storage = Storage::Faulty(faults.clone());
     cfg
 }

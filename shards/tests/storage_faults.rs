@@ -117,6 +117,7 @@ impl World {
                 free_spacing: 0,
                 sync_once: if self.seed % 2 == 1 { 2 } else { usize::MAX },
                 place_from: if self.seed.is_multiple_of(3) { 1024 } else { sluice_shards::tuning::PLACE_FROM },
+                bundle_max: if self.seed.is_multiple_of(2) { sluice_shards::tuning::BUNDLE_MAX } else { 0 },
                 slice: if self.seed.is_multiple_of(2) { 1 } else { sluice_shards::tuning::FLUSH_SLICE },
             },
             storage: Storage::Faulty(self.faults.clone()),
@@ -279,12 +280,13 @@ impl World {
             let name = entry.unwrap().file_name().to_string_lossy().into_owned();
             let wanted = FileName::parse(&name).is_some_and(|f| {
                 st.streams.values().any(|e| {
-                    e.state.handle == f.handle()
+                    Some(e.state.handle) == f.stream()
                         && match f {
-                            FileName::Data(_) | FileName::Index(_) => true,
+                            FileName::Data(_) | FileName::Index(_) => e.state.body.has_own_files(),
                             FileName::Snapshot(_, g) => {
                                 e.state.snapshot.as_ref().is_some_and(|x| x.blob == Blob::Stored(g))
                             }
+                            FileName::Bundle(_) => false,
                         }
                 })
             });

@@ -20,7 +20,7 @@ const OCTET: &str = "application/octet-stream";
 const STREAMS: usize = 100;
 
 fn config(root: &Path, sync_once: usize, faults: &Arc<Faults>) -> ShardConfig {
-    let mut cfg = one_shard(root, 1 << 20, FlushConfig { sync_once, ..NO_BACKGROUND_FLUSH });
+    let mut cfg = one_shard(root, 1 << 20, FlushConfig { sync_once, bundle_max: 0, ..NO_BACKGROUND_FLUSH });
     cfg.storage = Storage::Faulty(faults.clone());
     cfg
 }

@@ -25,6 +25,7 @@ fn config(root: &Path, every: Duration) -> ShardConfig {
             free_spacing: CHECKPOINT_FREE_SPACING,
             sync_once: SYNC_ONCE_STREAMS,
             place_from: sluice_shards::tuning::PLACE_FROM,
+            bundle_max: sluice_shards::tuning::BUNDLE_MAX,
             slice: sluice_shards::tuning::FLUSH_SLICE,
         },
     )

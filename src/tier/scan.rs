@@ -5,7 +5,8 @@
 //! - journal segments (`shard-N/*.seg`): preallocated zeros, written
 //!   forward; shipped up to the shard's published durable position (bytes
 //!   after it are not final yet and restore as zeros, as on disk);
-//! - stream data and index files (`*.data`, `*.idx`): appended to, with
+//! - stream data and index files (`*.data`, `*.idx`) and bundles
+//!   (`shard-N/bundles/*.bundle`, written forward only): appended to, with
 //!   the last page of an index rewritten in place and retention's hole
 //!   punches zeroing old ranges; shipped from the last whole page below
 //!   what was shipped (so a rewritten last page goes again);
@@ -42,7 +43,7 @@ fn kind(path: &str) -> Kind {
             }
         }
     }
-    if name.ends_with(".data") || name.ends_with(".idx") {
+    if name.ends_with(".data") || name.ends_with(".idx") || name.ends_with(".bundle") {
         return Kind::Appended;
     }
     Kind::Whole
@@ -206,6 +207,7 @@ mod tests {
     fn kinds() {
         assert_eq!(kind("shard-3/0000000007.seg"), Kind::Segment { shard: 3, no: 7 });
         assert_eq!(kind("shard-0/streams/12.data"), Kind::Appended);
+        assert_eq!(kind("shard-0/bundles/00000001.bundle"), Kind::Appended);
         assert_eq!(kind("shard-0/streams/12.idx"), Kind::Appended);
         assert_eq!(kind("shard-0/checkpoint"), Kind::Whole);
         assert_eq!(kind("shard-0/streams/1.0000000007.seg"), Kind::Whole, "not a segment outside the shard dir");

@@ -3,7 +3,9 @@
 //!
 //! A stream's offsets `[0, tail)` are covered by layers, oldest first:
 //! - its ancestors' stream files (a fork's inherited prefix, `[0, base)`);
-//! - its own stream files (`[base, stored)`), written by the flusher;
+//! - its own stream files (`[base, stored)`), written by the flusher: files
+//!   of its own, or, while the stream is small, one extent of a bundle (a
+//!   file many small streams share, see [`BundleAt`]);
 //! - the chunk being flushed (`frozen`), still served from memory;
 //! - the unflushed tail (`cache`), filled by appends as they are decided.
 //!
@@ -27,6 +29,57 @@ pub struct Ancestor {
     /// The ancestor's own first record ordinal (its index entry 0).
     pub start_record: u64,
     pub end_record: u64,
+}
+
+/// Where a small stream's own bytes live instead of files of its own: an
+/// extent of bundle file `no` at byte `at`: a header (the stream's handle,
+/// u64 LE, and the extent's length, u32 LE), then what the stream's index
+/// file would hold (`index_len` bytes), then what its data file would hold
+/// (`[base, stored)`). An extent is written once, whole, and never
+/// changes; a flush that adds to the stream writes a new one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BundleAt {
+    pub no: std::num::NonZeroU32,
+    pub at: u32,
+}
+
+impl BundleAt {
+    /// Bytes of an extent's header.
+    pub const HEADER: u64 = 12;
+
+    /// Where the extent's index starts in its bundle.
+    pub fn index_pos(self) -> u64 {
+        u64::from(self.at) + Self::HEADER
+    }
+
+    /// Where the extent's data starts, after an index of `index_len` bytes.
+    pub fn data_pos(self, index_len: u64) -> u64 {
+        self.index_pos() + index_len
+    }
+
+    /// The header of an extent of `len` bytes (header included) of stream `handle`.
+    pub fn header(handle: u64, len: u64) -> [u8; Self::HEADER as usize] {
+        let mut h = [0; Self::HEADER as usize];
+        h[..8].copy_from_slice(&handle.to_le_bytes());
+        h[8..].copy_from_slice(&u32::try_from(len).expect("an extent is smaller than 4 GiB").to_le_bytes());
+        h
+    }
+
+    /// The stream and length a header names.
+    pub fn parse_header(b: &[u8]) -> (u64, u64) {
+        let handle = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        (handle, u64::from(u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"))))
+    }
+
+    /// The location in one word for a checkpoint (0: files of its own).
+    pub fn to_word(at: Option<BundleAt>) -> u64 {
+        at.map_or(0, |b| (u64::from(b.no.get()) << 32) | u64::from(b.at))
+    }
+
+    pub fn from_word(w: u64) -> Option<BundleAt> {
+        let no = std::num::NonZeroU32::new((w >> 32) as u32)?;
+        Some(BundleAt { no, at: w as u32 })
+    }
 }
 
 /// Messages held in memory: bytes `[start, start + bytes.len())`, records
@@ -111,6 +164,9 @@ pub struct FileLayer {
     /// The index's length when the stream is this shard's own (an
     /// ancestor's grows as its owner flushes: its file size bounds it).
     pub index_len: Option<u64>,
+    /// The bundle extent holding the index and the data, when they are
+    /// not in files of their own (this shard's own small streams only).
+    pub bundle: Option<BundleAt>,
 }
 
 /// The lengths of the messages a write of `data_len` bytes appends:
@@ -141,6 +197,17 @@ pub enum Layer<'a> {
     Ram(&'a Chunk),
 }
 
+/// The chunk a flush is writing, and the stream's own index and data once
+/// it is stored.
+#[derive(Clone, Debug)]
+pub struct Frozen {
+    pub chunk: Rc<Chunk>,
+    /// The own index's length then.
+    pub index_len: u64,
+    /// Where they are then: a new bundle extent, or files of its own.
+    pub bundle: Option<BundleAt>,
+}
+
 /// A stream's layers (see the module header).
 #[derive(Clone, Debug, Default)]
 pub struct Body {
@@ -152,10 +219,13 @@ pub struct Body {
     pub stored_records: u64,
     /// Bytes of the own index file holding records `[base_record, stored_records)`.
     pub index_len: u64,
-    /// The chunk the flusher is writing: `[stored, frozen.end())`.
-    pub frozen: Option<Rc<Chunk>>,
-    /// The index's length once the frozen chunk is stored.
-    pub frozen_index_len: u64,
+    /// The bundle extent holding the own index and data, when the stream
+    /// has no files of its own ([`BundleAt`]).
+    pub bundle: Option<BundleAt>,
+
+    /// The chunk the flusher is writing, `[stored, chunk.end())`, and
+    /// where it goes (boxed: an idle stream pays one pointer).
+    pub frozen: Option<Box<Frozen>>,
     /// Decided, not yet flushed: `[frozen end or stored, tail)`; None
     /// while nothing is (made by the first append after a capture). Held
     /// in the `Rc` the capture hands the flusher, so freezing it allocates
@@ -177,8 +247,8 @@ impl Body {
             stored: base,
             stored_records: base_record,
             index_len: 0,
+            bundle: None,
             frozen: None,
-            frozen_index_len: 0,
             cache: None,
         }
     }
@@ -186,7 +256,7 @@ impl Body {
     /// Where the newest memory layer ends (the stream files' end when
     /// none is held): the decided tail and record count.
     fn end(&self) -> (u64, u64) {
-        match (&self.cache, &self.frozen) {
+        match (&self.cache, self.frozen.as_deref().map(|f| &f.chunk)) {
             (Some(c), _) => (c.end(), c.end_record()),
             (None, Some(f)) => (f.end(), f.end_record()),
             (None, None) => (self.stored, self.stored_records),
@@ -229,7 +299,37 @@ impl Body {
             start_record: self.base_record,
             end_record: self.stored_records,
             index_len: Some(self.index_len),
+            bundle: self.bundle,
         }
+    }
+
+    /// Whether the own bytes are in files of the stream's own (it wrote
+    /// some there: a stream never goes back into a bundle).
+    pub fn has_own_files(&self) -> bool {
+        self.stored > self.base && self.bundle.is_none()
+    }
+
+    /// What a bundle extent of the own index and data takes once the
+    /// frozen chunk is stored (header included).
+    pub fn extent_len_after_flush(&self) -> u64 {
+        let end = self.frozen.as_ref().map_or(self.stored, |f| f.chunk.end());
+        BundleAt::HEADER + self.index_len_after_flush() + (end - self.base)
+    }
+
+    /// What a bundle extent of the own index and data as stored now takes.
+    pub fn extent_len(&self) -> u64 {
+        BundleAt::HEADER + self.index_len + (self.stored - self.base)
+    }
+
+    /// Where the own files' bytes are once the frozen chunk is stored.
+    pub fn bundle_after_flush(&self) -> Option<BundleAt> {
+        self.frozen.as_ref().map_or(self.bundle, |f| f.bundle)
+    }
+
+    /// The frozen chunk goes to extent `to` (None: files of its own).
+    pub fn store_frozen_in(&mut self, to: Option<BundleAt>) {
+        assert!(to.is_none() || !self.has_own_files(), "a stream with files of its own keeps them");
+        self.frozen.as_mut().expect("only a frozen chunk has a destination").bundle = to;
     }
 
     /// Where the own index ends.
@@ -241,11 +341,7 @@ impl Body {
     /// (right after a flush's capture froze the whole tail).
     pub fn index_len_after_flush(&self) -> u64 {
         assert!(self.cache.as_ref().is_none_or(|c| c.ends.is_empty()), "the capture froze the whole tail");
-        if self.frozen.is_some() {
-            self.frozen_index_len
-        } else {
-            self.index_len
-        }
+        self.frozen.as_ref().map_or(self.index_len, |f| f.index_len)
     }
 
     fn file_layers(&self, shard: u32, handle: u64) -> impl Iterator<Item = FileLayer> + '_ {
@@ -259,12 +355,13 @@ impl Body {
             start_record: a.start_record,
             end_record: a.end_record,
             index_len: None,
+            bundle: None,
         });
         inherited.chain(std::iter::once(self.own_files(shard, handle)))
     }
 
     fn ram(&self) -> impl Iterator<Item = &Chunk> {
-        self.frozen.as_deref().into_iter().chain(self.cache.as_deref())
+        self.frozen.as_deref().map(|f| &*f.chunk).into_iter().chain(self.cache.as_deref())
     }
 
     /// The layer holding byte `offset` (below the tail).
@@ -312,16 +409,25 @@ impl Body {
     }
 
     /// Moves the unflushed tail into `frozen` for the flusher; returns it
-    /// (None when there is nothing to flush). The stream then holds no
-    /// unflushed tail until its next append.
-    pub fn freeze(&mut self) -> Option<Rc<Chunk>> {
+    /// (None when there is nothing to flush, unless `even_empty`: a stream
+    /// whose stored bytes move to another extent or into files of its own).
+    /// The stream then holds no unflushed tail until its next append; the
+    /// chunk goes to files of its own unless [`Body::store_frozen_in`] says.
+    pub fn freeze(&mut self, even_empty: bool) -> Option<Rc<Chunk>> {
         assert!(self.frozen.is_none(), "one flush at a time");
         if self.cache.as_ref().is_none_or(|c| c.bytes.is_empty()) {
-            return None;
+            if !even_empty {
+                return None;
+            }
+            let (tail, records) = self.end();
+            let empty = Rc::new(Chunk::at(tail, records));
+            // A kept empty tail buffer stays for the next append.
+            self.frozen = Some(Box::new(Frozen { chunk: empty.clone(), index_len: self.index_len, bundle: None }));
+            return Some(empty);
         }
         let chunk = self.cache.take().expect("a tail with bytes");
-        self.frozen_index_len = index::planned(self.index_end(), &chunk.ends).len;
-        self.frozen = Some(chunk.clone());
+        let index_len = index::planned(self.index_end(), &chunk.ends).len;
+        self.frozen = Some(Box::new(Frozen { chunk: chunk.clone(), index_len, bundle: None }));
         Some(chunk)
     }
 
@@ -340,7 +446,7 @@ impl Body {
     /// A flush failed: the frozen chunk goes back in front of the unflushed
     /// tail, for the next flush to write again.
     pub fn thaw(&mut self) {
-        let Some(mut f) = self.frozen.take() else { return };
+        let Some(mut f) = self.frozen.take().map(|f| f.chunk) else { return };
         // The tail is the stream's alone (the flusher may still hold the frozen chunk).
         let c = Rc::make_mut(&mut f);
         if let Some(after) = self.cache.take() {
@@ -356,6 +462,7 @@ impl Body {
     /// a placement, so the files are contiguous.
     pub fn place(&mut self, lengths: &[u32]) {
         assert!(self.frozen.is_none(), "a placement waits for the flush of the stream's tail");
+        assert!(self.bundle.is_none(), "a placement lands in files of the stream's own");
         let (tail, records) = self.end();
         assert_eq!((tail, records), (self.stored, self.stored_records), "a placement lands at the stored tail");
         let ends: Vec<u64> = message_ends(tail, lengths).collect();
@@ -380,11 +487,12 @@ impl Body {
 
     /// The frozen chunk is in the stream files: serve it from there.
     pub fn stored_frozen(&mut self) {
-        let f = self.frozen.take().expect("a frozen chunk was flushed");
+        let Frozen { chunk: f, index_len, bundle } = *self.frozen.take().expect("a frozen chunk was flushed");
         assert_eq!((f.start, f.start_record), (self.stored, self.stored_records), "flushes are contiguous");
         self.stored = f.end();
         self.stored_records = f.end_record();
-        self.index_len = self.frozen_index_len;
+        self.index_len = index_len;
+        self.bundle = bundle;
     }
 }
 
@@ -412,7 +520,7 @@ mod tests {
         assert_eq!((b.tail(), b.records(), b.unflushed()), (10, 2, None), "no chunk before the first append");
         b.push(b"abcdef", &[2, 4]);
         assert_eq!((b.tail(), b.records()), (16, 4));
-        assert_eq!(b.freeze().map(|c| c.end()), Some(16));
+        assert_eq!(b.freeze(false).map(|c| c.end()), Some(16));
         assert_eq!((b.unflushed(), b.tail()), (None, 16), "the capture took the whole tail");
         b.push(b"xyz", &[3]);
         assert!(matches!(b.layer_at(0, 3, 9), Layer::File(f) if f.handle == 7));
@@ -424,7 +532,7 @@ mod tests {
         b.thaw();
         let c = b.unflushed().expect("thawed");
         assert_eq!((b.frozen.is_none(), c.start, c.ends.clone()), (true, 10, vec![12, 16, 19]));
-        assert!(b.freeze().is_some());
+        assert!(b.freeze(false).is_some());
         assert_eq!(b.index_len_after_flush(), 16 + 5 + 3, "a page header and an entry of three lengths");
         b.stored_frozen();
         assert_eq!((b.stored, b.stored_records, b.index_len), (19, 5, 24));
@@ -439,7 +547,7 @@ mod tests {
         let mut b = Body::new(vec![], 0, 0);
         b.push(b"abc", &[3]);
         assert!(!b.all_stored());
-        b.freeze();
+        b.freeze(false);
         b.stored_frozen();
         b.give_room(Vec::with_capacity(64));
         assert!(b.all_stored(), "an empty tail buffer holds nothing unflushed");

@@ -7,7 +7,7 @@
 //! is damage, never an empty store.
 
 use crate::codec::{Cursor, Put};
-use crate::core::body::Body;
+use crate::core::body::{Body, BundleAt};
 use crate::core::producer::{ProducerState, Producers};
 use crate::core::stream::{Blob, Rare, Snapshot, StreamKey, StreamState, Visible};
 use crate::core::ttl::Lifetime;
@@ -19,8 +19,11 @@ use std::rc::Rc;
 /// The checkpoint's file name in a shard directory.
 pub const CHECKPOINT: &str = "checkpoint";
 const MAGIC: &[u8; 8] = b"SLUICECK";
-/// Version 3 added the subscriptions; version 2 checkpoints still load (without any).
-const VERSION: u32 = 3;
+/// Version 4 added each stream's bundle extent, version 3 the
+/// subscriptions; versions 2 and 3 still load (every stream in files of
+/// its own, no subscriptions in 2).
+const VERSION: u32 = 4;
+const VERSION_BEFORE_BUNDLES: u32 = 3;
 const VERSION_BEFORE_SUBSCRIPTIONS: u32 = 2;
 
 /// A decoded checkpoint.
@@ -196,6 +199,7 @@ fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     for v in [b.base, b.base_record, s.tail(), s.records(), s.retained, s.first_message, b.index_len_after_flush()] {
         out.put_u64(v);
     }
+    out.put_u64(BundleAt::to_word(b.bundle_after_flush()));
     // A fork's ancestors are its body's: they are recorded once, in the fork record.
     debug_assert_eq!(s.fork().map_or(&[][..], |f| &f.ancestors[..]), &b.ancestors[..]);
     ForkRecord::put_opt(out, s.fork());
@@ -244,7 +248,7 @@ fn decode_checked(
         return Err("it is not a sluice checkpoint".into());
     }
     let version = c.u32().ok_or("truncated")?;
-    if version != VERSION && version != VERSION_BEFORE_SUBSCRIPTIONS {
+    if !(VERSION_BEFORE_SUBSCRIPTIONS..=VERSION).contains(&version) {
         return Err(format!("format version {version} is not {VERSION}"));
     }
     decode_fields(&mut c, (shard, max_producers), version, stream).ok_or_else(|| "a field does not decode".to_string())
@@ -270,7 +274,7 @@ fn decode_fields(
         doomed.push(c.string()?);
     }
     for _ in 0..c.u32()? {
-        stream(get_stream(c, shard, max_producers)?);
+        stream(get_stream(c, shard, max_producers, version)?);
     }
     let mut subscriptions = Vec::new();
     if version > VERSION_BEFORE_SUBSCRIPTIONS {
@@ -281,7 +285,7 @@ fn decode_fields(
     c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, subscriptions })
 }
 
-fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<StreamState> {
+fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize, version: u32) -> Option<StreamState> {
     let handle = c.u64()?;
     let (bucket, name, content_type) = (c.str()?, c.str()?, c.str()?);
     let created_ms = c.u64()?;
@@ -303,6 +307,10 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
     let v: Vec<u64> = (0..7).map(|_| c.u64()).collect::<Option<_>>()?;
     let (base, base_record, tail, records, retained, first_message) = (v[0], v[1], v[2], v[3], v[4], v[5]);
     let index_len = v[6];
+    let bundle = match version > VERSION_BEFORE_BUNDLES {
+        true => BundleAt::from_word(c.u64()?),
+        false => None,
+    };
     let fork = ForkRecord::get_opt(c)?;
     let ancestors = fork.as_ref().map_or_else(Vec::new, |f| f.ancestors.clone());
     let consistent = ancestors.last().is_none_or(|a| (a.end, a.end_record) == (base, base_record))
@@ -310,7 +318,8 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         && base_record <= records
         && retained <= tail
         && first_message <= records
-        && (records == base_record) == (index_len == 0);
+        && (records == base_record) == (index_len == 0)
+        && (bundle.is_none() || records > base_record);
     if !consistent {
         return None;
     }
@@ -325,7 +334,7 @@ fn get_stream(c: &mut Cursor<'_>, shard: u32, max_producers: usize) -> Option<St
         }),
     };
     let mut body = Body::new(ancestors, base, base_record);
-    (body.stored, body.stored_records, body.index_len) = (tail, records, index_len);
+    (body.stored, body.stored_records, body.index_len, body.bundle) = (tail, records, index_len, bundle);
     Some(StreamState {
         handle,
         key: StreamKey::shared(bucket, name),
@@ -396,7 +405,7 @@ mod tests {
             Some(Box::new(Snapshot { offset: 2, content_type: "x/y".into(), digest: "d".into(), len: 4, blob }));
         let buckets = HashMap::from([("b".to_string(), 77)]);
         let doomed = ["0000000000000002.data".to_string()];
-        s.body.freeze();
+        s.body.freeze(false);
         let subs = BTreeMap::from([("sub-1".to_string(), b"{}".to_vec())]);
         let bytes = encode(&header(&buckets, &doomed, &subs), &[&s]);
         let mut streams = Vec::new();

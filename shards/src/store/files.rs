@@ -50,12 +50,60 @@ pub fn stream_names(handle: u64) -> [String; 2] {
     [data_name(handle), index_name(handle)]
 }
 
-/// What a file name in a streams directory says it is (and, rendered, the name).
+/// The directory beside a shard's streams directory that holds its bundles.
+pub const BUNDLES_DIR: &str = "bundles";
+
+/// A bundle's name as a bundles directory lists it.
+pub fn bundle_file(no: u32) -> String {
+    format!("{no:08x}.bundle")
+}
+
+/// The bundle number a bundles directory's entry `name` is of.
+pub fn parse_bundle_file(name: &str) -> Option<u32> {
+    let no = name.strip_suffix(".bundle").filter(|n| n.len() == 8)?;
+    u32::from_str_radix(no, 16).ok().filter(|&n| n > 0)
+}
+
+/// What a file name in a streams directory says it is (and, rendered, the
+/// name). A bundle ([`super::bundles`]) lives in the bundles directory
+/// beside it, and its name is relative to the streams directory too, so
+/// every path made from a name (descriptors, the graveyard, a
+/// checkpoint's doomed files) reaches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileName {
     Data(u64),
     Index(u64),
     Snapshot(u64, u64),
+    Bundle(u32),
+}
+
+/// Where a file layer's index and data are: the file, and the position
+/// that holds offset `origin` of the data (`record` 0 of the index).
+fn index_of(layer: FileLayer) -> (FileName, u64) {
+    match layer.bundle {
+        Some(b) => (FileName::Bundle(b.no.get()), b.index_pos()),
+        None => (FileName::Index(layer.handle), 0),
+    }
+}
+
+fn data_of(layer: FileLayer) -> (FileName, u64) {
+    match layer.bundle {
+        Some(b) => {
+            let index = layer.index_len.expect("a bundled stream is this shard's own");
+            (FileName::Bundle(b.no.get()), b.data_pos(index))
+        }
+        None => (FileName::Data(layer.handle), 0),
+    }
+}
+
+/// The file holding `layer`'s index (in messages about it).
+pub fn index_file_name(layer: FileLayer) -> FileName {
+    index_of(layer).0
+}
+
+/// The file holding `layer`'s data (in messages about it).
+pub fn data_file_name(layer: FileLayer) -> FileName {
+    data_of(layer).0
 }
 
 impl std::fmt::Display for FileName {
@@ -64,12 +112,16 @@ impl std::fmt::Display for FileName {
             FileName::Data(h) => write!(f, "{h:016x}.data"),
             FileName::Index(h) => write!(f, "{h:016x}.idx"),
             FileName::Snapshot(h, g) => write!(f, "{h:016x}.{g:016x}.snap"),
+            FileName::Bundle(no) => write!(f, "../{BUNDLES_DIR}/{}", bundle_file(*no)),
         }
     }
 }
 
 impl FileName {
     pub fn parse(name: &str) -> Option<FileName> {
+        if let Some(b) = name.strip_prefix("../").and_then(|n| n.strip_prefix(BUNDLES_DIR)) {
+            return b.strip_prefix('/').and_then(parse_bundle_file).map(FileName::Bundle);
+        }
         let hex = |s: &str| (s.len() == 16).then(|| u64::from_str_radix(s, 16).ok()).flatten();
         if let Some(h) = name.strip_suffix(".data") {
             return hex(h).map(FileName::Data);
@@ -81,16 +133,26 @@ impl FileName {
         Some(FileName::Snapshot(hex(h)?, hex(g)?))
     }
 
-    pub fn handle(self) -> u64 {
+    /// Where the file is under the data directory, for messages.
+    pub fn shown(self, shard: u32) -> String {
         match self {
-            FileName::Data(h) | FileName::Index(h) | FileName::Snapshot(h, _) => h,
+            FileName::Bundle(no) => format!("shard-{shard}/{BUNDLES_DIR}/{}", bundle_file(no)),
+            name => format!("shard-{shard}/{STREAMS_DIR}/{name}"),
+        }
+    }
+
+    /// The stream whose file this is (None for a bundle: many streams').
+    pub fn stream(self) -> Option<u64> {
+        match self {
+            FileName::Data(h) | FileName::Index(h) | FileName::Snapshot(h, _) => Some(h),
+            FileName::Bundle(_) => None,
         }
     }
 }
 
 /// `f`'s files do not hold what its index says: damage, named by file.
 pub fn damaged(f: FileLayer, name: FileName, what: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::new(ErrorKind::InvalidData, format!("shard-{}/{STREAMS_DIR}/{name}: {what}", f.shard))
+    std::io::Error::new(ErrorKind::InvalidData, format!("{}: {what}", name.shown(f.shard)))
 }
 
 /// How a stream-file write is made durable.
@@ -144,6 +206,11 @@ impl StreamFiles {
         self.root.join(format!("shard-{shard}")).join(STREAMS_DIR)
     }
 
+    /// This shard's bundles directory.
+    pub fn bundles_dir(&self) -> PathBuf {
+        self.root.join(format!("shard-{}", self.shard)).join(BUNDLES_DIR)
+    }
+
     /// An open descriptor for `name` on `shard`: this shard's own files are
     /// opened for writing too (and created for a write); other shards'
     /// read-only. A read that finds no file reports it as damage: every
@@ -180,7 +247,7 @@ impl StreamFiles {
         self.storage.open(&self.dir(shard).join(name.to_string()), access).await.map_err(|e| match e.kind() {
             ErrorKind::NotFound if need == Need::Read => std::io::Error::new(
                 ErrorKind::InvalidData,
-                format!("shard-{shard}/{STREAMS_DIR}/{name} is missing (a flush recorded it)"),
+                format!("{} is missing (a flush recorded it)", name.shown(shard)),
             ),
             _ => e,
         })
@@ -195,7 +262,7 @@ impl StreamFiles {
     /// Keeps the cached descriptors whose (shard, handle) is `referenced`
     /// and closes the others (those in use close when their reads finish).
     pub fn retain_open(&self, referenced: impl Fn(u32, u64) -> bool) {
-        self.open.borrow_mut().retain(|(shard, name), _| referenced(*shard, name.handle()));
+        self.open.borrow_mut().retain(|(shard, name), _| name.stream().is_none_or(|h| referenced(*shard, h)));
     }
 
     /// Drops the cached descriptor of one of this shard's files (before it is unlinked).
@@ -218,7 +285,7 @@ impl StreamFiles {
         let short = |got: usize, n: usize, at: u64| {
             std::io::Error::new(
                 ErrorKind::InvalidData,
-                format!("short read: {got} of {n} bytes at {at} of shard-{shard}/{STREAMS_DIR}/{name}"),
+                format!("short read: {got} of {n} bytes at {at} of {}", name.shown(shard)),
             )
         };
         out.reserve(len);
@@ -266,6 +333,11 @@ impl StreamFiles {
     /// they were read; when it has, the read is made again.
     pub async fn read_bytes(&self, layer: FileLayer, out: &mut Vec<u8>) -> std::io::Result<()> {
         let (pos, end) = (layer.start - layer.origin, layer.end - layer.origin);
+        if layer.bundle.is_some() {
+            // A bundled stream is small: never in the cold tier.
+            let (name, at) = data_of(layer);
+            return self.read_into(layer.shard, name, at + pos, (end - pos) as usize, out).await;
+        }
         let before = out.len();
         loop {
             let remote = crate::tiered::boundary(layer.shard, layer.handle).clamp(pos, end);
@@ -298,15 +370,16 @@ impl StreamFiles {
 
     /// The header of page `p` of `layer`'s index.
     pub async fn index_header(&self, layer: FileLayer, p: u64) -> std::io::Result<Header> {
-        let b = self.read(layer.shard, FileName::Index(layer.handle), p * INDEX_PAGE, PAGE_HEADER as usize).await?;
+        let (name, at) = index_of(layer);
+        let b = self.read(layer.shard, name, at + p * INDEX_PAGE, PAGE_HEADER as usize).await?;
         Ok(Header::decode(&b))
     }
 
     /// Page `p` of `layer`'s index, decoded (`len` is the index's length).
     pub async fn index_page(&self, layer: FileLayer, p: u64, len: u64) -> std::io::Result<Page> {
-        let (name, pos) = (FileName::Index(layer.handle), p * INDEX_PAGE);
+        let ((name, at), pos) = (index_of(layer), p * INDEX_PAGE);
         assert!(pos < len, "page {p} is inside the index");
-        let b = self.read(layer.shard, name, pos, (len - pos).min(INDEX_PAGE) as usize).await?;
+        let b = self.read(layer.shard, name, at + pos, (len - pos).min(INDEX_PAGE) as usize).await?;
         decode_page(&b).map_err(|why| damaged(layer, name, format_args!("index page {p}: {why}")))
     }
 
@@ -505,6 +578,7 @@ mod tests {
                 start_record: 0,
                 end_record: 0,
                 index_len: None,
+                bundle: None,
             };
             for (a, b) in [(10, bytes.len() as u64), (0, PAGE), (2 * PAGE, 3 * PAGE), (PAGE + 1, 2 * PAGE + 1)] {
                 let mut out = b"head".to_vec();

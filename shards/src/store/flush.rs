@@ -38,13 +38,15 @@
 //! backup holds the shard ([`crate::hold`]): then step 5 is queued as if it
 //! had failed, so a copy in progress finds every file its checkpoint needs.
 
+use super::bundles::Mark;
 use super::checkpoint::{self, Header, CHECKPOINT};
 use super::clean_stop::{self, CheckpointId, CLEAN_STOP};
-use super::files::{snapshot_name, FileName, Sync, STREAMS_DIR};
+use super::files::{snapshot_name, FileName, Sync, BUNDLES_DIR, STREAMS_DIR};
 use super::pass::{Job, Pass, Punch};
 use super::shard::Installed;
 use super::spares::Spares;
 use super::{Shard, StreamKey};
+use crate::core::body::BundleAt;
 use crate::core::index::{self, INDEX_PAGE};
 use crate::core::stream::Blob;
 use crate::every::Every;
@@ -71,6 +73,8 @@ struct Capture {
     snapshots: Vec<(u64, Rc<Vec<u8>>)>,
     punches: Vec<Punch>,
     doomed: Vec<String>,
+    /// Where bundle reservations stood at the capture.
+    bundles: Mark,
     /// A checkpoint is due: the store's streams encode it
     /// ([`Shard::encode_checkpoint`]).
     encoding: bool,
@@ -126,16 +130,26 @@ impl Shard {
     /// Waits until stream `handle` at `key` has its bytes below `offset` in
     /// its stream files, recorded by a checkpoint (a fork on another shard
     /// reads them there, so no restart of this one may cut them back),
-    /// flushing if needed.
+    /// flushing if needed. Bytes in a bundle's extent move into files of
+    /// the stream's own first: forks read files by stream
+    /// ([`super::bundles`]).
     /// A flush that failed only in its clean-up still stored the bytes.
     pub async fn flush_through(&self, key: &StreamKey, handle: u64, offset: u64) -> Result<(), LogError> {
         let mut failed = None;
         loop {
-            let stored =
-                self.store.borrow().streams.get(key).filter(|e| e.state.handle == handle).map(|e| e.state.body.stored);
+            let stored = {
+                let mut st = self.store.borrow_mut();
+                let body = st.streams.get(key).filter(|e| e.state.handle == handle).map(|e| &e.state.body);
+                let stored = body.map(|b| (b.stored, offset > b.base && !b.has_own_files()));
+                if let Some((_, true)) = stored {
+                    st.streams.bundles.leave_for_own_files(handle);
+                    st.written.insert(handle);
+                }
+                stored
+            };
             match stored {
                 None => return Ok(()),
-                Some(s) if s >= offset && !self.unrecorded.get() => return Ok(()),
+                Some((s, false)) if s >= offset && !self.unrecorded.get() => return Ok(()),
                 Some(_) if failed.is_some() => return Err(failed.expect("checked")),
                 Some(_) if self.flushing.get() => {
                     let seen = self.flush_done.generation();
@@ -175,6 +189,7 @@ impl Shard {
         }
         self.flushing.set(true);
         let started = Instant::now();
+        self.move_out_of_a_bundle().await;
         let mut c = self.capture();
         let ending = Ending(&self.store);
         self.pass(&mut c).await;
@@ -250,6 +265,8 @@ impl Shard {
         .await;
         {
             let mut st = self.store.borrow_mut();
+            let dead = st.streams.bundles.rewind(c.bundles);
+            st.graveyard.extend(dead.into_iter().map(|no| FileName::Bundle(no).to_string()));
             st.written.extend(c.snapshots.iter().map(|(handle, _)| *handle));
             st.snapshots_pending |= !c.snapshots.is_empty();
             st.graveyard.extend(c.snapshots.iter().map(|(handle, _)| snapshot_name(*handle, c.generation)));
@@ -276,7 +293,9 @@ impl Shard {
     /// below the placed bytes the journal names ([`super::Store::placed_since`]).
     async fn give_back(&self, c: &Capture) {
         let (mut failed, mut first) = (0, None);
-        for j in &c.jobs {
+        // Extents are written where no checkpoint points; files a stream
+        // was leaving its bundle for are written again from the start.
+        for j in c.jobs.iter().filter(|j| j.from.is_none() && j.to.is_none()) {
             let placed = self.store.borrow().placed_since.get(&j.handle).copied().unwrap_or(0);
             let data = (j.chunk.start - j.origin).max(placed);
             let stored = [(FileName::Data(j.handle), data), (FileName::Index(j.handle), j.index.len)];
@@ -300,6 +319,9 @@ impl Shard {
         let large = self.log.appended_bytes() - flushed_before >= self.flush.bytes;
         st.generation += 1;
         let generation = st.generation;
+        // Bundles nothing lives in go like any file no stream needs.
+        let emptied = st.streams.bundles.take_emptied();
+        st.graveyard.extend(emptied.into_iter().map(|no| FileName::Bundle(no).to_string()));
         let forced = self.force_checkpoint.take();
         let may_free = forced || self.may_free();
         let frees = st.flush_due || !st.graveyard.is_empty();
@@ -317,6 +339,7 @@ impl Shard {
         if punch {
             visit.extend(st.punching.iter().copied());
         }
+        let bundles = st.streams.bundles.mark();
         let spares = match large {
             true => self.spares.borrow_mut().lend(),
             false => Spares::new(0),
@@ -352,6 +375,7 @@ impl Shard {
             snapshots: Vec::new(),
             punches: Vec::new(),
             doomed,
+            bundles,
             encoding: due,
             checkpoint: None,
         }
@@ -444,6 +468,16 @@ impl Shard {
             let done = join_all(batch.iter().map(|j| self.store_chunk(j, sync)).collect()).await;
             done.into_iter().collect::<Result<Vec<()>, _>>().map_err(io_to_log)?;
         }
+        // Extents are written without a sync each: each bundle written is
+        // synced once (or with the file system), and its directory, which
+        // may have a new one.
+        let mut bundles: Vec<u32> = c.jobs.iter().filter_map(|j| j.to.map(|t| t.no.get())).collect();
+        bundles.dedup();
+        if file_system.is_none() {
+            for no in &bundles {
+                self.files.sync(FileName::Bundle(*no)).await.map_err(io(BUNDLES_DIR))?;
+            }
+        }
         for (handle, blob) in &c.snapshots {
             let name = FileName::Snapshot(*handle, c.generation);
             let what = name.to_string();
@@ -452,6 +486,9 @@ impl Shard {
         let storage = self.files.storage();
         if let Some(fs) = &file_system {
             storage.sync_fs(fs).await.map_err(io(STREAMS_DIR))?;
+        }
+        if !bundles.is_empty() {
+            storage.sync_dir(&self.files.bundles_dir()).await.map_err(io(BUNDLES_DIR))?;
         }
         storage.sync_dir(&self.files.dir(self.id as u32)).await.map_err(io(STREAMS_DIR))
     }
@@ -569,6 +606,18 @@ impl Shard {
         first.map_or(Ok(()), Err)
     }
 
+    /// Before a capture: when a bundle is mostly dead, reads it and has
+    /// the flush move the streams still in it to the bundle being filled
+    /// ([`super::bundles`]); a read that fails leaves it for a later flush.
+    async fn move_out_of_a_bundle(&self) {
+        let Some((no, size)) = self.store.borrow().streams.bundles.worth_compacting() else { return };
+        let name = FileName::Bundle(no);
+        match self.files.read(self.id as u32, name, 0, size as usize).await {
+            Ok(bytes) => self.store.borrow_mut().compact_bundle(no, &bytes),
+            Err(e) => tracing::debug!(shard = self.id, bundle = %name, error = %e, "cannot read a bundle to compact"),
+        }
+    }
+
     /// The shard's directory, which holds the checkpoint.
     fn shard_dir(&self) -> PathBuf {
         let streams = self.files.dir(self.id as u32);
@@ -597,11 +646,36 @@ impl Shard {
     /// Writes one frozen chunk's bytes, then its index pages, each durable
     /// when its write returns, or, with [`Sync::Later`], once the flush
     /// syncs the file system ([`super::files::StreamFiles::write`]).
+    ///
+    /// A bundled stream's stored index and data are read back from their
+    /// extent (`j.from`) and written again with the chunk's: as a new
+    /// extent (`j.to`), or from the start of files of its own.
     async fn store_chunk(&self, j: &Job, sync: Sync) -> std::io::Result<()> {
         let c = &j.chunk;
         let mut pages = Vec::with_capacity(c.ends.len() * 2 + index::PAGE_HEADER as usize);
         let end = index::encode(j.index, &c.ends, &c.bytes, &mut pages);
         assert_eq!(end.len, j.index_after, "the index ends where the capture planned");
+        let old = match j.from {
+            Some(from) => {
+                let name = FileName::Bundle(from.no.get());
+                self.files.read(self.id as u32, name, from.index_pos(), j.carried_len() as usize).await?
+            }
+            None => Vec::new(),
+        };
+        let (old_index, old_data) = old.split_at(if j.from.is_some() { j.index.len as usize } else { 0 });
+        if let Some(to) = j.to {
+            let len = BundleAt::HEADER + j.index_after + (c.end() - j.origin);
+            let mut extent = Vec::with_capacity(len as usize);
+            for part in [&BundleAt::header(j.handle, len)[..], old_index, &pages, old_data, &c.bytes] {
+                extent.extend_from_slice(part);
+            }
+            assert_eq!(extent.len() as u64, len, "the extent the pass reserved");
+            return self.files.write(FileName::Bundle(to.no.get()), u64::from(to.at), &extent, Sync::Later).await;
+        }
+        if j.from.is_some() {
+            self.files.write(FileName::Data(j.handle), 0, old_data, Sync::Later).await?;
+            self.files.write(FileName::Index(j.handle), 0, old_index, Sync::Later).await?;
+        }
         self.files.write(FileName::Data(j.handle), c.start - j.origin, &c.bytes, sync).await?;
         self.files.write(FileName::Index(j.handle), j.index.len, &pages, sync).await
     }

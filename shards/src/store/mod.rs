@@ -27,6 +27,7 @@
 //! with other shards. Bucket existence is replicated to every shard by the
 //! bucket's home shard (see the binary's `mesh` module).
 
+mod bundles;
 mod census;
 pub mod checkpoint;
 pub mod clean_stop;
@@ -536,6 +537,13 @@ impl Store {
 
     /// Stores stream `handle`'s frozen chunk in its files' layer (the
     /// flush wrote it), if the stream is still here.
+    /// Has the next flush move the streams whose extents `bytes`, the
+    /// first bytes of bundle `no`, hold ([`Streams::compact_bundle`]).
+    pub(crate) fn compact_bundle(&mut self, no: u32, bytes: &[u8]) {
+        let moving = self.streams.compact_bundle(&self.handles, no, bytes);
+        self.written.extend(moving);
+    }
+
     pub(crate) fn stored_frozen(&mut self, handle: u64) {
         if let Some(key) = self.handles.get(&handle) {
             self.streams.change_settled(key, |e| e.state.body.stored_frozen());

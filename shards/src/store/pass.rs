@@ -16,9 +16,10 @@
 //! ([`super::Streams`]), and visiting a stream nothing changed since the
 //! capture finds what the capture would have found.
 
+use super::bundles::Bundles;
 use super::spares::Spares;
 use super::Entry;
-use crate::core::body::Chunk;
+use crate::core::body::{BundleAt, Chunk};
 use crate::core::index::IndexEnd;
 use crate::core::stream::{Blob, Snapshot};
 use crate::handles::HandleSet;
@@ -26,13 +27,26 @@ use crate::tuning::MIN_SPARE_TAIL;
 use std::rc::Rc;
 
 /// One stream's frozen chunk, where its data file starts, and where its
-/// index ends before and after the chunk.
+/// index ends before and after the chunk; where its stored bytes are
+/// (`from`: a bundle extent, None for files of its own or nothing stored)
+/// and where they go with the chunk (`to`: a new extent, or None for files
+/// of its own; see [`super::bundles`]).
 pub(crate) struct Job {
     pub handle: u64,
     pub origin: u64,
     pub index: IndexEnd,
     pub index_after: u64,
     pub chunk: Rc<Chunk>,
+    pub from: Option<BundleAt>,
+    pub to: Option<BundleAt>,
+}
+
+impl Job {
+    /// The bytes of the stored index and data the job carries over from
+    /// its old extent (after its header).
+    pub fn carried_len(&self) -> u64 {
+        self.index.len + (self.chunk.start - self.origin)
+    }
 }
 
 /// Retained-away ranges to give back: bytes (own-file relative), and the
@@ -99,25 +113,38 @@ impl Pass {
     }
 
     /// Visits `e` as it was at the capture: freezes its unflushed tail into
-    /// a job, takes its pending snapshot and, when the pass gives space
-    /// back, the retained-away range it may give back now.
-    pub fn visit(&mut self, e: &mut Entry) {
+    /// a job, with where its stored bytes go (`bundles`), takes its pending
+    /// snapshot and, when the pass gives space back, the retained-away
+    /// range it may give back now.
+    pub fn visit(&mut self, e: &mut Entry, bundles: &mut Bundles) {
         let s = &mut e.state;
         assert!(self.pending.remove(&s.handle), "a stream is visited once");
         if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
             self.snapshots.push((s.handle, b.clone()));
         }
-        let (origin, index) = (s.body.base, s.body.index_end());
-        if let Some(chunk) = s.body.freeze() {
+        let (origin, index, from) = (s.body.base, s.body.index_end(), s.body.bundle);
+        let moving = bundles.take_move(s.handle);
+        if let Some(chunk) = s.body.freeze(moving.is_some() && from.is_some()) {
             if chunk.bytes.len() >= MIN_SPARE_TAIL {
                 if let Some(room) = self.spares.take() {
                     s.body.give_room(room);
                 }
             }
-            self.jobs.push(Job { handle: s.handle, origin, index, index_after: s.body.frozen_index_len, chunk });
+            // Bundled while small, never forked and never in files of its own.
+            let len = s.body.extent_len_after_flush();
+            let bundled = !s.body.has_own_files() && s.forks == 0 && moving != Some(true) && bundles.fits(len);
+            let to = bundled.then(|| bundles.reserve(len));
+            s.body.store_frozen_in(to);
+            let index_after = s.body.index_len_after_flush();
+            self.jobs.push(Job { handle: s.handle, origin, index, index_after, chunk, from, to });
         }
         // Retention is given back one capture after it moved, so a read
-        // that resolved its start just before never meets a hole.
+        // that resolved its start just before never meets a hole. A
+        // bundled stream gives nothing back: its extent is small, and the
+        // next one is written whole anyway.
+        if s.body.bundle_after_flush().is_some() {
+            e.punched = (s.retained, s.first_message);
+        }
         if self.punch && s.forks == 0 && e.punch_next.0 > e.punched.0 {
             let own = |v: u64, base: u64| v.max(base) - base;
             self.punches.push(Punch {

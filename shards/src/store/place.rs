@@ -99,10 +99,11 @@ impl Drop for Claim<'_> {
 }
 
 /// The message lengths `input` appends to `s` as sent, when it may be
-/// placed: the stream has stream files, and the core decides to write the
-/// body unchanged (no normalization, not a retry).
+/// placed: the stream has stream files of its own (not a bundle's extent:
+/// a flush moves it out once it outgrows one), and the core decides to
+/// write the body unchanged (no normalization, not a retry).
 fn placeable(s: &StreamState, input: &AppendInput<'_>) -> Option<Vec<u32>> {
-    if s.body.stored == s.body.base {
+    if !s.body.has_own_files() {
         return None;
     }
     match append::decide(s, input) {

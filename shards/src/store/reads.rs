@@ -42,7 +42,7 @@ fn gone() -> io::Error {
 
 /// The index of `f` does not hold what its layer says it does.
 fn damaged(f: FileLayer, what: impl std::fmt::Display) -> io::Error {
-    super::files::damaged(f, super::files::FileName::Index(f.handle), what)
+    super::files::damaged(f, super::files::index_file_name(f), what)
 }
 
 impl Shard {

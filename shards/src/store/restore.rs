@@ -21,6 +21,11 @@
 //! | after a crash, a stream the journal since the checkpoint does not name | files listed, not checked: damage found at first read | all checked |
 //! | `clean-stop` names the checkpoint (see [`clean_stop`])  | files trusted, not listed: doomed ones removed by name, damage found at first read | all checked |
 //! | any other file in a streams directory                   | refuse (extra file)    | damaged        |
+//! | bundle a stream's extent is in, missing or shorter than its last extent | refuse | damaged |
+//! | bundle longer than the checkpoint's extents reach       | keep (extents flushed since: dead) | clean |
+//! | bundle no stream's extent is in                         | graveyard (deleted after the next checkpoint) | clean |
+//! | own data or index file of a stream the checkpoint has in a bundle | keep (a move into files of its own the crash cut off; written again from the start) | clean |
+//! | any other file in the bundles directory                  | refuse (extra file)    | damaged        |
 //!
 //! After a crash only the streams the journal since the checkpoint names
 //! can hold stream-file writes the checkpoint does not record: every flush
@@ -38,7 +43,7 @@
 
 use super::checkpoint::{self, Checkpoint, CHECKPOINT};
 use super::clean_stop::{self, CheckpointId};
-use super::files::{data_name, index_name, FileName, STREAMS_DIR};
+use super::files::{bundle_file, data_name, index_name, parse_bundle_file, FileName, BUNDLES_DIR, STREAMS_DIR};
 use super::{BucketInfo, Store};
 use crate::core::index::{decode_page, page_of, Header, Page, INDEX_PAGE};
 use crate::core::stream::{Blob, StreamState};
@@ -122,6 +127,7 @@ pub fn restore(
         .into_iter()
         .map(|m| (m.handle, m.boundary))
         .collect();
+    check_bundles(io, dir, &mut store, &doomed)?;
     let mut repairs = DataRepairs::new();
     let checked = if trusted {
         // The streams directory is not listed (two names per stream): a
@@ -198,6 +204,45 @@ fn remove(io: &Storage, path: &Path, mode: Mode) -> Result<(), String> {
     }
 }
 
+/// Lists the shard's bundles directory (a few files, whatever the
+/// streams): every bundle a stream's extent is in must be there and reach
+/// past its last extent (a longer one holds extents flushed after the
+/// checkpoint: dead, never cut back); a bundle no stream is in goes to
+/// the graveyard at the next capture ([`super::bundles::Bundles::found`]).
+/// Extents' bytes are checked as the streams' files are (first read, a
+/// start after a crash for the streams the journal names, `sluice check`).
+fn check_bundles(io: &Storage, dir: &Path, store: &mut Store, doomed: &[String]) -> Result<(), String> {
+    let bundles = dir.join(BUNDLES_DIR);
+    let mut found = Vec::new();
+    let listed = io.each_name(&bundles, |name| match parse_bundle_file(name) {
+        Some(no) => {
+            found.push(no);
+            Ok(())
+        }
+        None => Err(format!("{}: not a bundle (an extra file)", bundles.join(name).display())),
+    });
+    match listed {
+        Ok(listed) => listed?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", bundles.display())),
+    }
+    let in_use: Vec<(u32, u64)> = store.streams.bundles.in_use().collect();
+    for &(no, end) in &in_use {
+        let path = bundles.join(bundle_file(no));
+        if !found.contains(&no) {
+            return Err(format!("{}: missing (the checkpoint records extents in it)", path.display()));
+        }
+        check_len(io, &path, end)?;
+    }
+    let doomed: Vec<Option<FileName>> = doomed.iter().map(|d| FileName::parse(d)).collect();
+    for no in found.into_iter().filter(|no| !in_use.iter().any(|(n, _)| n == no)) {
+        if !doomed.contains(&Some(FileName::Bundle(no))) {
+            store.streams.bundles.found(no);
+        }
+    }
+    Ok(())
+}
+
 /// Checks one stream file's length against what the checkpoint records:
 /// shorter is damage, longer is a flush the crash cut off. Returns whether
 /// it is longer (the caller cuts it back).
@@ -249,7 +294,7 @@ impl Placed<'_> {
             ));
             return None;
         }
-        let read = Reader::open(self.io, &path).and_then(|r| r.at(p.at, p.len));
+        let read = Reader::open(self.io, &path, 0).and_then(|r| r.at(p.at, p.len));
         match read {
             Ok(b) if crc32c::crc32c(&b) == p.crc => {
                 let end = self.ends.entry(p.append.handle).or_default();
@@ -366,11 +411,11 @@ fn check_files(
         if !doomed.is_empty() && doomed.contains(name) {
             return remove(io, &path(), mode);
         }
-        let Some(file) = FileName::parse(name) else {
+        let Some((file, handle)) = FileName::parse(name).and_then(|f| Some((f, f.stream()?))) else {
             return Err(format!("{}: not a stream file (an extra file)", path().display()));
         };
-        let Some(found) = found.get_mut(file.handle()) else {
-            if file.handle() >= next_handle {
+        let Some(found) = found.get_mut(handle) else {
+            if handle >= next_handle {
                 if let (FileName::Data(h), Mode::Repair) = (file, mode) {
                     repairs.push((h, None));
                     return Ok(());
@@ -381,12 +426,12 @@ fn check_files(
         };
         // After a crash a stream the journal does not name is only found
         // (its snapshot's name is still compared with the checkpoint's).
-        let checked = checks(file.handle());
+        let checked = checks(handle);
         *found |= match file {
             FileName::Snapshot(_, g) if g > generation => return remove(io, &path(), mode),
             FileName::Data(_) | FileName::Index(_) if !checked => file_bit(file),
             _ => {
-                let s = store.state_of(file.handle()).expect("a stream the checkpoint holds");
+                let s = store.state_of(handle).expect("a stream the checkpoint holds");
                 check_file(io, &path(), file, s, checked, mode, repairs)?
             }
         };
@@ -402,7 +447,7 @@ fn check_files(
         let found = *found.get_mut(s.handle).expect("every stream of the checkpoint is known");
         let b = &s.body;
         let own = [(DATA, FileName::Data(s.handle)), (INDEX, FileName::Index(s.handle))];
-        let own = (b.stored > b.base).then_some(own);
+        let own = b.has_own_files().then_some(own);
         let snapshot = match s.snapshot.as_ref().map(|x| &x.blob) {
             Some(Blob::Stored(g)) => Some((SNAPSHOT, FileName::Snapshot(s.handle, *g))),
             _ => None,
@@ -427,6 +472,7 @@ fn file_bit(file: FileName) -> u8 {
         FileName::Data(_) => DATA,
         FileName::Index(_) => INDEX,
         FileName::Snapshot(..) => SNAPSHOT,
+        FileName::Bundle(_) => unreachable!("a bundle is not in a streams directory"),
     }
 }
 
@@ -446,6 +492,10 @@ fn check_file(
     let b = &s.body;
     let repair = mode == Mode::Repair;
     match file {
+        // Left by a flush that moved a bundled stream into files of its
+        // own before a crash: written again from the start when it moves.
+        FileName::Data(_) | FileName::Index(_) if b.bundle.is_some() => {}
+        FileName::Bundle(_) => unreachable!("a bundle is not in a streams directory"),
         FileName::Data(h) => {
             if check_len(io, path, b.stored - b.base)? && repair {
                 repairs.push((h, Some(b.stored - b.base)));
@@ -474,22 +524,25 @@ fn check_file(
     Ok(file_bit(file))
 }
 
-/// A stream file, read by position, errors naming it.
+/// A stream file (or a stream's part of a bundle, from `origin` on), read
+/// by position, errors naming it.
 struct Reader<'a> {
     io: &'a Storage,
     path: &'a Path,
     f: std::fs::File,
+    origin: u64,
 }
 
 impl<'a> Reader<'a> {
-    fn open(io: &'a Storage, path: &'a Path) -> Result<Reader<'a>, String> {
-        Ok(Reader { io, path, f: io.open_blocking(path).map_err(|e| format!("{}: {e}", path.display()))? })
+    fn open(io: &'a Storage, path: &'a Path, origin: u64) -> Result<Reader<'a>, String> {
+        let f = io.open_blocking(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Reader { io, path, f, origin })
     }
 
     fn at(&self, pos: u64, len: u64) -> Result<Vec<u8>, String> {
         let mut buf = vec![0; len as usize];
         self.io
-            .read_exact_at(&self.f, &mut buf, pos)
+            .read_exact_at(&self.f, &mut buf, self.origin + pos)
             .map_err(|e| format!("{}: {len} bytes at {pos}: {e}", self.path.display()))?;
         Ok(buf)
     }
@@ -509,8 +562,14 @@ impl<'a> Reader<'a> {
 /// data file bytes below `tiered` are in the object store (not checked).
 fn verify_records(io: &Storage, dir: &Path, s: &StreamState, tiered: u64, mode: Mode) -> Result<(), String> {
     let b = &s.body;
-    let (data, index) = (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)));
-    let (data, idx) = (Reader::open(io, &data)?, Reader::open(io, &index)?);
+    let (data, index, origins) = match b.bundle {
+        Some(at) => {
+            let bundle = dir.join(FileName::Bundle(at.no.get()).to_string());
+            (bundle.clone(), bundle, (at.data_pos(b.index_len), at.index_pos()))
+        }
+        None => (dir.join(data_name(s.handle)), dir.join(index_name(s.handle)), (0, 0)),
+    };
+    let (data, idx) = (Reader::open(io, &data, origins.0)?, Reader::open(io, &index, origins.1)?);
     let pages = page_of(b.index_len - 1) + 1;
     // Bytes before the retention may be hole-punched, and those below the
     // tiered boundary are remote: their CRCs are not checked.

@@ -35,6 +35,10 @@ pub struct FlushConfig {
     /// when it can be, never entering memory or the journal
     /// ([`crate::tuning::PLACE_FROM`]; `usize::MAX`: never; at least 1).
     pub place_from: usize,
+    /// A stream whose own index and data take at most this many bytes
+    /// keeps them in a bundle, a file small streams share
+    /// ([`crate::tuning::BUNDLE_MAX`]; 0: every stream has files of its own).
+    pub bundle_max: u32,
     /// A flush visits, encodes and hands back this many streams at a time,
     /// requests running between slices ([`crate::tuning::FLUSH_SLICE`]; at least 1).
     pub slice: usize,
@@ -134,9 +138,12 @@ impl Shard {
         let files = StreamFiles::new(&root, id as u32, open_files, storage);
         let (streams, storage) = (files.dir(id as u32), files.storage());
         storage.create_dir_all(&streams).map_err(|e| format!("cannot create {}: {e}", streams.display()))?;
+        let bundles = files.bundles_dir();
+        storage.create_dir_all(&bundles).map_err(|e| format!("cannot create {}: {e}", bundles.display()))?;
         storage.sync_dir(&cfg.dir).await.map_err(|e| format!("cannot sync {}: {e}", cfg.dir.display()))?;
         let Restored { mut store, tail, checked } =
             restore::restore(storage, &cfg.dir, id as u32, max_producers, Mode::Repair)?;
+        store.streams.bundles.set_max(flush.bundle_max);
         // Before anything is written: a crash from here on must not find the mark.
         clean_stop::remove(storage, &cfg.dir)
             .await
@@ -576,6 +583,9 @@ impl Shard {
         let mut st = self.store.borrow_mut();
         let mut u = self.log.disk_usage(st.journal_start);
         u.live += st.file_bytes();
+        // Bundle bytes no stream's extent is in: compaction gives them back.
+        let (size, live) = st.streams.bundles.bytes();
+        u.reclaimable += size - live;
         u
     }
 

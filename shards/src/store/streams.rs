@@ -13,10 +13,12 @@
 //! learn which files are still read ([`Streams::inherits`]), and what the
 //! streams' own files hold ([`Streams::file_bytes`]).
 
+use super::bundles::Bundles;
 use super::checkpoint::Encoder;
 use super::file_sum::{held_in_files, FileSum};
 use super::pass::Pass;
 use super::Entry;
+use crate::core::body::BundleAt;
 use crate::core::stream::StreamKey;
 use crate::handles::HandleMap;
 use std::collections::{BTreeMap, HashMap};
@@ -37,12 +39,16 @@ pub struct Streams {
     inherited: HashMap<(u32, u64), u32>,
     /// What the streams' own files hold ([`Streams::file_bytes`]).
     files: FileSum,
+    /// The bundles small streams' extents are in, kept as extents come
+    /// and go ([`super::bundles`]).
+    pub(crate) bundles: Bundles,
 }
 
 impl Default for Streams {
     fn default() -> Streams {
         let (map, inherited, files) = Default::default();
-        Streams { map, pass: None, checkpoint: None, inherited, files }
+        let bundles = Bundles::new(0, 1);
+        Streams { map, pass: None, checkpoint: None, inherited, files, bundles }
     }
 }
 
@@ -62,6 +68,9 @@ impl Streams {
         for e in map.values() {
             streams.count_ancestors(e, true);
             files += held_in_files(e);
+            if let Some(at) = e.state.body.bundle {
+                streams.bundles.joined(at, e.state.body.extent_len());
+            }
         }
         streams.files = FileSum::summed(files);
         streams.map = map;
@@ -80,10 +89,29 @@ impl Streams {
     /// ([`FileSum::settle`]): the flush, storing a tail.
     pub(crate) fn change_settled(&mut self, key: &StreamKey, change: impl FnOnce(&mut Entry)) {
         if let Some(e) = self.map.get_mut(key) {
-            before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, e);
+            before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, &mut self.bundles, e);
+            let was = (e.state.body.bundle, e.state.body.extent_len());
             change(e);
+            let now = (e.state.body.bundle, e.state.body.extent_len());
+            if was != now {
+                if let (Some(at), len) = was {
+                    self.bundles.left(at, len);
+                }
+                if let (Some(at), len) = now {
+                    self.bundles.joined(at, len);
+                }
+            }
             self.files.settle(e);
         }
+    }
+
+    /// The streams whose extents `bytes`, the first bytes of bundle `no`,
+    /// hold, which the next flush moves out of it ([`Bundles::compact`]);
+    /// `handles` names the stream of a handle.
+    pub(crate) fn compact_bundle(&mut self, handles: &HandleMap<Rc<StreamKey>>, no: u32, bytes: &[u8]) -> Vec<u64> {
+        let live = live(&self.map, handles);
+        let is_at = |h: u64, at: BundleAt| live(h).is_some_and(|e| e.state.body.bundle == Some(at));
+        self.bundles.compact(no, bytes, is_at)
     }
 
     /// Asserts the files' sum is what a walk finds (debug builds).
@@ -118,7 +146,7 @@ impl Streams {
     /// The stream at `key`, to change.
     pub fn get_mut(&mut self, key: &StreamKey) -> Option<&mut Entry> {
         let e = self.map.get_mut(key)?;
-        before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, e);
+        before_change(&mut self.pass, &mut self.checkpoint, &mut self.files, &mut self.bundles, e);
         Some(&mut **e)
     }
 
@@ -136,6 +164,10 @@ impl Streams {
         self.get_mut(key)?;
         let removed = self.map.remove(key).expect("the stream is here");
         self.count_ancestors(&removed, false);
+        if let Some(at) = removed.state.body.bundle {
+            self.bundles.left(at, removed.state.body.extent_len());
+        }
+        self.bundles.gone(removed.state.handle);
         Some(removed)
     }
 
@@ -151,7 +183,7 @@ impl Streams {
     /// (or has no work for it).
     pub(crate) fn visit(&mut self, key: &StreamKey) {
         if let (Some(pass), Some(e)) = (&mut self.pass, self.map.get_mut(key)) {
-            visit(pass, &mut self.files, e);
+            visit(pass, &mut self.files, &mut self.bundles, e);
         }
     }
 
@@ -204,10 +236,16 @@ fn live<'a>(
 /// Readies `e` for a change: the pass in progress visits it first (the
 /// checkpoint records the stream as the flush leaves it, its tail frozen),
 /// then the checkpoint in progress encodes it as it was at the capture.
-fn before_change(pass: &mut Option<Pass>, checkpoint: &mut Option<Encoder>, files: &mut FileSum, e: &mut Entry) {
+fn before_change(
+    pass: &mut Option<Pass>,
+    checkpoint: &mut Option<Encoder>,
+    files: &mut FileSum,
+    bundles: &mut Bundles,
+    e: &mut Entry,
+) {
     files.unsum(e);
     if let Some(pass) = pass {
-        visit(pass, files, e);
+        visit(pass, files, bundles, e);
     }
     if let Some(encoder) = checkpoint {
         encoder.before_change(&e.state.key, &e.state);
@@ -215,11 +253,11 @@ fn before_change(pass: &mut Option<Pass>, checkpoint: &mut Option<Encoder>, file
 }
 
 /// Has `pass` visit `e` if it holds it and has not yet.
-fn visit(pass: &mut Pass, files: &mut FileSum, e: &mut Entry) {
+fn visit(pass: &mut Pass, files: &mut FileSum, bundles: &mut Bundles, e: &mut Entry) {
     if pass.holds(e.state.handle) {
         // A visit hands retention's punch to the flush (`Entry::punched`).
         files.unsum(e);
-        pass.visit(e);
+        pass.visit(e, bundles);
     }
 }
 
@@ -296,7 +334,7 @@ mod tests {
         }
         // As a capture leaves them: every tail frozen for its flush.
         for h in 0..names.len() as u64 {
-            st.by_handle(h).unwrap().state.body.freeze();
+            st.by_handle(h).unwrap().state.body.freeze(false);
         }
         let mut whole = encoder(&st);
         assert!(whole.step(st.streams.iter().map(|(k, e)| (k, &e.state)), usize::MAX));

@@ -11,7 +11,7 @@
 //! bounds the extra reading. Entries that start below the stream's
 //! retention are not checked: retention may have punched their first bytes.
 
-use super::files::{damaged, FileName, READ_CHUNK};
+use super::files::{damaged, data_file_name, index_file_name, READ_CHUNK};
 use super::Shard;
 use crate::core::body::FileLayer;
 use crate::core::index::INDEX_PAGE;
@@ -21,7 +21,7 @@ impl Shard {
     /// Appends the bytes of `[f.start, f.end)` to `out`, each index entry
     /// they touch checked whole unless it starts below `retained`.
     pub(super) async fn read_checked(&self, f: FileLayer, retained: u64, out: &mut Vec<u8>) -> io::Result<()> {
-        let index = |what: String| damaged(f, FileName::Index(f.handle), what);
+        let index = |what: String| damaged(f, index_file_name(f), what);
         let (mut p, mut page, len) = self.index_page(f, |h| h.offset <= f.start).await?;
         if page.header.offset > f.start {
             return Err(index(format!("no entry holds offset {}", f.start)));
@@ -58,7 +58,7 @@ impl Shard {
                 let crc = crc32c::crc32c_append(crc, &out[before..]);
                 if self.crc_of(f, hi, b, crc).await? != e.crc {
                     let what = format!("bytes {a}..{b} do not match their index checksum");
-                    return Err(damaged(f, FileName::Data(f.handle), what));
+                    return Err(damaged(f, data_file_name(f), what));
                 }
             }
             (at, i) = (hi, i + 1);

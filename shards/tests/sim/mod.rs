@@ -146,6 +146,7 @@ pub const NO_BACKGROUND_FLUSH: FlushConfig = FlushConfig {
     free_spacing: CHECKPOINT_FREE_SPACING,
     sync_once: SYNC_ONCE_STREAMS,
     place_from: sluice_shards::tuning::PLACE_FROM,
+    bundle_max: sluice_shards::tuning::BUNDLE_MAX,
     slice: 3,
 };
 
