@@ -63,9 +63,10 @@ pub struct Mark {
 impl Bundles {
     /// No bundles yet; the first gets number `next_no` (at least 1).
     pub fn new(max: u32, next_no: u32) -> Bundles {
-        assert!(u64::from(max) <= BUNDLE_FILE_BYTES, "an extent fits in a bundle");
         let next_no = next_no.max(1);
-        Bundles { max, current: None, next_no, held: BTreeMap::new(), moving: Default::default() }
+        let mut b = Bundles { max: 0, current: None, next_no, held: BTreeMap::new(), moving: Default::default() };
+        b.set_max(max);
+        b
     }
 
     /// Sets the largest extent a stream keeps in a bundle (0: none).
@@ -85,8 +86,8 @@ impl Bundles {
         self.held.iter().filter(|(_, h)| h.live > 0).map(|(no, h)| (*no, h.size))
     }
 
-    /// An extent of `len` bytes for stream `handle` in the bundle being
-    /// filled, starting the next bundle when this one has no room.
+    /// An extent of `len` bytes in the bundle being filled, starting the
+    /// next bundle when this one has no room.
     pub fn reserve(&mut self, len: u64) -> BundleAt {
         assert!(self.fits(len), "an extent of {len} bytes is bundled");
         let room = |no: &NonZeroU32, held: &BTreeMap<u32, Held>| held[&no.get()].size + len <= BUNDLE_FILE_BYTES;

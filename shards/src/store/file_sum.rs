@@ -20,9 +20,13 @@ use crate::tuning::UNSUMMED_MAX;
 const UNSUMMED_KEPT: usize = 1024;
 
 /// What stream `e`'s own files hold: its data past what retention punched
-/// away, and its whole index.
+/// away, and its whole index; a bundled stream, its whole extent (nothing
+/// is punched there).
 pub fn held_in_files(e: &Entry) -> u64 {
     let b = &e.state.body;
+    if b.bundle.is_some() {
+        return b.extent_len();
+    }
     let own = b.stored - b.base;
     let punched = e.punched.0.saturating_sub(b.base).min(own);
     own - punched + b.index_len
