@@ -108,7 +108,10 @@ fn half_open_connection_is_closed_by_the_idle_timeout() {
     let took = t.elapsed();
     assert!(closed, "idle connection not closed");
     assert!(got.is_empty(), "an idle connection gets no response: {:?}", String::from_utf8_lossy(&got));
-    assert!(took > Duration::from_millis(800) && took < Duration::from_millis(2500), "closed after {took:?}");
+    // Closed by the 1 s timeout (not the 60 s default, not at once); the
+    // upper bound leaves room for a loaded CI box (2.7 s was seen there
+    // while the whole workspace's tests ran).
+    assert!(took > Duration::from_millis(800) && took < Duration::from_millis(4000), "closed after {took:?}");
     // Idle again after a request: closed as well.
     let mut c = s.connect();
     assert_eq!(c.request("GET", "/v1/healthz", &[], b"").status, 200);
