@@ -1,7 +1,42 @@
-//! Little-endian binary field codec shared by log records.
+//! Little-endian binary field codec shared by log records, the checkpoint
+//! and the record index.
 //!
 //! `Put` appends fields to a byte vector; `Cursor` reads them back and returns
 //! `None` on any truncation, so a damaged record can never panic recovery.
+//! Fixed-width fields (`u32`, `u64`, `bytes` with a u32 length) serve the
+//! journal's records; LEB128 fields (`var`, `var_bytes`) serve what is
+//! mostly small numbers (the checkpoint's streams, index lengths).
+
+/// Bytes of the longest LEB128 value (a u64).
+pub const MAX_VARINT: usize = 10;
+
+/// Bytes `v` takes as LEB128.
+pub fn varint_len(v: u64) -> u64 {
+    (u64::from(64 - v.max(1).leading_zeros())).div_ceil(7)
+}
+
+/// Appends `v` as LEB128: seven bits a byte, low bits first, the high bit
+/// set on every byte but the last.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A LEB128 value at the start of `b` and its length in bytes (None: cut
+/// short, or longer than a u64 takes).
+pub fn get_varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &byte) in b.iter().enumerate().take(MAX_VARINT) {
+        v |= u64::from(byte & 0x7f).checked_shl(7 * i as u32)?;
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
 
 /// Field writers for a byte vector.
 pub trait Put {
@@ -13,6 +48,14 @@ pub trait Put {
     fn put_opt_u64(&mut self, v: Option<u64>);
     /// A presence byte, then (when present) length-prefixed bytes.
     fn put_opt_bytes(&mut self, v: Option<&[u8]>);
+    /// A LEB128 value.
+    fn put_var(&mut self, v: u64);
+    /// A presence byte, then (when present) a LEB128 value.
+    fn put_opt_var(&mut self, v: Option<u64>);
+    /// A LEB128 length followed by the bytes.
+    fn put_var_bytes(&mut self, v: &[u8]);
+    /// A presence byte, then (when present) LEB128-length-prefixed bytes.
+    fn put_opt_var_bytes(&mut self, v: Option<&[u8]>);
 }
 
 impl Put for Vec<u8> {
@@ -45,6 +88,25 @@ impl Put for Vec<u8> {
                 self.put_u64(v);
             }
             None => self.put_u8(0),
+        }
+    }
+    fn put_var(&mut self, v: u64) {
+        put_varint(self, v);
+    }
+    fn put_opt_var(&mut self, v: Option<u64>) {
+        self.put_u8(v.is_some() as u8);
+        if let Some(v) = v {
+            self.put_var(v);
+        }
+    }
+    fn put_var_bytes(&mut self, v: &[u8]) {
+        self.put_var(v.len() as u64);
+        self.extend_from_slice(v);
+    }
+    fn put_opt_var_bytes(&mut self, v: Option<&[u8]>) {
+        self.put_u8(v.is_some() as u8);
+        if let Some(v) = v {
+            self.put_var_bytes(v);
         }
     }
 }
@@ -106,6 +168,37 @@ impl<'a> Cursor<'a> {
     pub fn is_empty(&self) -> bool {
         self.pos == self.buf.len()
     }
+    /// What `put_var` wrote.
+    pub fn var(&mut self) -> Option<u64> {
+        let (v, n) = get_varint(&self.buf[self.pos..])?;
+        self.pos += n;
+        Some(v)
+    }
+    /// What `put_opt_var` wrote.
+    pub fn opt_var(&mut self) -> Option<Option<u64>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.var().map(Some),
+            _ => None,
+        }
+    }
+    /// What `put_var_bytes` wrote, borrowed.
+    pub fn var_bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.var()?).ok()?;
+        self.take(n)
+    }
+    /// What `put_var_bytes` wrote, borrowed, when it is UTF-8.
+    pub fn var_str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.var_bytes()?).ok()
+    }
+    /// What `put_opt_var_bytes` wrote, as a UTF-8 string.
+    pub fn opt_var_string(&mut self) -> Option<Option<String>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.var_str().map(|s| Some(s.to_string())),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -131,5 +224,47 @@ mod tests {
         short.u8();
         short.u64();
         assert_eq!(short.bytes(), None);
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0, 1, 127, 128, 300, 1 << 35, u64::MAX] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            assert_eq!(b.len() as u64, varint_len(v), "{v}");
+            assert_eq!(get_varint(&b), Some((v, b.len())));
+        }
+        assert_eq!(get_varint(&[0x80; 11]), None, "too long");
+        assert_eq!(get_varint(&[0x80, 0x80]), None, "cut short");
+    }
+
+    #[test]
+    fn var_fields_round_trip_and_refuse_truncation() {
+        let mut v = Vec::new();
+        v.put_var(300);
+        v.put_opt_var(Some(1 << 40));
+        v.put_opt_var(None);
+        v.put_var_bytes(b"text/plain");
+        v.put_opt_var_bytes(Some(b"k"));
+        v.put_opt_var_bytes(None);
+        assert_eq!(v.len(), 2 + 1 + 6 + 1 + 1 + 10 + 1 + 2 + 1, "small numbers take few bytes");
+        let mut c = Cursor::new(&v);
+        assert_eq!(c.var(), Some(300));
+        assert_eq!(c.opt_var(), Some(Some(1 << 40)));
+        assert_eq!(c.opt_var(), Some(None));
+        assert_eq!(c.var_str(), Some("text/plain"));
+        assert_eq!(c.opt_var_string(), Some(Some("k".to_string())));
+        assert_eq!(c.opt_var_string(), Some(None));
+        assert!(c.is_empty());
+        for cut in 0..v.len() {
+            let mut c = Cursor::new(&v[..cut]);
+            let all = (|| {
+                Some((c.var()?, c.opt_var()?, c.opt_var()?, c.var_str()?, c.opt_var_string()?, c.opt_var_string()?))
+            })();
+            assert_eq!(all, None, "cut at {cut}");
+        }
+        let mut long = Vec::new();
+        long.put_var(u64::MAX);
+        assert_eq!(Cursor::new(&long).var_bytes(), None, "a length past the buffer");
     }
 }

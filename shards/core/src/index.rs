@@ -20,17 +20,16 @@
 //! retained record; a punched page reads as zeros, whose header `(0, 0)`
 //! sorts before every real one, so the search never lands on it.
 
+use crate::codec::{get_varint, put_varint, varint_len, MAX_VARINT};
 pub use crate::limits::{ENTRY_BYTES, ENTRY_RECORDS, INDEX_PAGE};
 
 /// Bytes of a page header: offset and record ordinal.
 pub const PAGE_HEADER: u64 = 16;
 /// Bytes of an entry before its lengths: count and CRC32C.
 pub const ENTRY_HEADER: u64 = 5;
-/// Bytes of the longest LEB128 length (a u64).
-const MAX_VARINT: u64 = 10;
 
 const _: () = assert!(
-    PAGE_HEADER + ENTRY_HEADER + MAX_VARINT <= INDEX_PAGE,
+    PAGE_HEADER + ENTRY_HEADER + MAX_VARINT as u64 <= INDEX_PAGE,
     "a fresh page holds an entry of one record, however long"
 );
 
@@ -109,18 +108,6 @@ enum Piece<'a> {
         start: u64,
         ends: &'a [u64],
     },
-}
-
-fn varint_len(v: u64) -> u64 {
-    (u64::from(64 - v.max(1).leading_zeros())).div_ceil(7)
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// Lays out the entries of records ending at `ends` after `at`, calling
@@ -239,18 +226,6 @@ pub fn decode_page(b: &[u8]) -> Result<Page, PageError> {
     Ok(page)
 }
 
-/// A LEB128 value at the start of `b` and its length in bytes.
-fn get_varint(b: &[u8]) -> Option<(u64, usize)> {
-    let mut v = 0u64;
-    for (i, &byte) in b.iter().enumerate().take(MAX_VARINT as usize) {
-        v |= u64::from(byte & 0x7f).checked_shl(7 * i as u32)?;
-        if byte & 0x80 == 0 {
-            return Some((v, i + 1));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,18 +244,6 @@ mod tests {
 
     fn pages(file: &[u8]) -> Vec<Page> {
         file.chunks(INDEX_PAGE as usize).map(|p| decode_page(p).unwrap()).collect()
-    }
-
-    #[test]
-    fn varints_round_trip() {
-        for v in [1u64, 127, 128, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
-            let mut b = Vec::new();
-            put_varint(&mut b, v);
-            assert_eq!(b.len() as u64, varint_len(v), "{v}");
-            assert_eq!(get_varint(&b), Some((v, b.len())));
-        }
-        assert_eq!(get_varint(&[0x80; 11]), None, "too long");
-        assert_eq!(get_varint(&[0x80, 0x80]), None, "cut short");
     }
 
     /// Written in several flushes, the pages hold every record in order,
