@@ -12,6 +12,7 @@
 //! - [`iowq`]: the cap on a shard thread's io_uring worker threads.
 //! - [`tasks`]: counted task spawning; [`woken`]: polls a future only when it woke.
 //! - [`every`]: a repeated warning, logged at most once per interval.
+//! - [`heap`]: freed heap memory given back to the kernel.
 //! - [`hold`]: the backup's hold on a shard's clean-up (issue 27).
 //! - [`tiered`]: stream bytes held only in the object store, and their reader (issue 27).
 
@@ -20,6 +21,7 @@ pub use sluice_core as core;
 pub use sluice_core::codec;
 pub mod every;
 pub mod handles;
+pub mod heap;
 pub mod hold;
 pub mod ids;
 pub mod iowq;

@@ -43,10 +43,6 @@ const COMMON_TYPES: [&str; 6] = [
     "application/ndjson",
 ];
 
-/// Distinct content types kept shared while a checkpoint decodes; a type
-/// beyond them gets an allocation of its own.
-const SHARED_TYPES: usize = 64;
-
 /// A decoded checkpoint.
 #[derive(Debug)]
 pub struct Checkpoint {
@@ -320,24 +316,6 @@ impl<'a> Fields<'_, 'a> {
     }
 }
 
-/// One `Rc<str>` per distinct content type while a checkpoint decodes: a
-/// million streams of a few types share a few allocations.
-#[derive(Default)]
-struct Types(Vec<Rc<str>>);
-
-impl Types {
-    fn shared(&mut self, t: &str) -> Rc<str> {
-        if let Some(r) = self.0.iter().find(|r| &***r == t) {
-            return r.clone();
-        }
-        let r: Rc<str> = t.into();
-        if self.0.len() < SHARED_TYPES {
-            self.0.push(r.clone());
-        }
-        r
-    }
-}
-
 /// Decodes a checkpoint file, handing each stream to `stream` as it is
 /// decoded (a million streams are not held twice); streams remember at most
 /// `max_producers` producers each. Errors name what is wrong; streams
@@ -392,9 +370,8 @@ fn decode_fields(
     for _ in 0..n {
         doomed.push(c.string()?);
     }
-    let mut types = Types::default();
     for _ in 0..c.u32()? {
-        stream(get_stream(c, (shard, max_producers), version, &mut types)?);
+        stream(get_stream(c, (shard, max_producers), version)?);
     }
     let mut subscriptions = Vec::new();
     if version > VERSION_BEFORE_SUBSCRIPTIONS {
@@ -405,12 +382,7 @@ fn decode_fields(
     c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, subscriptions })
 }
 
-fn get_stream(
-    c: &mut Cursor<'_>,
-    (shard, max_producers): (u32, usize),
-    version: u32,
-    types: &mut Types,
-) -> Option<StreamState> {
+fn get_stream(c: &mut Cursor<'_>, (shard, max_producers): (u32, usize), version: u32) -> Option<StreamState> {
     let mut f = Fields { c, compact: version > VERSION_BEFORE_COMPACT };
     let handle = f.num()?;
     let (bucket, name, content_type) = (f.text()?, f.text()?, f.content_type()?);
@@ -467,7 +439,7 @@ fn get_stream(
         handle,
         key: StreamKey::shared(bucket, name),
         json: crate::core::is_json(content_type),
-        content_type: types.shared(content_type),
+        content_type: content_type.into(),
         created_ms,
         last_write_ms,
         lifetime,
@@ -602,8 +574,7 @@ mod tests {
         // small numbers and absent options (159 bytes in format 4).
         assert!(out.len() <= 56, "{} bytes", out.len());
         let mut streams = Vec::new();
-        let mut types = Types::default();
-        let r = get_stream(&mut Cursor::new(&out), (0, 16), VERSION, &mut types).expect("decodes");
+        let r = get_stream(&mut Cursor::new(&out), (0, 16), VERSION).expect("decodes");
         streams.push(r);
         let r = &streams[0];
         assert_eq!(
@@ -618,7 +589,7 @@ mod tests {
     }
 
     #[test]
-    fn content_types_are_shared_and_times_before_creation_survive() {
+    fn uncommon_content_types_and_times_before_creation_survive() {
         let mut a = StreamState::from_create(&CreateRecord::bare(1, "b", "a", "application/json", 500), 0, 4);
         let b = StreamState::from_create(&CreateRecord::bare(2, "b", "b", "application/json", 500), 0, 4);
         let odd = StreamState::from_create(&CreateRecord::bare(3, "b", "c", "x/odd; v=1", 500), 0, 4);
@@ -630,7 +601,7 @@ mod tests {
         let mut streams = Vec::new();
         decode(&bytes, 0, 4, |s| streams.push(s)).unwrap();
         assert_eq!((streams[0].last_write_ms, streams[0].lifetime.last_access_ms), (100, 7));
-        assert!(Rc::ptr_eq(&streams[0].content_type, &streams[1].content_type), "one allocation per type");
+        assert_eq!((&*streams[0].content_type, &*streams[1].content_type), ("application/json", "application/json"));
         assert_eq!(&*streams[2].content_type, "x/odd; v=1");
     }
 

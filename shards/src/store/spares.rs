@@ -88,11 +88,7 @@ impl Spares {
         }
         assert!(self.bytes <= self.limit, "spare tail buffers within their limit");
         if dropped && !keep {
-            // SAFETY: malloc_trim only returns free heap memory to the kernel.
-            #[cfg(target_env = "gnu")]
-            unsafe {
-                libc::malloc_trim(0);
-            }
+            crate::heap::give_back();
         }
     }
 
