@@ -98,10 +98,25 @@ pub const CHECKPOINT_LAG: u64 = 4;
 /// checkpoint takes a second or more, and a stream of deletes would
 /// otherwise rewrite every stream's state every flush interval.
 pub const CHECKPOINT_FREE_SPACING: u32 = 10;
+/// Bytes a checkpoint's encoding is expected to take per stream (a small
+/// stream takes about 50 in format 5), to size its buffer once.
+pub const CHECKPOINT_STREAM_BYTES: usize = 64;
+/// A buffer larger than this is its own mapping under glibc whatever its
+/// dynamic mmap threshold rose to (`DEFAULT_MMAP_THRESHOLD_MAX` on 64-bit),
+/// and goes back to the kernel whole when freed.
+pub const OWN_MAPPING: usize = 32 << 20;
+/// A checkpoint expected to take more than this is encoded into a buffer
+/// of at least [`OWN_MAPPING`] bytes: from the heap, a 27 MB buffer left
+/// its pages held among the streams after it was freed (RSS 15-25 B a
+/// stream more at 1M streams); the pages of a mapping never written cost
+/// nothing.
+pub const CHECKPOINT_MAPPED_FROM: usize = 1 << 20;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
-/// 328 bytes are one 336-byte glibc chunk (the request plus 8, in 16s).
-pub const STREAM_ENTRY_BYTES: usize = 328;
+/// 304 bytes are one 320-byte glibc chunk (the request plus 8, in 16s);
+/// retention's punch state, which few streams have, is boxed (inline it
+/// took 32 bytes: 328, one 336-byte chunk).
+pub const STREAM_ENTRY_BYTES: usize = 304;
 /// Streams changed since they were last flushed or asked for the metrics
 /// whose files' bytes a shard sums again at the next ask
 /// (`store::file_sum`); past

@@ -13,6 +13,7 @@ use crate::core::stream::{Blob, Rare, Snapshot, StreamKey, StreamState, Visible}
 use crate::core::ttl::Lifetime;
 use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
+use crate::tuning::{CHECKPOINT_MAPPED_FROM, CHECKPOINT_STREAM_BYTES, OWN_MAPPING};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -98,7 +99,8 @@ impl Encoder {
     /// as they will be once the flush of `h.generation` has stored every
     /// stream's bytes up to its tail and every pending snapshot.
     pub fn new(h: &Header<'_>, streams: usize) -> Encoder {
-        let mut out = MAGIC.to_vec();
+        let mut out = Vec::with_capacity(capacity(streams));
+        out.extend_from_slice(MAGIC);
         out.put_u32(VERSION);
         out.put_u64(h.generation);
         out.put_u32(h.journal.0);
@@ -185,6 +187,16 @@ impl Encoder {
         let crc = crc32c::crc32c_append(self.crc, &self.out[self.summed..]);
         self.out.put_u32(crc);
         self.out
+    }
+}
+
+/// The buffer a checkpoint of `streams` streams is encoded into: sized
+/// once, and a mapping of its own when large ([`CHECKPOINT_MAPPED_FROM`]).
+fn capacity(streams: usize) -> usize {
+    let want = streams.saturating_mul(CHECKPOINT_STREAM_BYTES);
+    match want > CHECKPOINT_MAPPED_FROM {
+        true => want.max(OWN_MAPPING + 1),
+        false => want,
     }
 }
 

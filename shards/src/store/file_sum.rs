@@ -28,7 +28,7 @@ pub fn held_in_files(e: &Entry) -> u64 {
         return b.extent_len();
     }
     let own = b.stored - b.base;
-    let punched = e.punched.0.saturating_sub(b.base).min(own);
+    let punched = e.punched().0.saturating_sub(b.base).min(own);
     own - punched + b.index_len
 }
 

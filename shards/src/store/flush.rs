@@ -282,7 +282,7 @@ impl Shard {
         let mut st = self.store.borrow_mut();
         for p in punches {
             if let Some(e) = st.by_handle(p.handle) {
-                e.punched = p.from;
+                e.set_punched(p.from);
                 st.punching.insert(p.handle);
             }
         }
@@ -738,8 +738,8 @@ fn nothing_left_behind(st: &super::Store, waits: impl Fn(u64) -> bool, taken: &[
         assert!(s.body.unflushed().is_none_or(|c| c.bytes.is_empty()), "stream {} has bytes to flush", s.handle);
         let pending = matches!(s.snapshot.as_deref(), Some(Snapshot { blob: Blob::Pending(_), .. }));
         assert!(!pending || taken.iter().any(|(h, _)| *h == s.handle), "stream {} has a snapshot to store", s.handle);
-        assert_eq!(e.punch_next, (s.retained, s.first_message), "stream {}'s retention moved unseen", s.handle);
-        let gives_back = e.punch_next.0 > e.punched.0;
+        assert_eq!(e.punch_next(), (s.retained, s.first_message), "stream {}'s retention moved unseen", s.handle);
+        let gives_back = e.punch_next().0 > e.punched().0;
         assert!(!gives_back || st.punching.contains(&s.handle), "stream {} has space to give back", s.handle);
     }
 }

@@ -77,10 +77,8 @@ pub struct Entry {
     pub settle: u64,
     /// Commit number of its create record.
     pub created: u64,
-    /// Retained-away bytes and records of its own files already given back
-    /// (hole-punched), and the retention the next flush gives back.
-    pub punched: (u64, u64),
-    pub punch_next: (u64, u64),
+    /// Retention's hole punches in its own files (none for most streams).
+    punches: Option<Box<Punches>>,
     /// The deadline the census queues it under (`census::NOT_QUEUED`: never expires).
     queued_ms: u64,
 }
@@ -91,7 +89,36 @@ pub struct Entry {
 // stream's entry stays within this.
 const _: () = assert!(std::mem::size_of::<Entry>() <= STREAM_ENTRY_BYTES);
 
+/// Retained-away bytes and records of a stream's own files already given
+/// back (hole-punched), and the retention the next flush gives back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Punches {
+    done: (u64, u64),
+    next: (u64, u64),
+}
+
 impl Entry {
+    /// (bytes, records) of retention already given back.
+    pub fn punched(&self) -> (u64, u64) {
+        self.punches.as_ref().map_or((0, 0), |p| p.done)
+    }
+
+    /// (bytes, records) of retention the next flush gives back.
+    pub fn punch_next(&self) -> (u64, u64) {
+        self.punches.as_ref().map_or((0, 0), |p| p.next)
+    }
+
+    /// Records the punches; a stream with none holds no box.
+    pub fn set_punches(&mut self, done: (u64, u64), next: (u64, u64)) {
+        let p = Punches { done, next };
+        self.punches = (p != Punches::default()).then(|| Box::new(p));
+    }
+
+    /// Records what was given back, the next punch unchanged.
+    pub fn set_punched(&mut self, done: (u64, u64)) {
+        self.set_punches(done, self.punch_next());
+    }
+
     /// The signal a live reader parks on, and its generation now (the
     /// reader waits until it moves on).
     pub fn park(&mut self) -> (Rc<Signal>, u64) {
@@ -451,16 +478,17 @@ impl Store {
             // Given back before, perhaps: punched again (idempotent).
             self.punching.insert(state.handle);
         }
-        Box::new(Entry {
+        let mut e = Box::new(Entry {
             state,
             signal: None,
             shared_event: None,
             settle: 0,
             created: 0,
-            punched: (0, 0),
-            punch_next: punched,
+            punches: None,
             queued_ms,
-        })
+        });
+        e.set_punches((0, 0), punched);
+        e
     }
 
     /// Takes a checkpoint's streams into an empty store: `streams` come one

@@ -117,6 +117,7 @@ impl Pass {
     /// snapshot and, when the pass gives space back, the retained-away
     /// range it may give back now.
     pub fn visit(&mut self, e: &mut Entry, bundles: &mut Bundles) {
+        let (mut done, next) = (e.punched(), e.punch_next());
         let s = &mut e.state;
         assert!(self.pending.remove(&s.handle), "a stream is visited once");
         if let Some(Snapshot { blob: Blob::Pending(b), .. }) = s.snapshot.as_deref() {
@@ -143,19 +144,20 @@ impl Pass {
         // bundled stream gives nothing back: its extent is small, and the
         // next one is written whole anyway.
         if s.body.bundle_after_flush().is_some() {
-            e.punched = (s.retained, s.first_message);
+            done = (s.retained, s.first_message);
         }
-        if self.punch && s.forks == 0 && e.punch_next.0 > e.punched.0 {
+        if self.punch && s.forks == 0 && next.0 > done.0 {
             let own = |v: u64, base: u64| v.max(base) - base;
             self.punches.push(Punch {
                 handle: s.handle,
-                from: e.punched,
-                bytes: (own(e.punched.0, origin), own(e.punch_next.0, origin)),
-                record: e.punch_next.1,
+                from: done,
+                bytes: (own(done.0, origin), own(next.0, origin)),
+                record: next.1,
             });
-            e.punched = e.punch_next;
+            done = next;
         }
-        e.punch_next = (s.retained, s.first_message);
-        self.punching.push((s.handle, e.punch_next.0 > e.punched.0));
+        let (handle, next) = (s.handle, (s.retained, s.first_message));
+        e.set_punches(done, next);
+        self.punching.push((handle, next.0 > done.0));
     }
 }

@@ -431,7 +431,7 @@ mod tests {
             }
         }
         flush(&mut st);
-        assert!(walk(&st) > 0 && st.streams.iter().any(|(_, e)| e.punched.0 > 0), "files and punches came");
+        assert!(walk(&st) > 0 && st.streams.iter().any(|(_, e)| e.punched().0 > 0), "files and punches came");
         assert_eq!(st.file_bytes(), walk(&st));
         // More streams changed before the next ask than the set keeps: the
         // sum is forgotten.
