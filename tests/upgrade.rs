@@ -3,7 +3,8 @@
 //! 9ac100c (checkpoint format 4, one shard, 64 KiB segments) with the
 //! README's examples (a bucket, a text stream with a producer, attributes,
 //! a snapshot and retention, a JSON stream with a TTL, its fork, a closed
-//! stream of an uncommon content type), then stopped cleanly. After a
+//! stream of an uncommon content type), then stopped cleanly (its webhook
+//! keys left out: a start makes them when missing). After a
 //! clean stop under this release the checkpoint is rewritten in the
 //! current format, and the next start reads the same.
 
