@@ -102,10 +102,10 @@ fn offsets(c: &mut Criterion) {
 /// A stream with `n` visible 256 B messages.
 fn stream_with(n: usize) -> StreamState {
     let create = CreateRecord::bare(1, "v1-stream", "s", "text/plain", 1);
-    let mut s = StreamState::from_create(&create, 0, 1);
+    let mut s = StreamState::from_create(&create);
     let data = [b'x'; 256];
     for _ in 0..n {
-        s.apply_append(&plain_append(&data));
+        s.apply_append(&plain_append(&data), 1);
     }
     let (tail, records) = (s.tail(), s.records());
     s.publish(tail, records, false);
@@ -141,7 +141,7 @@ fn index(c: &mut Criterion) {
             |s| {
                 let data = [b'x'; 256];
                 for _ in 0..1000 {
-                    black_box(s.apply_append(&plain_append(&data)));
+                    black_box(s.apply_append(&plain_append(&data), 1));
                 }
             },
             BatchSize::SmallInput,

@@ -113,10 +113,11 @@ pub const OWN_MAPPING: usize = 32 << 20;
 pub const CHECKPOINT_MAPPED_FROM: usize = 1 << 20;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
-/// 304 bytes are one 320-byte glibc chunk (the request plus 8, in 16s);
+/// 296 bytes are one 304-byte glibc chunk (the request plus 8, in 16s):
 /// retention's punch state, which few streams have, is boxed (inline it
-/// took 32 bytes: 328, one 336-byte chunk).
-pub const STREAM_ENTRY_BYTES: usize = 304;
+/// took 32 bytes), and the shard and producer cap, the store's for every
+/// stream, are not copied into each (328 bytes before, one 336-byte chunk).
+pub const STREAM_ENTRY_BYTES: usize = 296;
 /// Streams changed since they were last flushed or asked for the metrics
 /// whose files' bytes a shard sums again at the next ask
 /// (`store::file_sum`); past

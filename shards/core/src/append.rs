@@ -143,15 +143,18 @@ mod tests {
         let mut close = input(None, b"");
         close.close = true;
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Close));
-        s.apply_append(&AppendRecord {
-            handle: 1,
-            at_ms: 0,
-            stream_seq: None,
-            producer: Some(stamp(0, 0)),
-            close: true,
-            messages: vec![],
-            data: b"x",
-        });
+        s.apply_append(
+            &AppendRecord {
+                handle: 1,
+                at_ms: 0,
+                stream_seq: None,
+                producer: Some(stamp(0, 0)),
+                close: true,
+                messages: vec![],
+                data: b"x",
+            },
+            16,
+        );
         assert_eq!(decide(&s, &close), Ok(AppendDecision::Duplicate { producer: None }));
         assert_eq!(decide(&s, &input(Some("text/plain"), b"more")), Err(Error::Closed));
         let mut retry = input(Some("text/plain"), b"other body");

@@ -373,6 +373,16 @@ impl Body {
         Layer::Ram(self.ram().find(|c| offset >= c.start && offset < c.end()).expect("the layers cover [0, tail)"))
     }
 
+    /// The memory layer holding byte `offset` (below the tail), or None
+    /// when a file holds it (which file does not matter here, so the
+    /// layer is looked up with no shard or handle of its own).
+    pub fn ram_at(&self, offset: u64) -> Option<&Chunk> {
+        match self.layer_at(0, 0, offset) {
+            Layer::Ram(c) => Some(c),
+            Layer::File(_) => None,
+        }
+    }
+
     /// The layer holding record `r` (below the record count).
     pub fn layer_of(&self, shard: u32, handle: u64, r: u64) -> Layer<'_> {
         assert!(r < self.records(), "record {r} is not below the record count {}", self.records());

@@ -119,7 +119,7 @@ mod tests {
     fn stream() -> StreamState {
         let mut s = fixture::stream("text/plain");
         for chunk in [&b"abc"[..], b"de"] {
-            let t = s.apply_append(&fixture::append(chunk, vec![], false));
+            let t = s.apply_append(&fixture::append(chunk, vec![], false), 16);
             s.publish(t, s.records(), false);
         }
         s

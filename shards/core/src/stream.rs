@@ -6,7 +6,7 @@
 //! concurrent appends get disjoint offsets); `visible` moves when the append
 //! is durable, and is all that readers, HEAD and live tails ever see.
 
-use super::body::{Body, Layer, Point};
+use super::body::{Body, Point};
 use super::producer::Producers;
 use super::ttl::Lifetime;
 use crate::record::{AppendRecord, CreateRecord, ForkRecord, PlacedRecord, ProducerStamp, SnapshotRecord};
@@ -39,13 +39,9 @@ pub struct StreamState {
     /// Stream-Seq): one pointer for the rest.
     pub rare: Option<Box<Rare>>,
     pub producers: Producers,
-    /// Producers the stream remembers at most (the store's setting).
-    pub max_producers: u32,
     /// Where the bytes and message boundaries live.
     pub body: Body,
     pub visible: Visible,
-    /// The shard this stream lives on.
-    pub shard: u32,
     /// Live forks whose parent is this stream.
     pub forks: u32,
     /// Deleted while forks remain: every request gets 410.
@@ -90,9 +86,8 @@ pub enum Blob {
 }
 
 impl StreamState {
-    /// State of a stream as its create record describes it, remembering at
-    /// most `max_producers` producers.
-    pub fn from_create(c: &CreateRecord, shard: u32, max_producers: usize) -> StreamState {
+    /// State of a stream as its create record describes it.
+    pub fn from_create(c: &CreateRecord) -> StreamState {
         let rare = Rare { attrs: c.attrs.clone(), fork: c.fork.clone(), ..Rare::default() };
         let (body, retained, first_message) = match &c.fork {
             None => (Body::new(Vec::new(), 0, 0), 0, 0),
@@ -114,23 +109,14 @@ impl StreamState {
             closed: c.closed,
             rare: rare.boxed(),
             producers: Producers::default(),
-            max_producers: Self::producer_cap(max_producers),
             body,
             visible: Visible { tail, closed: c.closed, messages },
-            shard,
             forks: 0,
             deleted: false,
             snapshot: None,
             retained,
             first_message,
         }
-    }
-
-    /// `max_producers` as a stream keeps it: beyond `u32::MAX` (`sluice
-    /// check` remembers every producer) it is as good as no cap.
-    pub fn producer_cap(max_producers: usize) -> u32 {
-        assert!(max_producers > 0, "a producer table must hold at least one producer");
-        u32::try_from(max_producers).unwrap_or(u32::MAX)
     }
 
     /// Canonical attribute JSON, empty when none.
@@ -158,11 +144,6 @@ impl StreamState {
         self.rare.get_or_insert_with(Box::default)
     }
 
-    /// Producers the stream remembers at most.
-    pub fn max_producers(&self) -> usize {
-        self.max_producers as usize
-    }
-
     /// The decided tail (what the next append starts at).
     pub fn tail(&self) -> u64 {
         self.body.tail()
@@ -173,27 +154,29 @@ impl StreamState {
         self.body.records()
     }
 
-    /// Applies a decided append: its bytes join the unflushed tail.
-    /// Returns the tail after it. Visibility is advanced separately.
-    pub fn apply_append(&mut self, a: &AppendRecord<'_>) -> u64 {
+    /// Applies a decided append: its bytes join the unflushed tail, and
+    /// its producer joins the at most `max_producers` the stream
+    /// remembers (the store's setting). Returns the tail after it.
+    /// Visibility is advanced separately.
+    pub fn apply_append(&mut self, a: &AppendRecord<'_>, max_producers: usize) -> u64 {
         let records_before = self.records();
         let mut one = [0];
         self.body.push(a.data, super::body::lengths(a.data.len(), &a.messages, &mut one));
-        self.appended(a, records_before)
+        self.appended(a, records_before, max_producers)
     }
 
     /// Applies a decided placed append: its bytes are in the stream files
     /// already (see [`PlacedRecord`]). Returns the tail after it.
-    pub fn apply_placed(&mut self, p: &PlacedRecord) -> u64 {
+    pub fn apply_placed(&mut self, p: &PlacedRecord, max_producers: usize) -> u64 {
         let records_before = self.records();
         assert_eq!(p.at, self.tail() - self.body.base, "a placed append lands at the tail");
         self.body.place(&p.append.messages);
-        self.appended(&p.append, records_before)
+        self.appended(&p.append, records_before, max_producers)
     }
 
     /// The state changes append `a` makes besides its bytes (its `data`
     /// is not read: a placed append's are in the stream files).
-    fn appended(&mut self, a: &AppendRecord<'_>, records_before: u64) -> u64 {
+    fn appended(&mut self, a: &AppendRecord<'_>, records_before: u64, max_producers: usize) -> u64 {
         if a.close {
             self.closed = true;
             if a.producer.is_some() || self.closed_by().is_some() {
@@ -205,7 +188,7 @@ impl StreamState {
         }
         if let Some(p) = &a.producer {
             let ack = (self.tail(), records_before, self.records());
-            self.producers.record(p, ack, self.max_producers());
+            self.producers.record(p, ack, max_producers);
         }
         self.last_write_ms = self.last_write_ms.max(a.at_ms);
         self.lifetime.touch(a.at_ms);
@@ -232,13 +215,9 @@ impl StreamState {
             let record = (offset == self.visible.tail).then_some(self.visible.messages);
             return Some(Point { offset, record });
         }
-        match self.body.layer_at(self.shard, self.handle, offset) {
-            Layer::Ram(c) => {
-                let k = c.record_at(offset);
-                Some(Point { offset, record: (c.start_of(k) == offset).then_some(k) })
-            }
-            Layer::File(_) => None,
-        }
+        let c = self.body.ram_at(offset)?;
+        let k = c.record_at(offset);
+        Some(Point { offset, record: (c.start_of(k) == offset).then_some(k) })
     }
 
     /// Publishes the snapshot `r`, whose blob is not flushed yet.
@@ -279,7 +258,7 @@ pub(crate) mod fixture {
     /// A fresh stream of `content_type` created at t=100 ms.
     pub fn stream(content_type: &str) -> StreamState {
         let c = CreateRecord::bare(1, "b", "s", content_type, 100);
-        StreamState::from_create(&c, 0, 16)
+        StreamState::from_create(&c)
     }
 
     /// A plain append record for stream handle 1 at t=200 ms.
@@ -301,8 +280,8 @@ mod tests {
     #[test]
     fn appends_join_the_tail_and_publish_moves_visibility() {
         let mut s = create(false);
-        assert_eq!(s.apply_append(&append(b"hello", vec![], false)), 5);
-        assert_eq!(s.apply_append(&append(b"ab", vec![], true)), 7);
+        assert_eq!(s.apply_append(&append(b"hello", vec![], false), 16), 5);
+        assert_eq!(s.apply_append(&append(b"ab", vec![], true), 16), 7);
         assert_eq!(s.visible, Visible::default());
         s.publish(5, 1, false);
         assert_eq!(s.visible, Visible { tail: 5, closed: false, messages: 1 });
@@ -317,7 +296,7 @@ mod tests {
     #[test]
     fn json_records_are_separate_messages() {
         let mut s = create(true);
-        s.apply_append(&append(b"1\n22\n", vec![2, 3], false));
+        s.apply_append(&append(b"1\n22\n", vec![2, 3], false), 16);
         s.publish(5, 2, false);
         assert_eq!(s.records(), 2);
         assert_eq!(s.body.unflushed().map(|c| &c.ends[..]), Some(&[2, 5][..]));

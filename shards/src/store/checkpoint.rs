@@ -332,21 +332,11 @@ impl<'a> Fields<'_, 'a> {
 /// decoded (a million streams are not held twice); streams remember at most
 /// `max_producers` producers each. Errors name what is wrong; streams
 /// handed over before an error are to be dropped.
-pub fn decode(
-    buf: &[u8],
-    shard: u32,
-    max_producers: usize,
-    stream: impl FnMut(StreamState),
-) -> Result<Checkpoint, RecoveryError> {
-    decode_checked(buf, shard, max_producers, stream).map_err(RecoveryError::from)
+pub fn decode(buf: &[u8], max_producers: usize, stream: impl FnMut(StreamState)) -> Result<Checkpoint, RecoveryError> {
+    decode_checked(buf, max_producers, stream).map_err(RecoveryError::from)
 }
 
-fn decode_checked(
-    buf: &[u8],
-    shard: u32,
-    max_producers: usize,
-    stream: impl FnMut(StreamState),
-) -> Result<Checkpoint, String> {
+fn decode_checked(buf: &[u8], max_producers: usize, stream: impl FnMut(StreamState)) -> Result<Checkpoint, String> {
     let body_len = buf.len().checked_sub(4).ok_or("it is shorter than its checksum")?;
     let crc = u32::from_le_bytes(buf[body_len..].try_into().expect("4 bytes"));
     if crc32c::crc32c(&buf[..body_len]) != crc {
@@ -360,12 +350,12 @@ fn decode_checked(
     if !(VERSION_BEFORE_SUBSCRIPTIONS..=VERSION).contains(&version) {
         return Err(format!("format version {version} is not {VERSION}"));
     }
-    decode_fields(&mut c, (shard, max_producers), version, stream).ok_or_else(|| "a field does not decode".to_string())
+    decode_fields(&mut c, max_producers, version, stream).ok_or_else(|| "a field does not decode".to_string())
 }
 
 fn decode_fields(
     c: &mut Cursor<'_>,
-    (shard, max_producers): (u32, usize),
+    max_producers: usize,
     version: u32,
     mut stream: impl FnMut(StreamState),
 ) -> Option<Checkpoint> {
@@ -383,7 +373,7 @@ fn decode_fields(
         doomed.push(c.string()?);
     }
     for _ in 0..c.u32()? {
-        stream(get_stream(c, (shard, max_producers), version)?);
+        stream(get_stream(c, max_producers, version)?);
     }
     let mut subscriptions = Vec::new();
     if version > VERSION_BEFORE_SUBSCRIPTIONS {
@@ -394,7 +384,7 @@ fn decode_fields(
     c.is_empty().then_some(Checkpoint { generation, journal, next_handle, home_buckets, doomed, subscriptions })
 }
 
-fn get_stream(c: &mut Cursor<'_>, (shard, max_producers): (u32, usize), version: u32) -> Option<StreamState> {
+fn get_stream(c: &mut Cursor<'_>, max_producers: usize, version: u32) -> Option<StreamState> {
     let mut f = Fields { c, compact: version > VERSION_BEFORE_COMPACT };
     let handle = f.num()?;
     let (bucket, name, content_type) = (f.text()?, f.text()?, f.content_type()?);
@@ -458,10 +448,8 @@ fn get_stream(c: &mut Cursor<'_>, (shard, max_producers): (u32, usize), version:
         closed,
         rare: Rare { attrs, fork, closed_by, last_stream_seq }.boxed(),
         producers: Producers::restore(max_producers, writes, by_id),
-        max_producers: StreamState::producer_cap(max_producers),
         body,
         visible: Visible { tail, closed, messages: records },
-        shard,
         forks: 0,
         deleted,
         snapshot: snapshot.map(Box::new),
@@ -477,7 +465,7 @@ mod tests {
 
     fn json_stream() -> StreamState {
         let c = CreateRecord { ttl_secs: Some(60), ..CreateRecord::bare(1, "b", "s", "application/json", 100) };
-        StreamState::from_create(&c, 0, 16)
+        StreamState::from_create(&c)
     }
 
     /// A checkpoint of `streams` encoded in one slice.
@@ -499,15 +487,18 @@ mod tests {
     fn round_trip_keeps_every_field() {
         let mut s = json_stream();
         let data = b"1\n22\n";
-        s.apply_append(&AppendRecord {
-            handle: 1,
-            at_ms: 200,
-            stream_seq: None,
-            producer: None,
-            close: false,
-            messages: vec![2, 3],
-            data,
-        });
+        s.apply_append(
+            &AppendRecord {
+                handle: 1,
+                at_ms: 200,
+                stream_seq: None,
+                producer: None,
+                close: false,
+                messages: vec![2, 3],
+                data,
+            },
+            16,
+        );
         s.producers.record(&ProducerStamp { id: "p".into(), epoch: 2, seq: 7 }, (5, 0, 2), 16);
         s.rare_mut().last_stream_seq = Some("k".into());
         s.rare_mut().attrs = b"{\"a\":1}".to_vec();
@@ -521,7 +512,7 @@ mod tests {
         let subs = BTreeMap::from([("sub-1".to_string(), b"{}".to_vec())]);
         let bytes = encode(&header(&buckets, &doomed, &subs), &[&s]);
         let mut streams = Vec::new();
-        let c = decode(&bytes, 0, 16, |s| streams.push(s)).unwrap();
+        let c = decode(&bytes, 16, |s| streams.push(s)).unwrap();
         assert_eq!(c.subscriptions, [("sub-1".to_string(), b"{}".to_vec())]);
         assert_eq!((c.generation, c.journal, c.next_handle), (4, (3, 4096), 9));
         assert_eq!(c.home_buckets, [("b".to_string(), 77)]);
@@ -554,10 +545,10 @@ mod tests {
             retained: 3,
             first_record: 1,
         });
-        let s = StreamState::from_create(&c, 0, 4);
+        let s = StreamState::from_create(&c);
         let buckets = HashMap::new();
         let mut streams = Vec::new();
-        decode(&encode(&header(&buckets, &[], &BTreeMap::new()), &[&s]), 0, 4, |s| streams.push(s)).unwrap();
+        decode(&encode(&header(&buckets, &[], &BTreeMap::new()), &[&s]), 4, |s| streams.push(s)).unwrap();
         let r = &streams[0];
         assert_eq!(r.fork(), c.fork.as_ref());
         assert_eq!((&r.body.ancestors[..], r.body.base, r.tail(), r.retained), (&[ancestor][..], 5, 5, 3));
@@ -567,18 +558,13 @@ mod tests {
     fn a_small_stream_takes_a_few_dozen_bytes() {
         let now = 1_796_586_659_033;
         let c = CreateRecord::bare(123_456, "bench", "idle-0000042", "application/octet-stream", now);
-        let mut s = StreamState::from_create(&c, 0, 16);
+        let mut s = StreamState::from_create(&c);
         let data = b"0123456789";
         let messages = vec![10];
-        s.apply_append(&AppendRecord {
-            handle: 1,
-            at_ms: now + 5,
-            stream_seq: None,
-            producer: None,
-            close: false,
-            messages,
-            data,
-        });
+        s.apply_append(
+            &AppendRecord { handle: 1, at_ms: now + 5, stream_seq: None, producer: None, close: false, messages, data },
+            16,
+        );
         s.body.freeze(false);
         let mut out = Vec::new();
         put_stream(&mut out, &s, 1);
@@ -586,7 +572,7 @@ mod tests {
         // small numbers and absent options (159 bytes in format 4).
         assert!(out.len() <= 56, "{} bytes", out.len());
         let mut streams = Vec::new();
-        let r = get_stream(&mut Cursor::new(&out), (0, 16), VERSION).expect("decodes");
+        let r = get_stream(&mut Cursor::new(&out), 16, VERSION).expect("decodes");
         streams.push(r);
         let r = &streams[0];
         assert_eq!(
@@ -602,16 +588,16 @@ mod tests {
 
     #[test]
     fn uncommon_content_types_and_times_before_creation_survive() {
-        let mut a = StreamState::from_create(&CreateRecord::bare(1, "b", "a", "application/json", 500), 0, 4);
-        let b = StreamState::from_create(&CreateRecord::bare(2, "b", "b", "application/json", 500), 0, 4);
-        let odd = StreamState::from_create(&CreateRecord::bare(3, "b", "c", "x/odd; v=1", 500), 0, 4);
+        let mut a = StreamState::from_create(&CreateRecord::bare(1, "b", "a", "application/json", 500));
+        let b = StreamState::from_create(&CreateRecord::bare(2, "b", "b", "application/json", 500));
+        let odd = StreamState::from_create(&CreateRecord::bare(3, "b", "c", "x/odd; v=1", 500));
         // A clock that went back between creation and a later write.
         a.last_write_ms = 100;
         a.lifetime.last_access_ms = 7;
         let buckets = HashMap::new();
         let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), &[&a, &b, &odd]);
         let mut streams = Vec::new();
-        decode(&bytes, 0, 4, |s| streams.push(s)).unwrap();
+        decode(&bytes, 4, |s| streams.push(s)).unwrap();
         assert_eq!((streams[0].last_write_ms, streams[0].lifetime.last_access_ms), (100, 7));
         assert_eq!((&*streams[0].content_type, &*streams[1].content_type), ("application/json", "application/json"));
         assert_eq!(&*streams[2].content_type, "x/odd; v=1");
@@ -621,7 +607,7 @@ mod tests {
     fn damage_is_reported_not_guessed() {
         let buckets = HashMap::new();
         let bytes = encode(&header(&buckets, &[], &BTreeMap::new()), &[]);
-        let decode = |b: &[u8]| decode(b, 0, 1, drop);
+        let decode = |b: &[u8]| decode(b, 1, drop);
         assert!(decode(&bytes).is_ok());
         let mut flipped = bytes.clone();
         flipped[12] ^= 1;

@@ -159,8 +159,9 @@ impl Store {
         placed: Option<u32>,
     ) -> Decided<(u64, AppendOutcome)> {
         self.expire(log, key, now_ms);
+        let cap = self.max_producers();
         let e = self.entry(key)?;
-        let (lsn, out) = append_one(log, e, input, now_ms, placed)?;
+        let (lsn, out) = append_one(log, (e, cap), input, now_ms, placed)?;
         let handle = e.state.handle;
         self.written.insert(handle);
         Ok((lsn, (handle, out)))
@@ -258,7 +259,7 @@ impl Store {
 /// room); `placed` as for [`Store::decide_append`].
 pub fn append_one(
     log: &impl Journal,
-    e: &mut Entry,
+    (e, max_producers): (&mut Entry, usize),
     input: &AppendInput<'_>,
     now_ms: u64,
     placed: Option<u32>,
@@ -290,7 +291,7 @@ pub fn append_one(
         data: &data,
     };
     let (at, next_offset) = match placed {
-        None => (log.append(&Record::Append(a.clone())), e.state.apply_append(&a)),
+        None => (log.append(&Record::Append(a.clone())), e.state.apply_append(&a, max_producers)),
         Some(crc) => {
             assert!(
                 matches!(&data, Cow::Borrowed(d) if d.len() == input.body.len() && !d.is_empty()),
@@ -303,7 +304,7 @@ pub fn append_one(
                 len: data.len() as u64,
                 crc,
             };
-            (log.append(&Record::Placed(p.clone())), e.state.apply_placed(&p))
+            (log.append(&Record::Placed(p.clone())), e.state.apply_placed(&p, max_producers))
         }
     };
     let out = AppendOutcome {

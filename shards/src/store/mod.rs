@@ -337,14 +337,16 @@ impl Store {
             }
             Record::Append(a) => {
                 self.written.insert(a.handle);
+                let cap = self.max_producers;
                 if let Some(e) = self.by_handle(a.handle) {
-                    e.state.apply_append(&a);
+                    e.state.apply_append(&a, cap);
                 }
             }
             // Its bytes are in the stream files already: nothing to flush.
             Record::Placed(p) => {
+                let cap = self.max_producers;
                 if let Some(e) = self.by_handle(p.append.handle) {
-                    e.state.apply_placed(&p);
+                    e.state.apply_placed(&p, cap);
                 }
             }
             Record::Delete { handle } => return Applied::Removed { fork_of: self.remove(handle) },
@@ -419,11 +421,12 @@ impl Store {
     /// visible at once (readers wait for the create to be durable through
     /// `settle`). Returns the record ordinal the initial body starts at.
     pub(crate) fn apply_create(&mut self, c: &CreateRecord) -> u64 {
-        self.insert(StreamState::from_create(c, self.shard, self.max_producers));
+        self.insert(StreamState::from_create(c));
+        let cap = self.max_producers;
         let e = self.by_handle(c.handle).expect("just inserted");
         let start = e.state.records();
         if let Some(a) = c.initial_append() {
-            let tail = e.state.apply_append(&a);
+            let tail = e.state.apply_append(&a, cap);
             let records = e.state.records();
             e.state.publish(tail, records, c.closed);
         }
@@ -728,8 +731,7 @@ mod tests {
     /// the store empty.
     #[test]
     fn adopted_streams_come_sorted_once() {
-        let state =
-            |h: u64, name: &str| StreamState::from_create(&CreateRecord::bare(h, "b", name, "text/plain", 0), 0, 8);
+        let state = |h: u64, name: &str| StreamState::from_create(&CreateRecord::bare(h, "b", name, "text/plain", 0));
         let mut s = Store::new(0, 8);
         let out = s.adopt(|add| {
             add(state(1, "a"));

@@ -79,7 +79,7 @@ pub fn restore(
     let (ck, id) = match io.read_file(&path) {
         Ok(b) => {
             let ck = store
-                .adopt(|add| checkpoint::decode(&b, shard, max_producers, add))
+                .adopt(|add| checkpoint::decode(&b, max_producers, add))
                 .and_then(|decoded| decoded)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             let id = CheckpointId::of(ck.generation, &b);

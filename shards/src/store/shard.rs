@@ -408,6 +408,7 @@ impl Shard {
         let decided = (|| {
             let mut st = self.store.borrow_mut();
             st.expire(&self.log, key, now_ms);
+            let cap = st.max_producers();
             let e = st.entry(key)?;
             let mut lsn = self.log.assigned();
             let mut results = Vec::with_capacity(frames.len());
@@ -420,10 +421,12 @@ impl Shard {
                     producer: None,
                     record_match: None,
                 };
-                results.push(super::decide::append_one(&self.log, e, &input, now_ms, None).map(|(l, out)| {
-                    lsn = l;
-                    out
-                }));
+                results.push(super::decide::append_one(&self.log, (&mut *e, cap), &input, now_ms, None).map(
+                    |(l, out)| {
+                        lsn = l;
+                        out
+                    },
+                ));
             }
             // Refused frames report the tail as decided here: durable below.
             let decided = (e.state.handle, e.state.tail(), e.state.records(), e.state.closed, results);
