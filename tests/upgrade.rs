@@ -2,7 +2,8 @@
 //! back as it was: `tests/fixtures/data-v4` was written by sluice at
 //! 9ac100c (checkpoint format 4, one shard, 64 KiB segments) with the
 //! README's examples (a bucket, a text stream with a producer, attributes,
-//! a snapshot and retention, a JSON stream with a TTL, its fork, a closed
+//! a snapshot and retention, a JSON stream with a TTL of 100 years, so
+//! that it outlives the fixture, its fork, a closed
 //! stream of an uncommon content type), then stopped cleanly (its webhook
 //! keys left out: a start makes them when missing). After a
 //! clean stop under this release the checkpoint is rewritten in the
@@ -56,7 +57,7 @@ fn assert_as_written(s: &Server) {
         assert_eq!(r.text(), r#"[{"step":1},{"step":2},{"step":3}]"#, "{path}");
         assert_eq!(r.h("content-type"), "application/json", "{path}");
     }
-    assert_eq!(s.head("/v1/stream/chat/42").h("stream-ttl"), "3600");
+    assert_eq!(s.head("/v1/stream/chat/42").h("stream-ttl"), "3153600000");
 
     let closed = s.get("/agents/closed-one?offset=-1");
     assert_eq!((closed.status, closed.text().as_str()), (200, "last"));
