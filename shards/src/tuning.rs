@@ -105,12 +105,12 @@ pub const CHECKPOINT_STREAM_BYTES: usize = 64;
 /// dynamic mmap threshold rose to (`DEFAULT_MMAP_THRESHOLD_MAX` on 64-bit),
 /// and goes back to the kernel whole when freed.
 pub const OWN_MAPPING: usize = 32 << 20;
-/// A checkpoint expected to take more than this is encoded into a buffer
-/// of at least [`OWN_MAPPING`] bytes: from the heap, a 27 MB buffer left
-/// its pages held among the streams after it was freed (RSS 15-25 B a
-/// stream more at 1M streams); the pages of a mapping never written cost
-/// nothing.
-pub const CHECKPOINT_MAPPED_FROM: usize = 1 << 20;
+/// A transient buffer (a checkpoint being encoded, a whole file read) of
+/// more than this gets a capacity of at least [`OWN_MAPPING`] bytes
+/// (`heap::buffer`): from the heap, a 27 MB checkpoint buffer left its
+/// pages held among the streams after it was freed (RSS 15-25 B a stream
+/// more at 1M streams); the pages of a mapping never written cost nothing.
+pub const MAPPED_FROM: usize = 1 << 20;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
 /// 296 bytes are one 304-byte glibc chunk (the request plus 8, in 16s):

@@ -13,7 +13,7 @@ use crate::core::stream::{Blob, Rare, Snapshot, StreamKey, StreamState, Visible}
 use crate::core::ttl::Lifetime;
 use crate::log::recovery::RecoveryError;
 use crate::log::{ForkRecord, ProducerStamp};
-use crate::tuning::{CHECKPOINT_MAPPED_FROM, CHECKPOINT_STREAM_BYTES, OWN_MAPPING};
+use crate::tuning::CHECKPOINT_STREAM_BYTES;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
@@ -99,7 +99,7 @@ impl Encoder {
     /// as they will be once the flush of `h.generation` has stored every
     /// stream's bytes up to its tail and every pending snapshot.
     pub fn new(h: &Header<'_>, streams: usize) -> Encoder {
-        let mut out = Vec::with_capacity(capacity(streams));
+        let mut out = crate::heap::buffer(streams.saturating_mul(CHECKPOINT_STREAM_BYTES));
         out.extend_from_slice(MAGIC);
         out.put_u32(VERSION);
         out.put_u64(h.generation);
@@ -190,16 +190,6 @@ impl Encoder {
     }
 }
 
-/// The buffer a checkpoint of `streams` streams is encoded into: sized
-/// once, and a mapping of its own when large ([`CHECKPOINT_MAPPED_FROM`]).
-fn capacity(streams: usize) -> usize {
-    let want = streams.saturating_mul(CHECKPOINT_STREAM_BYTES);
-    match want > CHECKPOINT_MAPPED_FROM {
-        true => want.max(OWN_MAPPING + 1),
-        false => want,
-    }
-}
-
 fn put_stream(out: &mut Vec<u8>, s: &StreamState, generation: u64) {
     out.put_var(s.handle);
     out.put_var_bytes(s.key.bucket().as_bytes());
@@ -269,11 +259,12 @@ impl<'a> Fields<'_, 'a> {
             self.c.u64()
         }
     }
-    fn opt_num(&mut self) -> Option<Option<u64>> {
-        if self.compact {
-            self.c.opt_var()
-        } else {
-            self.c.opt_u64()
+    /// A presence byte, then the value: as `put_opt_var`/`put_opt_u64` wrote it.
+    fn opt<T>(&mut self, value: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        match self.c.u8()? {
+            0 => Some(None),
+            1 => value(self).map(Some),
+            _ => None,
         }
     }
     /// A count or length written as a u32 before version 5.
@@ -293,13 +284,6 @@ impl<'a> Fields<'_, 'a> {
     }
     fn text(&mut self) -> Option<&'a str> {
         std::str::from_utf8(self.bytes()?).ok()
-    }
-    fn opt_text(&mut self) -> Option<Option<String>> {
-        if self.compact {
-            self.c.opt_var_string()
-        } else {
-            self.c.opt_string()
-        }
     }
     /// A time written after the creation time: an offset from it in version 5.
     fn time_after(&mut self, created: u64) -> Option<u64> {
@@ -390,12 +374,12 @@ fn get_stream(c: &mut Cursor<'_>, max_producers: usize, version: u32) -> Option<
     let (bucket, name, content_type) = (f.text()?, f.text()?, f.content_type()?);
     let created_ms = f.num()?;
     let last_write_ms = f.time_after(created_ms)?;
-    let (ttl_secs, expires_at_ms) = (f.opt_num()?, f.opt_num()?);
+    let (ttl_secs, expires_at_ms) = (f.opt(Fields::num)?, f.opt(Fields::num)?);
     let lifetime = Lifetime { ttl_secs, expires_at_ms, last_access_ms: f.time_after(created_ms)? };
     let attrs = f.bytes()?.to_vec();
     let (closed, deleted) = f.flags()?;
     let closed_by = ProducerStamp::get_opt(f.c)?;
-    let last_stream_seq = f.opt_text()?;
+    let last_stream_seq = f.opt(|f| f.text().map(str::to_string))?;
     let writes = f.num()?;
     let n = f.count()?;
     let mut by_id = HashMap::new();
@@ -411,8 +395,7 @@ fn get_stream(c: &mut Cursor<'_>, max_producers: usize, version: u32) -> Option<
         true => BundleAt::from_word(f.num()?),
         false => None,
     };
-    let c = f.c;
-    let fork = ForkRecord::get_opt(c)?;
+    let fork = ForkRecord::get_opt(f.c)?;
     let ancestors = fork.as_ref().map_or_else(Vec::new, |f| f.ancestors.clone());
     let consistent = ancestors.last().is_none_or(|a| (a.end, a.end_record) == (base, base_record))
         && base <= tail
@@ -424,7 +407,6 @@ fn get_stream(c: &mut Cursor<'_>, max_producers: usize, version: u32) -> Option<
     if !consistent {
         return None;
     }
-    let mut f = Fields { c, compact: version > VERSION_BEFORE_COMPACT };
     let snapshot = match f.c.u8()? {
         0 => None,
         _ => Some(Snapshot {

@@ -83,10 +83,6 @@ pub fn restore(
                 .and_then(|decoded| decoded)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             let id = CheckpointId::of(ck.generation, &b);
-            // The buffer (tens of MB at a million streams) freed among the
-            // streams just built would otherwise keep its pages.
-            drop(b);
-            crate::heap::give_back();
             (Some(ck), Some(id))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
