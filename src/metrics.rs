@@ -49,7 +49,6 @@ pub struct ShardSnapshot {
     appends: u64,
     append_bytes: u64,
     placed: u64,
-    commits_beside: u64,
     fsync_seconds: HistogramSnapshot,
     group_commit_records: HistogramSnapshot,
     connections: u64,
@@ -85,7 +84,6 @@ pub fn snapshot(id: usize, m: &ShardMetrics, shard: &Shard, connections: usize, 
         appends: log.appends.get(),
         append_bytes: log.append_bytes.get(),
         placed: log.placed.get(),
-        commits_beside: log.commits_beside.get(),
         fsync_seconds: log.fsync_seconds.snapshot(),
         group_commit_records: log.group_commit_records.snapshot(),
         connections: connections as u64,
@@ -148,13 +146,6 @@ pub fn render(shards: &[ShardSnapshot]) -> String {
         "counter",
         "Appends written into their stream file before their journal record (large appends written once).",
         &|s| s.placed as f64,
-    );
-    per_shard(
-        &mut out,
-        "sluice_commits_beside_total",
-        "counter",
-        "Journal commits of large records written beside the commit in flight instead of after it.",
-        &|s| s.commits_beside as f64,
     );
     let per_shard_histogram = |out: &mut String, name: &str, pick: &dyn Fn(&ShardSnapshot) -> &HistogramSnapshot| {
         for s in shards {

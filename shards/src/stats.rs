@@ -73,8 +73,6 @@ pub struct LogStats {
     /// Of those appends, the ones placed in their stream files before
     /// their record (large appends written once, `store::place`).
     pub placed: Cell<u64>,
-    /// Commits written beside the one in flight (large records, `log::writer`).
-    pub commits_beside: Cell<u64>,
     /// Duration of each commit's durable writes, sync included (none with `--fsync never`).
     pub fsync_seconds: Histogram,
     /// Records made durable by each commit.
@@ -89,7 +87,6 @@ impl Default for LogStats {
             appends: Cell::new(0),
             append_bytes: Cell::new(0),
             placed: Cell::new(0),
-            commits_beside: Cell::new(0),
             fsync_seconds: Histogram::new(SECONDS),
             group_commit_records: Histogram::new(RECORDS),
             torn_bytes: Cell::new(0),

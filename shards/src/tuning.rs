@@ -83,17 +83,6 @@ pub const FILL_CHUNK: usize = 1 << 20;
 /// commit ends in is written again, whole, by the next). Segment sizes are
 /// rounded up to it.
 pub const JOURNAL_BLOCK: u64 = PAGE;
-/// A record of at least this many bytes (as reserved) that arrives while a
-/// journal commit is in flight starts a commit on a block of its own, which
-/// is written beside the one in flight instead of after it (`log::writer`):
-/// large records are bound by the disk's latency per commit, and this many
-/// bytes make the padding to a block (under half a block on average) a
-/// small share. Smaller records wait for the commit in flight, as one
-/// group, and pad nothing.
-pub const BESIDE_FROM: usize = 32 << 10;
-/// Journal commits written at once. Recovery relies on it being two: a
-/// commit found torn is followed by at most one more (`log::recovery`).
-pub const COMMITS_IN_FLIGHT: usize = 2;
 /// The largest commit buffer the journal keeps for the next commit (a
 /// bigger one, left by an unusually large commit, is given back).
 pub const SPARE_COMMIT_BUFFER: usize = 8 << 20;
@@ -220,8 +209,6 @@ const _: () = {
     assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
-    assert!(COMMITS_IN_FLIGHT == 2, "recovery's torn-tail rule allows one commit beside a torn one");
-    assert!(BESIDE_FROM as u64 >= 4 * JOURNAL_BLOCK, "a commit beside another pads under an eighth on average");
     assert!(DENSE_HANDLES_PER_STREAM >= 1, "a table of every handle holds one per stream at least");
     assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
     assert!(IOWQ_BOUNDED_WORKERS as usize >= FLUSH_CONCURRENCY, "a flush batch's writes and syncs each get a worker");

@@ -12,10 +12,7 @@
 //! seals segments and rolls exactly like the log. Group commits persist the
 //! journal to a simulated disk; faults cut them short at a sector boundary
 //! (a short write, a failed fsync that persisted an unknown prefix, a power
-//! loss leaving a torn tail with garbage in a later sector, two commits in
-//! flight each cut short: some records start a commit beside the pending
-//! one, on a sector of their own behind an alignment record, as large
-//! records do in `log::writer`), and crashes
+//! loss leaving a torn tail with garbage in a later sector), and crashes
 //! lose everything not persisted. Recovery is
 //! the real scan ([`scan_files`]) over the disk image and the real
 //! [`Store::replay`].
@@ -47,7 +44,7 @@ use sluice_shards::core::coordinates::{self, RecordStart};
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::stream::Blob;
 use sluice_shards::ids::BUILTIN_BUCKET;
-use sluice_shards::log::record::{Seal, ALIGNED_FRAME, SEAL_FRAME};
+use sluice_shards::log::record::{Seal, SEAL_FRAME};
 use sluice_shards::log::recovery::{scan_files, LogFiles, Mode, RecoveryError};
 use sluice_shards::log::{Appended, ProducerStamp, Record};
 use sluice_shards::store::decide::Journal;
@@ -88,11 +85,6 @@ struct Inner {
     synced: (u32, usize),
     assigned: u64,
     durable: u64,
-    /// Decides which records start a commit beside the pending one.
-    rng: Rng,
-    /// The newest such commit since the last sync: its segment, where the
-    /// records before it end, and where it starts.
-    beside: Option<(u32, usize, usize)>,
 }
 
 struct SimJournal(RefCell<Inner>);
@@ -139,78 +131,29 @@ impl Inner {
     /// first one lost (a later sector of the commit landed without it).
     fn persist(&mut self, keep: usize, torn: Option<Vec<u8>>) {
         let mut left = keep;
-        let pieces = self.unsynced();
-        for (i, &(no, from, to)) in pieces.iter().enumerate() {
-            let last = left < to - from || i + 1 == pieces.len();
-            let limit = self.image[&no].len();
-            let garbage = torn.as_deref().filter(|_| last).map(|g| (g, limit));
-            left -= self.persist_span(no, (from, to), left, garbage);
-            if last {
+        let mut last = None;
+        for (no, from, to) in self.unsynced() {
+            let mut n = left.min(to - from);
+            if n < to - from {
+                n = ((from + n) / SECTOR * SECTOR).max(from) - from;
+                left = n;
+            }
+            let src = self.image[&no][from..from + n].to_vec();
+            self.disk.segments.get_mut(&no).expect("preallocated")[from..from + n].copy_from_slice(&src);
+            left -= n;
+            last = Some((no, from + n));
+            if left == 0 {
                 break;
             }
         }
-    }
-
-    /// Persists the first `keep` bytes of `from..to` in segment `no`, cut
-    /// back to a sector boundary when short of `to`, and `garbage` (bytes,
-    /// limit) in the sector after the last one written, up to the limit.
-    /// Returns the bytes persisted.
-    fn persist_span(
-        &mut self,
-        no: u32,
-        (from, to): (usize, usize),
-        keep: usize,
-        garbage: Option<(&[u8], usize)>,
-    ) -> usize {
-        let mut n = keep.min(to - from);
-        if n < to - from {
-            n = ((from + n) / SECTOR * SECTOR).max(from) - from;
-        }
-        let src = self.image[&no][from..from + n].to_vec();
-        let seg = self.disk.segments.get_mut(&no).expect("preallocated");
-        seg[from..from + n].copy_from_slice(&src);
-        if let Some((garbage, limit)) = garbage {
-            let at = ((from + n) / SECTOR + 1) * SECTOR;
-            if at < limit {
-                let end = (at + garbage.len()).min(limit);
+        if let (Some(garbage), Some((no, at))) = (torn, last) {
+            let seg = self.disk.segments.get_mut(&no).expect("preallocated");
+            let at = (at / SECTOR + 1) * SECTOR;
+            if at < seg.len() {
+                let end = (at + garbage.len()).min(seg.len());
                 seg[at..end].copy_from_slice(&garbage[..end - at]);
             }
         }
-        n
-    }
-
-    /// Starts the next record on a sector of its own behind an alignment
-    /// record, as a commit written beside the pending one, when the pending
-    /// bytes are all in the active segment and `len` more fit after it.
-    fn maybe_beside(&mut self, len: usize) {
-        let pending_here = self.synced.0 == self.active && self.write_pos > self.synced.1;
-        let from = self.write_pos;
-        let at = from.next_multiple_of(SECTOR);
-        if !pending_here || at + ALIGNED_FRAME + len > self.image[&self.active].len() || !self.rng.chance(20) {
-            return;
-        }
-        self.crc = crc32c::crc32c_append(self.crc, &vec![0; at - from]);
-        self.write_pos = at;
-        let mut frame = Vec::new();
-        Record::Aligned { from: from as u64 }.encode(&mut frame);
-        self.push(&frame);
-        self.beside = Some((self.active, from, at));
-    }
-
-    /// A crash with two commits in flight, each cut short: the pending
-    /// bytes before the newest commit written beside them (garbage confined
-    /// to them) and that commit's. `None` when no such commit is pending.
-    fn persist_two(&mut self, rng: &mut Rng, garbage: Vec<u8>) -> Option<()> {
-        let (no, from, at) = self.beside.filter(|b| b.0 == self.active && self.synced.0 == self.active)?;
-        let first = (self.synced.1, from);
-        let keep = rng.below((first.1 - first.0) as u64 + 1) as usize;
-        self.persist_span(no, first, keep, Some((&garbage, from)));
-        // The second commit is often short enough to land whole before the first.
-        let second = (at, self.write_pos);
-        let len = second.1 - second.0;
-        let keep = if rng.chance(50) { len } else { rng.below(len as u64 + 1) as usize };
-        self.persist_span(no, second, keep, None);
-        Some(())
     }
 }
 
@@ -229,7 +172,6 @@ impl Journal for SimJournal {
             let no = s.active + 1;
             s.open_segment(no, seal.size as usize, seal);
         }
-        s.maybe_beside(frame.len());
         let pos = s.push(&frame);
         s.assigned += 1;
         let _ = (pos, enc);
@@ -242,7 +184,7 @@ impl Journal for SimJournal {
 }
 
 impl SimJournal {
-    fn fresh(seed: u64) -> SimJournal {
+    fn fresh() -> SimJournal {
         let mut inner = Inner {
             // log-head is created naming segment 0 before the first record.
             disk: Disk { segments: BTreeMap::new(), head: Some(0) },
@@ -253,8 +195,6 @@ impl SimJournal {
             synced: (1, 0),
             assigned: 0,
             durable: 0,
-            rng: Rng(seed ^ 0x5eed),
-            beside: None,
         };
         inner.open_segment(1, SEGMENT, Seal { previous: 0, len: 0, crc: 0, size: SEGMENT as u64 });
         SimJournal(RefCell::new(inner))
@@ -268,7 +208,6 @@ impl SimJournal {
         s.persist(all, None);
         s.synced = (s.active, s.write_pos);
         s.durable = s.assigned;
-        s.beside = None;
         s.disk.head = Some(s.active);
     }
 }
@@ -399,7 +338,7 @@ impl World {
         store.shard = 0;
         World {
             rng: Rng(seed),
-            journal: SimJournal::fresh(seed),
+            journal: SimJournal::fresh(),
             store,
             model: Model::new(),
             now: 1_000,
@@ -944,7 +883,7 @@ impl World {
     /// Loses everything not durable, maybe through a fault in the commit
     /// in flight, then recovers and checks.
     fn crash(&mut self, seed: u64) {
-        let fault = self.rng.below(5);
+        let fault = self.rng.below(4);
         {
             let mut s = self.journal.0.borrow_mut();
             let pending: usize = s.unsynced().iter().map(|(_, f, t)| t - f).sum();
@@ -955,16 +894,9 @@ impl World {
                 // A short write, or a failed fsync that persisted an unknown prefix.
                 1 | 2 => s.persist(keep, None),
                 // Power loss during the write: a torn tail, garbage in a later sector.
-                3 => {
-                    let garbage = self.rng.bytes(64);
-                    s.persist(keep, Some(garbage));
-                }
-                // Power loss with two commits in flight (or one, when none went beside).
                 _ => {
                     let garbage = self.rng.bytes(64);
-                    if s.persist_two(&mut self.rng, garbage.clone()).is_none() {
-                        s.persist(keep, Some(garbage));
-                    }
+                    s.persist(keep, Some(garbage));
                 }
             }
         }
@@ -1039,8 +971,6 @@ impl World {
             synced: (active, write_pos),
             assigned: recovered,
             durable: recovered,
-            rng: Rng(seed ^ recovered),
-            beside: None,
         };
         if write_pos == 0 {
             let before = last.checked_sub(1).map_or((0, 0), |i| (tail.ends[i], tail.crcs[i]));

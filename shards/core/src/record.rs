@@ -221,9 +221,6 @@ pub struct Seal {
 /// Encoded size of a [`Record::Seal`] frame.
 pub const SEAL_FRAME: usize = FRAME_HEADER + 1 + 4 + 8 + 4 + 8;
 
-/// Encoded size of a [`Record::Aligned`] frame.
-pub const ALIGNED_FRAME: usize = FRAME_HEADER + 1 + 8;
-
 /// Every durable state change, and the segment seals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record<'a> {
@@ -260,13 +257,6 @@ pub enum Record<'a> {
         offset: u64,
     },
     Seal(Seal),
-    /// The first record of a commit that may be written while the one
-    /// before it is still in flight: it starts on a sector of its own, past
-    /// zeros from `from` (where the records before it end, as a file
-    /// position in the segment) to where it sits. Recovery skips it.
-    Aligned {
-        from: u64,
-    },
     /// A subscription's whole state (PROTOCOL.md sections 6-7), opaque to
     /// the store: the server encodes it; the latest record for an id wins.
     SubscriptionPut {
@@ -293,9 +283,8 @@ const K_SEAL: u8 = 11;
 const K_SUBSCRIPTION_PUT: u8 = 12;
 const K_SUBSCRIPTION_DELETE: u8 = 13;
 const K_PLACED: u8 = 14;
-const K_ALIGNED: u8 = 15;
 /// The highest record kind: a frame whose kind byte is above it is damaged.
-pub const MAX_KIND: u8 = K_ALIGNED;
+pub const MAX_KIND: u8 = K_PLACED;
 
 /// Where a record's bulk bytes (append data, snapshot body) sit inside its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,7 +310,6 @@ impl Record<'_> {
             Record::BucketCreate { .. }
             | Record::BucketDelete { .. }
             | Record::Seal(_)
-            | Record::Aligned { .. }
             | Record::SubscriptionPut { .. }
             | Record::SubscriptionDelete { .. } => None,
         }
@@ -413,10 +401,6 @@ impl Record<'_> {
                 out.put_u64(seal.len);
                 out.put_u32(seal.crc);
                 out.put_u64(seal.size);
-            }
-            Record::Aligned { from } => {
-                out.put_u8(K_ALIGNED);
-                out.put_u64(*from);
             }
             Record::SubscriptionPut { id, state } => {
                 out.put_u8(K_SUBSCRIPTION_PUT);
@@ -577,7 +561,6 @@ fn decode(body: &[u8]) -> Option<(Record<'_>, usize)> {
         K_RETENTION => Record::Retention { handle: c.u64()?, offset: c.u64()?, record: c.u64()? },
         K_SNAPSHOT_DELETE => Record::SnapshotDelete { handle: c.u64()?, offset: c.u64()? },
         K_SEAL => Record::Seal(Seal { previous: c.u32()?, len: c.u64()?, crc: c.u32()?, size: c.u64()? }),
-        K_ALIGNED => Record::Aligned { from: c.u64()? },
         K_SUBSCRIPTION_PUT => Record::SubscriptionPut { id: c.string()?, state: c.bytes()?.to_vec() },
         K_SUBSCRIPTION_DELETE => Record::SubscriptionDelete { id: c.string()? },
         _ => return None,
@@ -652,20 +635,16 @@ mod tests {
             Record::Retention { handle: 3, offset: 5, record: 2 },
             Record::SnapshotDelete { handle: 3, offset: 5 },
             Record::Seal(Seal { previous: 4, len: 70_000, crc: 0xdead_beef, size: 1 << 20 }),
-            Record::Aligned { from: 70_001 },
             Record::SubscriptionPut { id: "sub-1".into(), state: b"{}".to_vec() },
             Record::SubscriptionDelete { id: "sub-1".into() },
         ]
     }
 
     #[test]
-    fn seal_and_aligned_frame_sizes_are_exact() {
+    fn seal_frame_size_is_exact() {
         let mut buf = Vec::new();
         Record::Seal(Seal { previous: 1, len: 2, crc: 3, size: 4 }).encode(&mut buf);
         assert_eq!(buf.len(), SEAL_FRAME);
-        buf.clear();
-        Record::Aligned { from: u64::MAX }.encode(&mut buf);
-        assert_eq!(buf.len(), ALIGNED_FRAME);
     }
 
     #[test]

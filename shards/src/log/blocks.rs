@@ -9,12 +9,10 @@
 //! rewrite leaves each of its sectors old or new, which read alike, so no
 //! acknowledged byte is at risk, and the zeros after the log's end stay
 //! zeros (recovery's torn-tail rule, `log::recovery`). After a restart the
-//! block is read back from the segment before the first commit. A commit
-//! written beside the one in flight (`log::writer`) starts on a block
-//! boundary, so the two never write the same block.
+//! block is read back from the segment before the first commit.
 
 use crate::tuning::JOURNAL_BLOCK;
-use glommio::io::{DmaBuffer, DmaFile};
+use glommio::io::DmaFile;
 use std::io;
 
 /// One commit's bytes for one segment, starting at `pos`.
@@ -43,36 +41,11 @@ fn block_floor(pos: u64) -> u64 {
     pos - pos % JOURNAL_BLOCK
 }
 
-/// One chunk as whole blocks, ready to be written.
-pub struct Prepared {
-    file: std::rc::Rc<DmaFile>,
-    at: u64,
-    buf: DmaBuffer,
-}
-
-impl Prepared {
-    /// Writes the blocks durably (per how the segment was opened). A short
-    /// write is an error: the space is preallocated, so only a failing disk
-    /// writes less.
-    pub async fn write(self) -> io::Result<()> {
-        let len = self.buf.len();
-        let n = self.file.write_at(self.buf, self.at).await.map_err(io::Error::from)?;
-        if n != len {
-            return Err(io::Error::other(format!("short write: {n} of {len} bytes")));
-        }
-        Ok(())
-    }
-}
-
 impl Blocks {
-    /// Lays `c` out as whole blocks, after the bytes of its first block
-    /// that an earlier commit wrote, and keeps its last block for the next
-    /// commit. A commit that starts on a block boundary (one written while
-    /// the one before is in flight) needs no earlier bytes, so it never
-    /// reads a block another write is putting down. Once a prepared chunk's
-    /// write fails the log takes no more writes, so what is kept here is
-    /// never used against a failed one.
-    pub async fn prepare(&mut self, c: &Chunk) -> io::Result<Prepared> {
+    /// Writes `c` durably (per how its segment was opened). A short write
+    /// is an error: the space is preallocated, so only a failing disk
+    /// writes less.
+    pub async fn write(&mut self, c: &Chunk) -> io::Result<()> {
         let at = block_floor(c.pos);
         let head = self.head(c, at).await?;
         debug_assert_eq!(at + head.len() as u64, c.pos);
@@ -85,13 +58,17 @@ impl Blocks {
         out[head.len() + c.bytes.len()..].fill(0);
         let tail_at = block_floor(end);
         let tail = out[(tail_at - at) as usize..(end - at) as usize].to_vec();
+        let n = c.file.write_at(buf, at).await.map_err(io::Error::from)?;
+        if n != len {
+            return Err(io::Error::other(format!("short write: {n} of {len} bytes")));
+        }
         self.partial = Some(Partial { no: c.no, at: tail_at, bytes: tail });
-        Ok(Prepared { file: c.file.clone(), at, buf })
+        Ok(())
     }
 
     /// The bytes of block `at` before `c.pos`: kept from the last commit
     /// into the segment, or read back from it (the first commit after a
-    /// restart).
+    /// restart, or after a failed write).
     async fn head(&mut self, c: &Chunk, at: u64) -> io::Result<Vec<u8>> {
         let want = (c.pos - at) as usize;
         match self.partial.take() {
@@ -136,7 +113,7 @@ mod tests {
                 let bytes: Vec<u8> = (0..len).map(|k| (i * 31 + k % 251 + 1) as u8).collect();
                 want.extend_from_slice(&bytes);
                 let c = Chunk { no: 1, file: seg.file.clone(), pos, bytes };
-                blocks.prepare(&c).await.unwrap().write().await.unwrap();
+                blocks.write(&c).await.unwrap();
                 pos += len as u64;
             }
             want

@@ -34,21 +34,6 @@
 //!   the newest acknowledged record leaves every sector of it non-zero: it
 //!   is refused, never truncated.
 //!
-//! Two commits in flight. A commit of large records may be written while
-//! the one before it is still in flight (`log::writer`); it then starts on
-//! a block of its own, with an [`Record::Aligned`] record naming where the
-//! records before it end (the zeros between are that commit's padding),
-//! and is acknowledged only after the one before it. So the scan passes
-//! over zeros from the end of the records to an `Aligned` record that names
-//! that end, less than a block further on a sector boundary. And a torn
-//! commit may be followed by the one written beside it, whole or torn
-//! itself: where the valid records end at `p` as above, valid records after
-//! `p` are not a hole when the first of them is an `Aligned` record whose
-//! gap starts at or after `p`, the records from it run unbroken, and no
-//! valid record follows them (a third commit is never written before the
-//! first of two is durable). Both commits were unacknowledged: the scan
-//! zeroes from `p` on, as for any torn tail.
-//!
 //! What stays ambiguous: damage that zeroes a whole sector's part of the
 //! newest record, or a flip in a newest record whose payload holds a
 //! sector's worth of zeros of its own, reads as a torn write and is
@@ -65,7 +50,7 @@
 use super::marks::{self, LOG_HEAD, LOG_START};
 use super::record::{read_frame, Frame, Record, FRAME_HEADER, MAX_KIND};
 use super::segment::{list_segments, segment_path};
-use crate::tuning::{JOURNAL_BLOCK, SECTOR};
+use crate::tuning::SECTOR;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -179,26 +164,16 @@ pub fn records_from(dir: &Path, from: (u32, u64), mut each: impl FnMut(Record<'_
     for no in segments {
         let path = segment_path(dir, no);
         let at = if no == from.0 { from.1 } else { 0 };
-        // From a sector boundary, so an alignment's place can be checked.
-        let base = at - at % SECTOR as u64;
         buf.clear();
         std::fs::File::open(&path)
-            .and_then(|mut f| f.seek(SeekFrom::Start(base)).and_then(|_| std::io::Read::read_to_end(&mut f, &mut buf)))
+            .and_then(|mut f| f.seek(SeekFrom::Start(at)).and_then(|_| std::io::Read::read_to_end(&mut f, &mut buf)))
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let mut pos = (at - base) as usize;
-        loop {
-            match read_frame(&buf[pos..]) {
-                Frame::Record { record, len, .. } => {
-                    if !matches!(record, Record::Seal(_) | Record::Aligned { .. }) {
-                        each(record);
-                    }
-                    pos += len;
-                }
-                Frame::End | Frame::Damaged => match aligned_at(&buf, base, pos) {
-                    Some(next) => pos = next,
-                    None => break,
-                },
+        let mut pos = 0;
+        while let Frame::Record { record, len, .. } = read_frame(&buf[pos..]) {
+            if !matches!(record, Record::Seal(_)) {
+                each(record);
             }
+            pos += len;
         }
     }
     Ok(())
@@ -315,28 +290,14 @@ pub fn scan_files<F: LogFiles>(
                 Frame::Record { .. } if pos == 0 => {
                     return Err(format!("{}: does not begin with its seal: damaged or not this log's", path).into());
                 }
-                // Reached without a gap (the records before it ended on a sector boundary).
-                Frame::Record { record: Record::Aligned { from }, len, .. } => {
-                    if from != pos as u64 {
-                        return Err(
-                            format!("{}: an alignment record at byte {pos} names byte {from}: damaged", path).into()
-                        );
-                    }
-                    pos += len;
-                }
                 Frame::Record { record, len, .. } => {
                     apply(record, Position { segment: no, frame: pos as u64 });
                     tail.records += 1;
                     pos += len;
                 }
-                // The padding before a commit written beside the one before
-                // it (fewer zeros than a frame header read as a damaged frame).
-                Frame::End | Frame::Damaged if aligned_at(&buf, 0, pos).is_some() => {
-                    pos = aligned_at(&buf, 0, pos).expect("just found");
-                }
                 Frame::End => {
                     // Zeros followed by valid records: a lost block, not the end.
-                    if first_valid_frame(&buf, pos + 1).is_some() && !beside_torn(&buf, pos) {
+                    if valid_frame_after(&buf, pos + 1) {
                         return Err(hole(&path, pos, "zeroed"));
                     }
                     if !zero(&buf[pos..sector_end(pos).min(buf.len())]) {
@@ -359,9 +320,7 @@ pub fn scan_files<F: LogFiles>(
                     // The newest segment with records is usually followed by
                     // the preallocated (all-zero) next one: its tail is still
                     // the log's tail.
-                    if (first_valid_frame(&buf, pos + 1).is_some() && !beside_torn(&buf, pos))
-                        || !blank_after(files, &segments[i + 1..])?
-                    {
+                    if valid_frame_after(&buf, pos + 1) || !blank_after(files, &segments[i + 1..])? {
                         return Err(hole(&path, pos, "damaged"));
                     }
                     if !lost_a_sector(&buf, pos) {
@@ -451,58 +410,19 @@ fn blank_after<F: LogFiles>(files: &F, later: &[u32]) -> Result<bool, RecoveryEr
     Ok(true)
 }
 
-/// Where the first valid frame at or after `from` starts. A frame's length
-/// field is non-zero, so a frame can only start in the 3 bytes before a
-/// non-zero byte or on it: runs of zeros (a segment's preallocated tail,
-/// tens of MiB) are skipped whole.
-fn first_valid_frame(buf: &[u8], from: usize) -> Option<usize> {
+/// Whether any valid frame starts at or after `from`. A frame's length field
+/// is non-zero, so a frame can only start in the 3 bytes before a non-zero
+/// byte or on it: runs of zeros (a segment's preallocated tail, tens of
+/// MiB) are skipped whole.
+fn valid_frame_after(buf: &[u8], from: usize) -> bool {
     let mut at = from;
     while let Some(nonzero) = buf.get(at..).and_then(first_nonzero).map(|p| at + p) {
-        if let Some(p) = (nonzero.saturating_sub(3).max(at)..=nonzero).find(|&p| frame_at(&buf[p..])) {
-            return Some(p);
+        if (nonzero.saturating_sub(3).max(at)..=nonzero).any(|p| frame_at(&buf[p..])) {
+            return true;
         }
         at = nonzero + 1;
     }
-    None
-}
-
-/// Where the records go on after zeros that start at `pos` (`buf` holds
-/// the segment from file position `base`, a sector boundary): past an
-/// [`Record::Aligned`] record naming `pos`, on a sector boundary less than
-/// a block further, with only zeros before it. `None`: `pos` is an end.
-fn aligned_at(buf: &[u8], base: u64, pos: usize) -> Option<usize> {
-    let within = buf.get(pos..(pos + JOURNAL_BLOCK as usize).min(buf.len()))?;
-    let q = pos + first_nonzero(within)?;
-    if !(base + q as u64).is_multiple_of(SECTOR as u64) {
-        return None;
-    }
-    match read_frame(&buf[q..]) {
-        Frame::Record { record: Record::Aligned { from }, len, .. } if from == base + pos as u64 => Some(q + len),
-        _ => None,
-    }
-}
-
-/// Whether the valid frames after the torn point `p` are one commit written
-/// beside the torn one (see the module header): the first of them is an
-/// [`Record::Aligned`] record whose gap starts at or after `p` and leads to
-/// it, the frames from it run unbroken with no second alignment among
-/// them, and no valid frame follows.
-fn beside_torn(buf: &[u8], p: usize) -> bool {
-    let Some(q) = first_valid_frame(buf, p + 1) else { return false };
-    let Frame::Record { record: Record::Aligned { from }, len, .. } = read_frame(&buf[q..]) else { return false };
-    let from = from as usize;
-    if from < p || from > q || aligned_at(buf, 0, from) != Some(q + len) {
-        return false;
-    }
-    let mut end = q + len;
-    loop {
-        match read_frame(&buf[end..]) {
-            Frame::Record { record: Record::Aligned { .. } | Record::Seal(_), .. } => return false,
-            Frame::Record { len, .. } => end += len,
-            Frame::End | Frame::Damaged => break,
-        }
-    }
-    first_valid_frame(buf, end + 1).is_none()
+    false
 }
 
 /// Whether a valid record frame starts at `b[0]`.
@@ -540,7 +460,7 @@ fn zero_range(path: &Path, at: u64, len: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::record::{Record, Seal, ALIGNED_FRAME, SEAL_FRAME};
+    use crate::log::record::{Record, Seal, SEAL_FRAME};
     use crate::test_dir::TestDir;
 
     /// The block-wise scans find the same byte as a byte-by-byte one, for
@@ -725,124 +645,6 @@ mod tests {
             let err = replay_in(&d, mode).unwrap_err().to_string();
             assert!(err.contains(&format!("zeroed record at byte {}, the newest", S + DEL)), "{err}");
         }
-    }
-
-    /// Segment 1 of `BIG` bytes holding `commits`, each after the first
-    /// written beside the one before it (zeros to a sector boundary, then
-    /// an alignment naming where the records before end); returns the
-    /// segment and where each record starts.
-    fn write_beside(d: &Path, commits: &[&[Record<'_>]]) -> (Vec<u8>, Vec<usize>) {
-        let mut buf = Vec::new();
-        Record::Seal(Seal { previous: 0, len: 0, crc: 0, size: BIG as u64 }).encode(&mut buf);
-        let mut starts = Vec::new();
-        for (i, records) in commits.iter().enumerate() {
-            if i > 0 {
-                let from = buf.len() as u64;
-                buf.resize(buf.len().next_multiple_of(SECTOR), 0);
-                Record::Aligned { from }.encode(&mut buf);
-            }
-            for r in *records {
-                starts.push(buf.len());
-                r.encode(&mut buf);
-            }
-        }
-        buf.resize(BIG, 0);
-        std::fs::write(d.join(LOG_HEAD), marks::head_file(1)).unwrap();
-        std::fs::write(segment_path(d, 1), &buf).unwrap();
-        (buf, starts)
-    }
-
-    /// Commits written beside each other replay whole: the scan and the
-    /// look-ahead from any record pass over the padding between them.
-    #[test]
-    fn commits_written_beside_each_other_replay_whole() {
-        let d = dir("beside");
-        let (_, starts) = write_beside(&d, &[&[del(1), del(2)], &[del(3)], &[del(4), del(5)]]);
-        let (seen, tail) = replay(&d).unwrap();
-        assert_eq!(seen, [1, 2, 3, 4, 5]);
-        assert_eq!((tail.torn_bytes, tail.records), (0, 5));
-        assert_eq!(tail.write_pos, (starts[4] + DEL) as u64);
-        for (i, &at) in starts.iter().enumerate() {
-            let mut read = Vec::new();
-            records_from(&d, (1, at as u64), |r| read.push(r.handle().unwrap())).unwrap();
-            assert_eq!(read, (i as u64 + 1..=5).collect::<Vec<_>>(), "from byte {at}");
-        }
-    }
-
-    /// The padding before a commit written beside another may be shorter
-    /// than a frame header (it then reads as a damaged frame) or empty
-    /// (the alignment sits right where the records end): both are passed
-    /// over, by the scan and by the look-ahead.
-    #[test]
-    fn short_and_empty_gaps_are_passed_over() {
-        for (name, gap) in [("beside-gap-2", 2usize), ("beside-gap-0", 0)] {
-            let d = dir(name);
-            // A first commit of one record ending `gap` bytes before a sector boundary.
-            let attrs = Record::Attrs { handle: 1, attrs: vec![b'x'; SECTOR - gap - S - 21] };
-            let (buf, starts) = write_beside(&d, &[&[attrs], &[del(2), del(3)]]);
-            assert_eq!(starts[1] - ALIGNED_FRAME, SECTOR, "{name}");
-            assert!(buf[SECTOR - gap..SECTOR].iter().all(|b| *b == 0), "{name}");
-            let (seen, tail) = replay(&d).unwrap();
-            assert_eq!((seen, tail.records, tail.torn_bytes), (vec![2, 3], 3, 0), "{name}");
-            let mut read = Vec::new();
-            records_from(&d, (1, S as u64), |r| read.push(r.handle().unwrap())).unwrap();
-            assert_eq!(read, [1, 2, 3], "{name}");
-        }
-    }
-
-    /// A torn commit followed by the one written beside it (whole, or torn
-    /// itself): neither was acknowledged, both are dropped and zeroed, and
-    /// verifying changes nothing.
-    #[test]
-    fn a_torn_commit_and_the_one_beside_it_are_dropped() {
-        for (name, tear_later) in [("beside-torn", false), ("beside-both-torn", true)] {
-            let d = dir(name);
-            let (mut buf, starts) = write_beside(&d, &[&[del(1)], &[del(2), del(3)], &[del(4), del(5)]]);
-            buf[starts[2]..starts[2] + DEL].fill(0);
-            if tear_later {
-                buf[starts[4]..starts[4] + DEL].fill(0);
-            }
-            std::fs::write(segment_path(&d, 1), &buf).unwrap();
-            let (seen, tail) = replay_in(&d, Mode::Verify).unwrap();
-            assert_eq!((seen, tail.write_pos), (vec![1, 2], starts[2] as u64), "{name}");
-            assert_eq!(std::fs::read(segment_path(&d, 1)).unwrap(), buf, "{name}: verifying changed the file");
-            let (seen, tail) = replay(&d).unwrap();
-            assert_eq!((seen, tail.write_pos), (vec![1, 2], starts[2] as u64), "{name}");
-            assert!(tail.torn_bytes > 0, "{name}");
-            assert!(std::fs::read(segment_path(&d, 1)).unwrap()[starts[2]..].iter().all(|b| *b == 0), "{name}");
-            assert_eq!(replay(&d).unwrap().1.torn_bytes, 0, "{name}: a second start finds a clean log");
-        }
-    }
-
-    /// Only one commit is ever written beside a torn one: two are a hole.
-    /// So is an alignment that names another place than where the records
-    /// end, and a lost record followed by a commit whose alignment did not
-    /// land.
-    #[test]
-    fn more_than_one_commit_beside_a_torn_one_is_a_hole() {
-        let d = dir("beside-two");
-        let (mut buf, starts) = write_beside(&d, &[&[del(1)], &[del(2)], &[del(3)], &[del(4)]]);
-        buf[starts[1]..starts[1] + DEL].fill(0);
-        std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        let err = replay(&d).unwrap_err().to_string();
-        assert!(err.contains(&format!("zeroed record at byte {}", starts[1])) && err.contains("hole"), "{err}");
-
-        let d = dir("beside-misnamed");
-        let (mut buf, starts) = write_beside(&d, &[&[del(1)], &[del(2)]]);
-        let aligned = starts[1] - ALIGNED_FRAME;
-        buf.splice(aligned..starts[1], {
-            let mut f = Vec::new();
-            Record::Aligned { from: (starts[0] + DEL - 1) as u64 }.encode(&mut f);
-            f
-        });
-        std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().to_string().contains("hole"));
-
-        let d = dir("beside-lost");
-        let (mut buf, starts) = write_beside(&d, &[&[del(1)], &[del(2), del(3)]]);
-        buf[starts[1] - ALIGNED_FRAME..starts[1]].fill(0);
-        std::fs::write(segment_path(&d, 1), &buf).unwrap();
-        assert!(replay(&d).unwrap_err().to_string().contains("hole"));
     }
 
     #[test]

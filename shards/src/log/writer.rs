@@ -5,33 +5,22 @@
 //! every record in that batch. Records that arrive while a flush
 //! is in flight ride the next one, so the sync cost is shared by all of them.
 //!
-//! Two commits in flight. A large record ([`BESIDE_FROM`]) that arrives
-//! while a commit is in flight starts the next commit on a block of its
-//! own, behind an [`Record::Aligned`] record naming where the records before
-//! it end; that commit is written at once, beside the one in flight (same
-//! segment, one chunk each), and acknowledged after it: commits are
-//! acknowledged in order, so a commit is durable only when every record
-//! before it is. Large records are bound by the disk's latency per commit,
-//! which this overlaps. Recovery knows the pattern (`log::recovery`): at
-//! most one commit is found beside a torn one ([`COMMITS_IN_FLIGHT`]).
-//!
 //! A failed write or sync is fail-stop: the page cache state after an fsync
 //! error is unknown, so the log refuses every later write until restart, and
 //! recovery decides from what is really on disk.
 
 use super::blocks::{Blocks, Chunk};
 use super::marks::{self, Head, LOG_START};
-use super::record::{Encoded, Record, Seal, ALIGNED_FRAME, SEAL_FRAME};
+use super::record::{Encoded, Record, Seal, SEAL_FRAME};
 use super::segment::{create_segment, whole_blocks, Segment};
 use crate::signal::Signal;
 use crate::stats::{DiskUsage, LogStats};
-use crate::tuning::{BESIDE_FROM, COMMITS_IN_FLIGHT, JOURNAL_BLOCK, SPARE_COMMIT_BUFFER};
+use crate::tuning::{JOURNAL_BLOCK, SPARE_COMMIT_BUFFER};
 use glommio::io::DmaFile;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,13 +72,6 @@ struct Inner {
     /// Bytes not yet handed to the flusher, starting at `buf_pos` in `active`.
     buf: Vec<u8>,
     buf_pos: u64,
-    /// `buf` begins with an [`Record::Aligned`] record on a block of its
-    /// own: it may be written beside the commit in flight.
-    buf_aligned: bool,
-    /// Commits written and not yet acknowledged (set by the flusher).
-    in_flight: usize,
-    /// The room the last [`Log::reserve`] made, taken by the append after it.
-    reserved: usize,
     /// A written commit's buffer, emptied, for the next one (no fresh
     /// memory to fault in per commit).
     spare: Vec<u8>,
@@ -111,28 +93,12 @@ struct Inner {
     flushing: bool,
 }
 
-/// A commit's writes, running: how long they took, or why they failed.
-type Writing = glommio::task::JoinHandle<std::io::Result<Duration>>;
-
-/// A commit written and not yet acknowledged.
-struct Flight {
-    /// Its newest record's commit number.
-    lsn: u64,
-    records: u64,
-    /// The newest segment it writes to, and whether it writes to no other.
-    newest: u32,
-    single: bool,
-    done: Writing,
-}
-
 /// A shard's log handle (cheap to clone).
 #[derive(Clone)]
 pub struct Log {
     inner: Rc<RefCell<Inner>>,
     /// Notified when there is something to flush.
     work: Rc<Signal>,
-    /// Notified when records start a commit that may go beside the one in flight.
-    beside: Rc<Signal>,
     /// Notified when the durable mark moves or the log fails.
     done: Rc<Signal>,
     /// Notified when a segment's preallocation ends (ready or failed), and
@@ -179,9 +145,6 @@ impl Log {
             head_file: Rc::new(r.head_file),
             buf: Vec::with_capacity(1 << 16),
             buf_pos: r.write_pos,
-            buf_aligned: false,
-            in_flight: 0,
-            reserved: 0,
             spare: Vec::new(),
             sealed: Vec::new(),
             segments,
@@ -202,7 +165,6 @@ impl Log {
         let log = Log {
             inner: Rc::new(RefCell::new(inner)),
             work: Rc::new(Signal::default()),
-            beside: Rc::new(Signal::default()),
             done: Rc::new(Signal::default()),
             ready: Rc::new(Signal::default()),
             stats: Rc::new(LogStats::default()),
@@ -229,7 +191,6 @@ impl Log {
                     return Err(LogError::Failed(f.clone()));
                 }
                 if s.write_pos + len as u64 <= s.room_end() {
-                    s.reserved = len;
                     return Ok(());
                 }
                 if s.preparing {
@@ -286,8 +247,6 @@ impl Log {
     pub fn append(&self, record: &Record<'_>) -> Appended {
         let mut s = self.inner.borrow_mut();
         assert!(!s.stopped, "log append after stop");
-        let reserved = std::mem::take(&mut s.reserved);
-        let beside = reserved >= BESIDE_FROM && s.in_flight > 0 && s.align(reserved);
         let written = s.push(record);
         s.records_end = (s.active.no, s.write_pos);
         s.assigned += 1;
@@ -310,9 +269,6 @@ impl Log {
             self.stats.placed.set(self.stats.placed.get() + 1);
         }
         self.work.notify();
-        if beside {
-            self.beside.notify();
-        }
         out
     }
 
@@ -470,31 +426,28 @@ impl Log {
         self.ready.notify();
     }
 
-    /// Writes, syncs and acknowledges group commits until the log fails or
-    /// stops: one at a time, or a second beside the first when its records
-    /// start on a block of their own (module header); acknowledged in order.
+    /// Writes, syncs and acknowledges group commits until the log fails or stops.
     async fn commit(&self) {
         let mut blocks = Blocks::default();
-        let mut flight: VecDeque<Flight> = VecDeque::new();
-        let mut taken = self.inner.borrow().durable;
-        let failure = loop {
+        loop {
             let seen = self.work.generation();
-            let seen_beside = self.beside.generation();
-            if let Some((chunks, lsn)) = self.take(&flight) {
-                let (newest, single) = (chunks.last().expect("a commit has bytes").no, chunks.len() == 1);
-                match self.issue(&mut blocks, chunks).await {
-                    Ok(done) => flight.push_back(Flight { lsn, records: lsn - taken, newest, single, done }),
-                    Err(e) => break e,
+            let (chunks, lsn, mode) = {
+                let mut s = self.inner.borrow_mut();
+                if s.failed.is_some() {
+                    return;
                 }
-                if flight.len() > 1 {
-                    self.stats.commits_beside.set(self.stats.commits_beside.get() + 1);
+                let mut chunks = std::mem::take(&mut s.sealed);
+                if !s.buf.is_empty() {
+                    let fresh = std::mem::take(&mut s.spare);
+                    let bytes = std::mem::replace(&mut s.buf, fresh);
+                    let pos = s.buf_pos;
+                    s.buf_pos += bytes.len() as u64;
+                    chunks.push(Chunk { no: s.active.no, file: s.active.file.clone(), pos, bytes });
                 }
-                taken = lsn;
-                self.inner.borrow_mut().in_flight = flight.len();
-                continue;
-            }
-            let depth = flight.len();
-            let Some(front) = flight.front_mut() else {
+                (chunks, s.assigned, s.cfg.fsync)
+            };
+            let records = lsn - self.inner.borrow().durable;
+            let Some(newest) = chunks.last().map(|c| c.no) else {
                 if self.inner.borrow().stopped {
                     // Its clone of the log, and so the segments' descriptors, go with it.
                     return;
@@ -502,105 +455,37 @@ impl Log {
                 self.work.changed(seen).await;
                 continue;
             };
-            let written = if depth < COMMITS_IN_FLIGHT {
-                // The oldest commit's end, or records that may go beside it.
-                let end = async { Some((&mut front.done).await) };
-                let beside = async {
-                    self.beside.changed(seen_beside).await;
-                    None
-                };
-                match futures_lite::future::or(end, beside).await {
-                    Some(written) => written,
-                    None => continue,
-                }
-            } else {
-                (&mut front.done).await
+            let (head_file, head) = {
+                let s = self.inner.borrow();
+                (s.head_file.clone(), s.head)
             };
-            let f = flight.pop_front().expect("the front commit");
-            self.inner.borrow_mut().in_flight = flight.len();
-            if let Err(e) = self.acknowledge(&f, written).await {
-                break e;
+            let mut written = write_and_sync(&mut blocks, &chunks, mode).await;
+            self.keep_spare(chunks);
+            if let Ok(Some(took)) = written {
+                self.stats.fsync_seconds.observe(took.as_secs_f64());
             }
-        };
-        let dir = self.inner.borrow().cfg.dir.clone();
-        tracing::error!(log = %dir.display(), error = %failure, "fail-stop: the log takes no more writes until restart");
-        self.inner.borrow_mut().failed = Some(format!("log write failed: {failure}"));
-        self.done.notify();
-        self.ready.notify();
-        // Nothing of this log is written once its flusher has returned.
-        for f in flight {
-            let _ = f.done.await;
-        }
-    }
-
-    /// The next commit's chunks and newest record, when one may be written
-    /// now: with nothing in flight, everything pending; beside one commit in
-    /// flight, only records that start on a block of their own in the
-    /// segment that commit alone writes to.
-    fn take(&self, flight: &VecDeque<Flight>) -> Option<(Vec<Chunk>, u64)> {
-        let mut s = self.inner.borrow_mut();
-        if let Some(f) = flight.front() {
-            let beside = flight.len() < COMMITS_IN_FLIGHT
-                && s.buf_aligned
-                && s.sealed.is_empty()
-                && f.single
-                && f.newest == s.active.no;
-            if !beside {
-                return None;
+            if written.is_ok() && newest > head {
+                // The first commit into a segment moves log-head before it is acknowledged.
+                written = head_file.write(newest).await.map(|()| None);
+                if written.is_ok() {
+                    self.inner.borrow_mut().head = newest;
+                }
             }
-        }
-        let mut chunks = std::mem::take(&mut s.sealed);
-        if !s.buf.is_empty() {
-            let fresh = std::mem::take(&mut s.spare);
-            let bytes = std::mem::replace(&mut s.buf, fresh);
-            let pos = s.buf_pos;
-            s.buf_pos += bytes.len() as u64;
-            chunks.push(Chunk { no: s.active.no, file: s.active.file.clone(), pos, bytes });
-        }
-        s.buf_aligned = false;
-        (!chunks.is_empty()).then(|| (chunks, s.assigned))
-    }
-
-    /// Lays a commit's chunks out as blocks and starts writing them; the
-    /// task returns how long the writes took.
-    async fn issue(&self, blocks: &mut Blocks, chunks: Vec<Chunk>) -> std::io::Result<Writing> {
-        let mut prepared = Vec::with_capacity(chunks.len());
-        for c in &chunks {
-            prepared.push(blocks.prepare(c).await?);
-        }
-        self.keep_spare(chunks);
-        Ok(crate::tasks::spawn(async move {
-            let started = std::time::Instant::now();
-            for p in prepared {
-                p.write().await?;
+            if let Err(e) = written {
+                let dir = self.inner.borrow().cfg.dir.clone();
+                tracing::error!(log = %dir.display(), error = %e, "fail-stop: the log takes no more writes until restart");
+                self.inner.borrow_mut().failed = Some(format!("log write failed: {e}"));
+                self.done.notify();
+                self.ready.notify();
+                return;
             }
-            Ok(started.elapsed())
-        })
-        .detach())
-    }
-
-    /// Acknowledges the oldest commit once written: moves `log-head` first
-    /// when it is the first commit into a segment, then the durable mark.
-    async fn acknowledge(&self, f: &Flight, written: Option<std::io::Result<Duration>>) -> std::io::Result<()> {
-        let took = written.unwrap_or_else(|| Err(std::io::Error::other("a journal write was cancelled")))?;
-        let (head_file, head, mode) = {
-            let s = self.inner.borrow();
-            (s.head_file.clone(), s.head, s.cfg.fsync)
-        };
-        if mode == FsyncMode::Always {
-            self.stats.fsync_seconds.observe(took.as_secs_f64());
+            self.stats.group_commit_records.observe(records as f64);
+            let mut s = self.inner.borrow_mut();
+            assert!(s.durable <= lsn && lsn <= s.assigned, "durable mark must move forward, within assigned");
+            s.durable = lsn;
+            drop(s);
+            self.done.notify();
         }
-        if f.newest > head {
-            head_file.write(f.newest).await?;
-            self.inner.borrow_mut().head = f.newest;
-        }
-        self.stats.group_commit_records.observe(f.records as f64);
-        let mut s = self.inner.borrow_mut();
-        assert!(s.durable <= f.lsn && f.lsn <= s.assigned, "durable mark must move forward, within assigned");
-        s.durable = f.lsn;
-        drop(s);
-        self.done.notify();
-        Ok(())
     }
 
     /// Keeps the largest written buffer (up to [`SPARE_COMMIT_BUFFER`]) for the next commit.
@@ -635,28 +520,8 @@ impl Inner {
         frame_len
     }
 
-    /// Starts the pending records on a block of their own, behind an
-    /// [`Record::Aligned`] record, when `room` more bytes fit after it; the
-    /// bytes skipped are zeros on disk (the padding of the commit before).
-    /// Returns whether it did.
-    fn align(&mut self, room: usize) -> bool {
-        let at = self.write_pos.next_multiple_of(JOURNAL_BLOCK);
-        if !self.buf.is_empty() || !self.sealed.is_empty() || at + (ALIGNED_FRAME + room) as u64 > self.room_end() {
-            return false;
-        }
-        let from = self.write_pos;
-        let zeros = [0u8; JOURNAL_BLOCK as usize];
-        self.crc = crc32c::crc32c_append(self.crc, &zeros[..(at - from) as usize]);
-        self.write_pos = at;
-        self.buf_pos = at;
-        self.push(&Record::Aligned { from });
-        self.buf_aligned = true;
-        true
-    }
-
     /// Moves to `next`, opening it with the seal of the segment left behind.
     fn roll(&mut self, next: Segment) {
-        self.buf_aligned = false;
         if !self.buf.is_empty() {
             let bytes = std::mem::take(&mut self.buf);
             self.sealed.push(Chunk { no: self.active.no, file: self.active.file.clone(), pos: self.buf_pos, bytes });
@@ -669,6 +534,24 @@ impl Inner {
         self.crc = 0;
         self.push(&Record::Seal(seal));
     }
+}
+
+/// Writes each chunk as whole blocks. In [`FsyncMode::Always`] the
+/// segments are open `O_DSYNC`, so each write returns once its bytes are
+/// durable: the write is the sync. A short write into preallocated space
+/// is treated as an I/O failure: the log fails stop and recovery trims the
+/// torn tail. Returns how long the durable writes took (`None` when the
+/// mode does not sync).
+async fn write_and_sync(
+    blocks: &mut Blocks,
+    chunks: &[Chunk],
+    mode: FsyncMode,
+) -> std::io::Result<Option<std::time::Duration>> {
+    let started = std::time::Instant::now();
+    for c in chunks {
+        blocks.write(c).await?;
+    }
+    Ok((mode == FsyncMode::Always).then(|| started.elapsed()))
 }
 
 fn is_no_space(e: &std::io::Error) -> bool {
@@ -707,57 +590,6 @@ mod tests {
         })
     }
 
-    /// A log started in an empty `dir` with segments of `size`.
-    async fn fresh(dir: PathBuf, size: u64, fsync: FsyncMode) -> Log {
-        let active = create_segment(&dir, 1, size, fsync == FsyncMode::Always).await.unwrap();
-        let seal = Some(Seal { previous: 0, len: 0, crc: 0, size });
-        let head_file = Head::open(&dir).await.unwrap();
-        let resume = Resume { active, write_pos: 0, crc: 0, older: Vec::new(), next: None, head: 0, head_file, seal };
-        Log::start(LogConfig { dir, segment_size: size, fsync }, resume)
-    }
-
-    /// Writers of large records keep a commit in flight, so the next one
-    /// goes beside it (the stats count it), and small records among them
-    /// wait for it: the scan reads every record, each writer's in order.
-    #[test]
-    fn large_records_go_beside_the_commit_in_flight() {
-        let d = dir("beside");
-        let d2 = d.to_path_buf();
-        let beside = crate::tick::block_on(move || async move {
-            let log = fresh(d2, 32 << 20, FsyncMode::Always).await;
-            let mut tasks = Vec::new();
-            for w in 0..4u64 {
-                let log = log.clone();
-                tasks.push(crate::tasks::spawn(async move {
-                    for i in 0..40u64 {
-                        let len = if w == 3 { 100 + i as usize } else { BESIDE_FROM + 7 * i as usize };
-                        let data = vec![(w * 40 + i) as u8; len];
-                        log.reserve(data.len() + 256).await.unwrap();
-                        let lsn = log.append(&append(w, &data)).lsn;
-                        log.durable(lsn).await.unwrap();
-                    }
-                }));
-            }
-            for t in tasks {
-                t.await;
-            }
-            log.stop().await;
-            log.stats.commits_beside.get()
-        });
-        assert!(beside > 0, "no commit went beside another");
-        let mut seen = [0u64; 4];
-        let tail = recovery::scan(&d, recovery::Mode::Verify, |r, _| {
-            if let Record::Append(a) = r {
-                let i = seen[a.handle as usize];
-                let len = if a.handle == 3 { 100 + i as usize } else { BESIDE_FROM + 7 * i as usize };
-                assert_eq!(a.data, vec![(a.handle * 40 + i) as u8; len], "writer {} record {i}", a.handle);
-                seen[a.handle as usize] += 1;
-            }
-        })
-        .unwrap();
-        assert_eq!((seen, tail.torn_bytes), ([40; 4], 0));
-    }
-
     /// A record bigger than a segment gets a segment of its own while small
     /// writers keep rolling: they must never prepare or roll into the same
     /// segment number (which overwrote the big record).
@@ -766,7 +598,13 @@ mod tests {
         let d = dir("big");
         let d2 = d.to_path_buf();
         crate::tick::block_on(move || async move {
-            let log = fresh(d2, 4096, FsyncMode::Never).await;
+            let cfg = LogConfig { dir: d2.clone(), segment_size: 4096, fsync: FsyncMode::Never };
+            let active = create_segment(&d2, 1, 4096, false).await.unwrap();
+            let seal = Some(Seal { previous: 0, len: 0, crc: 0, size: 4096 });
+            let head_file = Head::open(&d2).await.unwrap();
+            let resume =
+                Resume { active, write_pos: 0, crc: 0, older: Vec::new(), next: None, head: 0, head_file, seal };
+            let log = Log::start(cfg, resume);
             let mut tasks = Vec::new();
             for w in 0..8u64 {
                 let log = log.clone();

@@ -375,8 +375,8 @@ impl Store {
                     self.bury_snapshot(handle, old);
                 }
             }
-            // Seals and alignments are checked by the scan and change no stream.
-            Record::Seal(_) | Record::Aligned { .. } => {}
+            // Seals are checked by the scan and change no stream.
+            Record::Seal(_) => {}
             Record::SubscriptionPut { id, state } => {
                 self.subscriptions.insert(id, state);
             }
