@@ -180,6 +180,12 @@ pub const PLACE_FROM: usize = 256 * 1024;
 /// microsecond, so about 1 ms is what a request waits behind a flush of any
 /// size.
 pub const FLUSH_SLICE: usize = 1024;
+/// The allocation `heap::settle` makes: beyond glibc's per-thread cache
+/// (requests of at most [`GLIBC_TCACHE_MAX`] bytes, which would be served
+/// from it without sorting anything) and far below its mmap threshold.
+pub const SETTLE_BYTES: usize = 4096;
+/// The largest request glibc's per-thread cache serves (64 bins of 16 bytes).
+pub const GLIBC_TCACHE_MAX: usize = 1032;
 /// The pause between two slices: the executor polls its I/O (requests
 /// arriving, completions) and runs what is ready before the next slice.
 pub const FLUSH_PAUSE: Duration = Duration::from_micros(50);
@@ -209,6 +215,7 @@ const _: () = {
     assert!(JOURNAL_BLOCK.is_multiple_of(SECTOR as u64), "a journal block is whole sectors");
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
+    assert!(SETTLE_BYTES > GLIBC_TCACHE_MAX && SETTLE_BYTES < 128 << 10, "settle allocates from the bins");
     assert!(DENSE_HANDLES_PER_STREAM >= 1, "a table of every handle holds one per stream at least");
     assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
     assert!(IOWQ_BOUNDED_WORKERS as usize >= FLUSH_CONCURRENCY, "a flush batch's writes and syncs each get a worker");

@@ -408,8 +408,10 @@ impl Shard {
     /// between slices so that requests run between them.
     async fn sliced(&self, mut step: impl FnMut(&mut super::Store, usize) -> bool) {
         while !step(&mut self.store.borrow_mut(), self.flush.slice) {
+            crate::heap::settle();
             glommio::timer::sleep(FLUSH_PAUSE).await;
         }
+        crate::heap::settle();
     }
 
     /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with a
@@ -417,10 +419,12 @@ impl Shard {
     async fn in_slices<T>(&self, items: impl IntoIterator<Item = T>, mut f: impl FnMut(T)) {
         for (i, item) in items.into_iter().enumerate() {
             if i > 0 && i % self.flush.slice == 0 {
+                crate::heap::settle();
                 glommio::timer::sleep(FLUSH_PAUSE).await;
             }
             f(item);
         }
+        crate::heap::settle();
     }
 
     /// Step 1's checkpoint, encoded [`FlushConfig::slice`] streams at a
