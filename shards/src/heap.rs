@@ -14,7 +14,7 @@
 //! their sizes early in the list, so it grows: after a million creates a
 //! shard's arena held 181,594 unsorted chunks (`malloc_info`), and the
 //! first requests after the burst each sorted 10,000 of them, cold (10-15
-//! ms each, 34-50 ms for the first). [`settle`] sorts the list now; a
+//! ms each, 20-62 ms for the first). [`settle`] sorts the list now; a
 //! flush calls it after each slice of the streams it visits and frees,
 //! which during a burst is every second or so. (Called from the reactor
 //! tick as well, every 20 ms, it cost pooled appends 2-3% of their

@@ -405,7 +405,8 @@ impl Shard {
 
     /// Runs `step` (a [`FlushConfig::slice`] of some work in the store,
     /// returning whether it is all done) until it is done, with a pause
-    /// between slices so that requests run between them.
+    /// between slices so that requests run between them; what each slice
+    /// freed is sorted into the heap's bins after it ([`crate::heap::settle`]).
     async fn sliced(&self, mut step: impl FnMut(&mut super::Store, usize) -> bool) {
         while !step(&mut self.store.borrow_mut(), self.flush.slice) {
             crate::heap::settle();
@@ -415,7 +416,8 @@ impl Shard {
     }
 
     /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with a
-    /// pause between slices, so that requests run between them.
+    /// pause between slices, so that requests run between them (and what
+    /// each slice freed sorted, as in [`Shard::sliced`]).
     async fn in_slices<T>(&self, items: impl IntoIterator<Item = T>, mut f: impl FnMut(T)) {
         for (i, item) in items.into_iter().enumerate() {
             if i > 0 && i % self.flush.slice == 0 {
