@@ -52,7 +52,7 @@ pub fn give_back() {
 #[cfg(all(test, target_env = "gnu"))]
 mod tests {
     use crate::test_dir::TestDir;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     /// A `malloc_info` report to a file, opened (with its stream buffer)
     /// before the test frees anything: any allocation in between would
@@ -63,9 +63,9 @@ mod tests {
         _buf: Vec<u8>,
     }
 
-    // SAFETY: the FILE is written by one thread (the test's), and read
-    // back by path only after that thread has joined.
-    unsafe impl Sync for Report {}
+    // SAFETY: the FILE is used by one thread at a time: made here, written
+    // and closed by the test's thread, which takes it by value.
+    unsafe impl Send for Report {}
 
     impl Report {
         fn open(path: PathBuf) -> Report {
@@ -81,26 +81,28 @@ mod tests {
             Report { path, file, _buf: buf }
         }
 
-        /// Writes the heap's state now.
-        fn take(&self) {
-            // SAFETY: the FILE is open; closed once, here.
+        /// Writes the heap's state now and closes the report; returns
+        /// where it is.
+        fn take(self) -> PathBuf {
+            // SAFETY: the FILE is open; `self` goes, so it is closed once.
             unsafe {
                 assert_eq!(libc::malloc_info(0, self.file), 0);
                 libc::fclose(self.file);
             }
+            self.path
         }
+    }
 
-        /// Freed chunks the report found on unsorted lists.
-        fn unsorted(&self) -> u64 {
-            let xml = std::fs::read_to_string(&self.path).expect("malloc_info wrote");
-            xml.lines()
-                .filter(|l| l.trim_start().starts_with("<unsorted "))
-                .map(|l| {
-                    let count = l.split("count=\"").nth(1).and_then(|r| r.split('"').next()).expect("a count");
-                    count.parse::<u64>().expect("a number")
-                })
-                .sum()
-        }
+    /// Freed chunks a report found on unsorted lists.
+    fn unsorted(report: &Path) -> u64 {
+        let xml = std::fs::read_to_string(report).expect("malloc_info wrote");
+        xml.lines()
+            .filter(|l| l.trim_start().starts_with("<unsorted "))
+            .map(|l| {
+                let count = l.split("count=\"").nth(1).and_then(|r| r.split('"').next()).expect("a count");
+                count.parse::<u64>().expect("a number")
+            })
+            .sum()
     }
 
     /// Chunks freed between live ones wait on the unsorted list (past the
@@ -110,8 +112,8 @@ mod tests {
         let dir = TestDir::new("heap-settle");
         let (before, after) = (Report::open(dir.join("before.xml")), Report::open(dir.join("after.xml")));
         // Its own thread, so its own arena, where only this test allocates.
-        std::thread::scope(|s| {
-            s.spawn(|| {
+        let (before, after) = std::thread::scope(|s| {
+            s.spawn(move || {
                 let mut chunks: Vec<Vec<u8>> = (0..40_000).map(|i| vec![i as u8; 200]).collect();
                 let mut kept = Vec::with_capacity(chunks.len() / 2);
                 for (i, c) in chunks.drain(..).enumerate() {
@@ -119,15 +121,18 @@ mod tests {
                         kept.push(c);
                     }
                 }
-                before.take();
+                let before = before.take();
                 for _ in 0..3 {
                     super::settle();
                 }
-                after.take();
+                let after = after.take();
                 drop(kept);
-            });
+                (before, after)
+            })
+            .join()
+            .expect("the test's thread")
         });
-        let (before, after) = (before.unsorted(), after.unsorted());
+        let (before, after) = (unsorted(&before), unsorted(&after));
         assert!(before >= 19_000, "the freed chunks were not left unsorted ({before})");
         assert!(after + 19_000 <= before, "settle sorted too little: {before} -> {after}");
     }

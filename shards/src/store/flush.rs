@@ -404,25 +404,21 @@ impl Shard {
     }
 
     /// Runs `step` (a [`FlushConfig::slice`] of some work in the store,
-    /// returning whether it is all done) until it is done, with a pause
-    /// between slices so that requests run between them; what each slice
-    /// freed is sorted into the heap's bins after it ([`crate::heap::settle`]).
+    /// returning whether it is all done) until it is done, with
+    /// [`between_slices`] between slices.
     async fn sliced(&self, mut step: impl FnMut(&mut super::Store, usize) -> bool) {
         while !step(&mut self.store.borrow_mut(), self.flush.slice) {
-            crate::heap::settle();
-            glommio::timer::sleep(FLUSH_PAUSE).await;
+            between_slices().await;
         }
         crate::heap::settle();
     }
 
-    /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with a
-    /// pause between slices, so that requests run between them (and what
-    /// each slice freed sorted, as in [`Shard::sliced`]).
+    /// Runs `f` on each of `items`, a [`FlushConfig::slice`] at a time with
+    /// [`between_slices`] between slices.
     async fn in_slices<T>(&self, items: impl IntoIterator<Item = T>, mut f: impl FnMut(T)) {
         for (i, item) in items.into_iter().enumerate() {
             if i > 0 && i % self.flush.slice == 0 {
-                crate::heap::settle();
-                glommio::timer::sleep(FLUSH_PAUSE).await;
+                between_slices().await;
             }
             f(item);
         }
@@ -748,4 +744,12 @@ fn nothing_left_behind(st: &super::Store, waits: impl Fn(u64) -> bool, taken: &[
         let gives_back = e.punch_next().0 > e.punched().0;
         assert!(!gives_back || st.punching.contains(&s.handle), "stream {} has space to give back", s.handle);
     }
+}
+
+/// What follows a slice of a flush's work: what the slice freed sorted
+/// into the heap's bins ([`crate::heap::settle`]), then a pause in which
+/// requests (and the I/O they wait for) run.
+async fn between_slices() {
+    crate::heap::settle();
+    glommio::timer::sleep(FLUSH_PAUSE).await;
 }

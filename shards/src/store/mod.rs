@@ -323,6 +323,7 @@ impl Store {
     /// is replayed at start ([`Store::replay`]). Decisions build records,
     /// the log makes them durable, this changes state.
     pub fn apply(&mut self, record: Record<'_>) -> Applied {
+        let cap = self.max_producers;
         match record {
             Record::BucketCreate { bucket, at_ms } => {
                 self.home_buckets.insert(bucket, at_ms);
@@ -337,14 +338,12 @@ impl Store {
             }
             Record::Append(a) => {
                 self.written.insert(a.handle);
-                let cap = self.max_producers;
                 if let Some(e) = self.by_handle(a.handle) {
                     e.state.apply_append(&a, cap);
                 }
             }
             // Its bytes are in the stream files already: nothing to flush.
             Record::Placed(p) => {
-                let cap = self.max_producers;
                 if let Some(e) = self.by_handle(p.append.handle) {
                     e.state.apply_placed(&p, cap);
                 }
