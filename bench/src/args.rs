@@ -27,6 +27,8 @@ usage: sluice-bench --scenario write|pool|batch|healthz|fanout|catchup|idle|rest
   --append-bytes BYTES catchup: body size of each fill append (bucket surface:
                        of each append-batch frame, --frames per request)     [1MiB]
   --interleave N       catchup: fill N streams round-robin, read the first     [1]
+  --read-path PATH     catchup: only read PATH (a stream filled before, or
+                       bench/trivial/file_server.c's ceiling), no fill
   --initial-bytes N    idle: bytes each created stream starts with (one
                        message in its create request; 0: empty)             [0]
   --delete-all yes|no  idle: then delete every created stream, report the
@@ -95,6 +97,8 @@ pub struct Config {
     pub append_bytes: usize,
     /// catchup: streams filled round-robin (the first is read back).
     pub interleave: usize,
+    /// catchup: read this path as it is, with no stream created or filled.
+    pub read_path: Option<String>,
     /// idle: bytes each created stream starts with.
     pub initial_bytes: usize,
     /// idle: delete every created stream afterwards.
@@ -127,6 +131,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         bytes: 1 << 30,
         append_bytes: 1 << 20,
         interleave: 1,
+        read_path: None,
         initial_bytes: 0,
         delete_all: false,
         connections: 128,
@@ -185,6 +190,8 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--bytes" => c.bytes = size(name, v)?,
             "--append-bytes" => c.append_bytes = size(name, v)? as usize,
             "--interleave" => c.interleave = count(name, v)?,
+            "--read-path" if v.starts_with('/') => c.read_path = Some(v.to_string()),
+            "--read-path" => return Err(format!("{name} must start with /, not {v}")),
             "--initial-bytes" => c.initial_bytes = size(name, v)? as usize,
             "--delete-all" => {
                 c.delete_all = match v {
@@ -282,5 +289,8 @@ mod tests {
         let c = parse(&args("--scenario batch --frames 64 --frame-bytes 1KiB")).unwrap();
         assert_eq!((c.scenario, c.frames, c.frame_bytes), (Scenario::Batch, 64, 1024));
         assert!(parse(&args("--scenario batch --frames 0")).is_err());
+        let c = parse(&args("--scenario catchup --read-path /v1/stream/a")).unwrap();
+        assert_eq!(c.read_path.as_deref(), Some("/v1/stream/a"));
+        assert!(parse(&args("--scenario catchup --read-path v1/stream/a")).is_err());
     }
 }

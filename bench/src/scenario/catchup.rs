@@ -8,9 +8,13 @@
 //! others' in the server's journal, as on a real ingestion host. On the
 //! bucket surface each fill request is an append-batch of `--frames`
 //! messages of `--append-bytes`, so millions of small messages fill fast.
+//!
+//! With `--read-path P` nothing is created or filled: P is read as it is
+//! (a stream filled before, or the ceiling file server of
+//! `bench/trivial/file_server.c`), so every server is read by this client.
 
 use super::closed::frames;
-use super::{add_process_facts, base_report, setup, Cpu, CpuWindows};
+use super::{add_process_facts, base_report, setup, CpuWindows};
 use crate::args::Config;
 use crate::blocking::Client;
 use crate::progress::Progress;
@@ -29,9 +33,15 @@ const PASSES: usize = 3;
 const FILL_LIMIT: Duration = Duration::from_secs(600);
 
 pub fn run(cfg: &Config) -> Result<Report, String> {
-    let mut r = base_report(cfg, format!("catchup: fill {} MiB, read from offset=-1, {}", cfg.bytes >> 20, cfg.url));
     let progress = Progress::new(FILL_WRITERS.max(1));
     let printer = progress.spawn_printer("bytes");
+    if let Some(path) = &cfg.read_path {
+        let mut r = base_report(cfg, format!("catchup: read {path} from offset=-1, {}", cfg.url));
+        let done = read_passes(cfg, path, None, &progress, &mut r);
+        progress.finish(printer);
+        return done.map(|_| r);
+    }
+    let mut r = base_report(cfg, format!("catchup: fill {} MiB, read from offset=-1, {}", cfg.bytes >> 20, cfg.url));
     progress.set_phase("setup");
     setup::surface(cfg)?;
     let paths: Vec<String> =
@@ -120,33 +130,39 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     r.set("append_bytes", cfg.append_bytes);
     r.set("fill_secs", round3(fill_secs));
 
-    // Read passes.
+    let done = read_passes(cfg, path, Some(filled), &progress, &mut r);
+    progress.finish(printer);
+    done.map(|_| r)
+}
+
+/// Reads `path` whole `PASSES` times into `r`: each pass's rate, their
+/// median and the processes' CPU over all of them; `filled` is what a read
+/// should find.
+fn read_passes(cfg: &Config, path: &str, filled: Option<u64>, progress: &Progress, r: &mut Report) -> Result<(), String> {
     let mut rates = Vec::new();
     let mut passes = Vec::new();
-    let mut cpu = Cpu::default();
+    let w = CpuWindows::begin(cfg);
     for pass in 0..PASSES {
         progress.set_phase(&format!("read pass {}", pass + 1));
-        let w = CpuWindows::begin(cfg);
-        let (bytes, responses, secs) = read_all(cfg, path, &progress)?;
-        cpu = w.end();
+        let (bytes, responses, secs) = read_all(cfg, path, progress)?;
         let gbps = bytes as f64 / secs / 1e9;
         r.row(
             &format!("read pass {}", pass + 1),
             format!("{} MiB in {secs:.3} s = {gbps:.2} GB/s ({responses} responses)", bytes >> 20),
         );
-        if bytes != filled {
+        if let Some(filled) = filled.filter(|f| *f != bytes) {
             r.row("  warning", format!("read {bytes} bytes, filled {filled}"));
         }
         rates.push(gbps);
         passes.push(json!({"bytes": bytes, "secs": round3(secs), "gb_per_sec": round3(gbps), "responses": responses}));
     }
-    progress.finish(printer);
+    let cpu = w.end();
     let med = median(&mut rates);
     r.row("read median", format!("{med:.2} GB/s ({:.2} GiB/s)", med * 1e9 / (1u64 << 30) as f64));
     r.set("passes", passes);
     r.set("read_gb_per_sec_median", round3(med));
-    add_process_facts(cfg, &mut r, cpu);
-    Ok(r)
+    add_process_facts(cfg, r, cpu);
+    Ok(())
 }
 
 /// Reads the whole stream once; (bytes, responses, seconds).
