@@ -3,8 +3,10 @@
 
 use super::error::HttpError;
 use super::headers as h;
+use crate::edge_limits::MAX_HEADERS_RANGE;
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::Error;
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// Request methods sluice serves.
@@ -73,11 +75,20 @@ fn bad(why: &'static str) -> HeadError {
     HeadError::Refused(Error::Invalid(why).into())
 }
 
+/// Header slots httparse may fill: the most `--max-headers` allows.
+const HEADER_SLOTS: usize = *MAX_HEADERS_RANGE.end() as usize;
+
 /// Parses a head from the front of `buf`, enforcing `max_head` bytes and `max_headers`.
+///
+/// httparse's header slots live on the stack, uninitialised: a request
+/// costs no allocation or zeroing for them (a heap `Vec` of 64 zeroed slots
+/// was 2 KiB per request, large enough to make glibc consolidate its fast
+/// bins on every pooled append).
 pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Head, HeadError> {
-    let mut storage = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut req = httparse::Request::new(&mut storage);
-    let len = match req.parse(buf) {
+    assert!(max_headers <= HEADER_SLOTS, "--max-headers {max_headers} above its range");
+    let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; HEADER_SLOTS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut slots[..max_headers]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             return if buf.len() >= max_head { Err(HEAD_TOO_LARGE) } else { Err(HeadError::Partial) };

@@ -138,7 +138,13 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
 /// Reads `path` whole `PASSES` times into `r`: each pass's rate, their
 /// median and the processes' CPU over all of them; `filled` is what a read
 /// should find.
-fn read_passes(cfg: &Config, path: &str, filled: Option<u64>, progress: &Progress, r: &mut Report) -> Result<(), String> {
+fn read_passes(
+    cfg: &Config,
+    path: &str,
+    filled: Option<u64>,
+    progress: &Progress,
+    r: &mut Report,
+) -> Result<(), String> {
     let mut rates = Vec::new();
     let mut passes = Vec::new();
     let w = CpuWindows::begin(cfg);
