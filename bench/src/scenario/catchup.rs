@@ -76,6 +76,7 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
         })
         .collect();
     let next = AtomicU64::new(0);
+    let fill_cpu = CpuWindows::begin(cfg);
     let fill_start = Instant::now();
     let fill_errors: u64 = std::thread::scope(|scope| {
         let hs: Vec<_> = (0..FILL_WRITERS)
@@ -107,6 +108,7 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
         hs.into_iter().map(|h| h.join().expect("fill thread")).sum()
     });
     let fill_secs = fill_start.elapsed().as_secs_f64();
+    let fill_cpu = fill_cpu.end();
     let filled_all = progress.totals().0;
     let filled = filled_all / cfg.interleave as u64;
     if fill_errors > 0 {
@@ -129,6 +131,10 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     r.set("filled_bytes", filled);
     r.set("append_bytes", cfg.append_bytes);
     r.set("fill_secs", round3(fill_secs));
+    if let Some(c) = fill_cpu.server {
+        r.row("fill server cpu", format!("{c:.2} cores"));
+        r.set("fill_server_cpu_cores", round3(c));
+    }
 
     let done = read_passes(cfg, path, Some(filled), &progress, &mut r);
     progress.finish(printer);

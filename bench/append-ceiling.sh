@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The durable-append ceiling of this machine beside sluice and the Rust
+# peer: the same client (`sluice-bench --scenario catchup`, 4 writer
+# connections, one stream) fills a trivial server (bench/trivial/
+# ingest_server.c: a thread per connection, each append made durable on
+# its own: O_DIRECT|O_DSYNC, write + fdatasync, or not at all), sluice and
+# the Rust `durable-streams` 0.1.5 server, with 1 MiB appends (256 MiB)
+# and 64 KiB appends (128 MiB); and `dd oflag=dsync bs=1M` into a written
+# file, issue 24's limit, in every round. A fresh server per run, kinds
+# rotated per round, `sync; sleep 2` before each run (a fill's rate here
+# depends on what the disk still writes back from the one before). Every
+# line gives MB/s and the server's CPU per GB stored (/proc/PID/stat).
+#
+#   bench/append-ceiling.sh             # 3 rounds, ~3 minutes on 2 cores
+#   ROUNDS=1 bench/append-ceiling.sh
+#
+# Knobs: ROUNDS=3 PORT=4696 OUT=target/bench-append PEERS=target/peers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+ROUNDS=${ROUNDS:-3}
+PORT=${PORT:-4696}
+OUT=${OUT:-$ROOT/target/bench-append}
+PEERS=${PEERS:-$ROOT/target/peers}
+URL=http://127.0.0.1:$PORT
+
+cargo build --release -q -p sluice -p sluice-bench
+gcc -O2 -Wall -Wextra -pthread -o "$ROOT/target/ingest_server" bench/trivial/ingest_server.c
+BENCH=$ROOT/target/release/sluice-bench
+SLUICE=$ROOT/target/release/sluice
+RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
+if [[ ! -x "$RUST_PEER" ]]; then
+    echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
+    cargo install --locked durable-streams --version 0.1.5 --root "$PEERS"
+fi
+# On the disk the data dirs are on (target/, as the README's commands put
+# them), not /tmp, which may be memory.
+WORK=$(mktemp -d "$ROOT/target/bench-append.XXXXXX")
+source "$ROOT/bench/lib.sh"
+trap 'stop_server; rm -rf "$WORK"' EXIT
+mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/dd-*.txt
+
+# The disk's limit as speed.sh measures it: 1 MiB O_DSYNC writes into a
+# preallocated, already written file.
+dd_limit() {
+    local f=$WORK/dd.tmp
+    dd if=/dev/zero of="$f" bs=1M count=256 conv=fsync status=none
+    dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk '{print $(NF-1), $NF}'
+    rm -f "$f"
+}
+
+# one NAME KIND BYTES APPEND-BYTES: a fresh server of KIND (an ingest
+# server mode, or a lib.sh server kind), one fill; JSON in $OUT/NAME-ROUND.json.
+one() {
+    local name=$1 kind=$2 bytes=$3 append=$4
+    rm -rf "$WORK/data" "$WORK/file"
+    sync
+    sleep 2
+    case $kind in
+    dsync | fdatasync | none)
+        "$ROOT/target/ingest_server" "$kind" "$WORK/file" $((512 << 20)) "$PORT" 2>>"$WORK/ingest.log" &
+        SERVER_PID=$!
+        for _ in $(seq 200); do curl -s -o /dev/null "$URL/" && break; sleep 0.05; done ;;
+    *) start_kind "$kind" ;;
+    esac
+    timeout 600 "$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario catchup --bytes "$bytes" \
+        --append-bytes "$append" --json "$OUT/$name-$round.json" >/dev/null 2>&1 || echo "  $name: run failed"
+    stop_server
+}
+
+echo "started $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+RUNS=()
+for size in "1m 256MiB 1MiB" "64k 128MiB 64KiB"; do
+    read -r tag bytes append <<<"$size"
+    for kind in dsync fdatasync none sluice rust; do
+        label=$kind
+        [[ $kind == dsync || $kind == fdatasync || $kind == none ]] && label=trivial-$kind
+        RUNS+=("$label-$tag $kind $bytes $append")
+    done
+done
+for round in $(seq "$ROUNDS"); do
+    echo "== round $round: dd $(dd_limit | tee "$OUT/dd-$round.txt")"
+    n=${#RUNS[@]}
+    for i in $(seq 0 $((n - 1))); do
+        # shellcheck disable=SC2086
+        one ${RUNS[$(((i + round - 1) % n))]}
+    done
+done
+echo "ended $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$OUT" <<'EOF'
+import json, glob, os, statistics, sys
+out = sys.argv[1]
+runs = {}
+for f in sorted(glob.glob(os.path.join(out, "*.json"))):
+    name = os.path.basename(f).rsplit("-", 1)[0]
+    j = json.load(open(f))
+    mbps = j["filled_bytes"] / j["fill_secs"] / 1e6
+    cpu = j.get("fill_server_cpu_cores", 0) * j["fill_secs"] / (j["filled_bytes"] / 1e9)
+    runs.setdefault(name, []).append((mbps, cpu))
+dd = [open(f).read().strip() for f in sorted(glob.glob(os.path.join(out, "dd-*.txt")))]
+print(f"\ndd oflag=dsync bs=1M into a written file: {', '.join(dd)}")
+print(f"{'run':<22} {'rounds':>6} {'MB/s (median)':>14} {'runs':>22} {'server core-s per GB':>21}")
+for name, v in sorted(runs.items()):
+    rates = ", ".join(f"{r:.0f}" for r, _ in v)
+    print(f"{name:<22} {len(v):>6} {statistics.median(r for r, _ in v):>14.0f} {rates:>22} {statistics.median(c for _, c in v):>21.3f}")
+EOF
