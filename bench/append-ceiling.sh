@@ -28,16 +28,12 @@ cargo build --release -q -p sluice -p sluice-bench
 gcc -O2 -Wall -Wextra -pthread -o "$ROOT/target/ingest_server" bench/trivial/ingest_server.c
 BENCH=$ROOT/target/release/sluice-bench
 SLUICE=$ROOT/target/release/sluice
-RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
-if [[ ! -x "$RUST_PEER" ]]; then
-    echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
-    cargo install --locked durable-streams --version 0.1.5 --root "$PEERS"
-fi
 # On the disk the data dirs are on (target/, as the README's commands put
 # them), not /tmp, which may be memory.
 WORK=$(mktemp -d "$ROOT/target/bench-append.XXXXXX")
 source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
+need_rust_peer
 mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/dd-*.txt
 
 # The disk's limit as speed.sh measures it: 1 MiB O_DSYNC writes into a
@@ -80,27 +76,7 @@ for size in "1m 256MiB 1MiB" "64k 128MiB 64KiB"; do
 done
 for round in $(seq "$ROUNDS"); do
     echo "== round $round: dd $(dd_limit | tee "$OUT/dd-$round.txt")"
-    n=${#RUNS[@]}
-    for i in $(seq 0 $((n - 1))); do
-        # shellcheck disable=SC2086
-        one ${RUNS[$(((i + round - 1) % n))]}
-    done
+    run_rotated "$round"
 done
 echo "ended $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$OUT" <<'EOF'
-import json, glob, os, statistics, sys
-out = sys.argv[1]
-runs = {}
-for f in sorted(glob.glob(os.path.join(out, "*.json"))):
-    name = os.path.basename(f).rsplit("-", 1)[0]
-    j = json.load(open(f))
-    mbps = j["filled_bytes"] / j["fill_secs"] / 1e6
-    cpu = j.get("fill_server_cpu_cores", 0) * j["fill_secs"] / (j["filled_bytes"] / 1e9)
-    runs.setdefault(name, []).append((mbps, cpu))
-dd = [open(f).read().strip() for f in sorted(glob.glob(os.path.join(out, "dd-*.txt")))]
-print(f"\ndd oflag=dsync bs=1M into a written file: {', '.join(dd)}")
-print(f"{'run':<22} {'rounds':>6} {'MB/s (median)':>14} {'runs':>22} {'server core-s per GB':>21}")
-for name, v in sorted(runs.items()):
-    rates = ", ".join(f"{r:.0f}" for r, _ in v)
-    print(f"{name:<22} {len(v):>6} {statistics.median(r for r, _ in v):>14.0f} {rates:>22} {statistics.median(c for _, c in v):>21.3f}")
-EOF
+bench/ceilings.py fill "$OUT"

@@ -27,14 +27,10 @@ cargo build --release -q -p sluice -p sluice-bench
 gcc -O2 -Wall -Wextra -msse4.2 -o "$ROOT/target/file_server" bench/trivial/file_server.c
 BENCH=$ROOT/target/release/sluice-bench
 SLUICE=$ROOT/target/release/sluice
-RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
-if [[ ! -x "$RUST_PEER" ]]; then
-    echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
-    cargo install --locked durable-streams --version 0.1.5 --root "$PEERS"
-fi
 WORK=$(mktemp -d /tmp/bench-ceiling.XXXXXX)
 source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
+need_rust_peer
 mkdir -p "$OUT" && rm -f "$OUT"/*.json
 # The file the file server serves: random bytes, in the page cache as a
 # stream's recent bytes are.
@@ -72,26 +68,7 @@ RUNS=(
 )
 for round in $(seq "$ROUNDS"); do
     echo "== round $round"
-    n=${#RUNS[@]}
-    for i in $(seq 0 $((n - 1))); do
-        # shellcheck disable=SC2086
-        one ${RUNS[$(((i + round - 1) % n))]}
-    done
+    run_rotated "$round"
 done
 echo "ended $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$OUT" <<'EOF'
-import json, glob, os, statistics, sys
-out = sys.argv[1]
-runs = {}
-for f in sorted(glob.glob(os.path.join(out, "*.json"))):
-    name = os.path.basename(f).rsplit("-", 1)[0]
-    j = json.load(open(f))
-    secs = sum(p["secs"] for p in j["passes"])
-    gb = sum(p["bytes"] for p in j["passes"]) / 1e9
-    runs.setdefault(name, []).append((j["read_gb_per_sec_median"], j.get("server_cpu_cores", 0) * secs / gb))
-print(f"\n{'run':<16} {'rounds':>6} {'GB/s (median)':>14} {'server core-s per GB':>21}")
-for name, v in runs.items():
-    rate = statistics.median(r for r, _ in v)
-    cpu = statistics.median(c for _, c in v)
-    print(f"{name:<16} {len(v):>6} {rate:>14.2f} {cpu:>21.3f}")
-EOF
+bench/ceilings.py read "$OUT"

@@ -43,12 +43,10 @@ cargo build --release -p sluice -p sluice-bench
 SLUICE=$ROOT/target/release/sluice
 BENCH=$ROOT/target/release/sluice-bench
 
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 if [[ " $SERVERS " == *" rust "* ]]; then
-    RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
-    if [[ ! -x "$RUST_PEER" ]]; then
-        echo "== installing durable-streams $RUST_VERSION into $PEERS (compiles a crate: minutes)"
-        cargo install --locked durable-streams --version "$RUST_VERSION" --root "$PEERS"
-    fi
+    need_rust_peer
 fi
 if [[ " $SERVERS " == *" node"* && ! -d "$ROOT/bench/peers/node_modules/@durable-streams/server" ]]; then
     echo "== installing the pinned Node reference server (npm ci in bench/peers)"
@@ -56,8 +54,6 @@ if [[ " $SERVERS " == *" node"* && ! -d "$ROOT/bench/peers/node_modules/@durable
 fi
 
 WORK=$(mktemp -d /tmp/bench-compare.XXXXXX)
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 

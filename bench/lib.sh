@@ -52,3 +52,23 @@ start_kind() {
     done
     echo "server $kind did not start:" >&2 && tail "$log" >&2 && exit 1
 }
+
+# need_rust_peer: sets RUST_PEER (default $PEERS/bin/durable-streams-server),
+# installing durable-streams $RUST_VERSION (0.1.5) into $PEERS when missing.
+need_rust_peer() {
+    RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
+    if [[ ! -x "$RUST_PEER" ]]; then
+        echo "== installing durable-streams ${RUST_VERSION:-0.1.5} into $PEERS (compiles a crate: minutes)"
+        cargo install --locked durable-streams --version "${RUST_VERSION:-0.1.5}" --root "$PEERS"
+    fi
+}
+
+# run_rotated ROUND: calls the caller's `one` with each entry of RUNS
+# (split into words), the list rotated by ROUND so no kind always goes first.
+run_rotated() {
+    local n=${#RUNS[@]} i
+    for i in $(seq 0 $((n - 1))); do
+        # shellcheck disable=SC2086
+        one ${RUNS[$(((i + $1 - 1) % n))]}
+    done
+}

@@ -28,17 +28,13 @@ URL=http://127.0.0.1:$PORT
 cargo build --release -q -p sluice -p sluice-bench
 BENCH=$ROOT/target/release/sluice-bench
 SLUICE=$ROOT/target/release/sluice
-RUST_PEER=${RUST_PEER:-$PEERS/bin/durable-streams-server}
-if [[ ! -x "$RUST_PEER" ]]; then
-    echo "== installing durable-streams 0.1.5 into $PEERS (compiles a crate: minutes)"
-    cargo install --locked durable-streams --version 0.1.5 --root "$PEERS"
-fi
 SERVERS="sluice rust"
 [[ -n "${BEFORE:-}" ]] && SERVERS="before $SERVERS"
 
 WORK=$(mktemp -d /tmp/bench-speed.XXXXXX)
 source "$ROOT/bench/lib.sh"
 trap 'stop_server; rm -rf "$WORK" "$DD_DIR/dd-limit.tmp"' EXIT
+need_rust_peer
 
 # Sectors the data dir's block device has written (/proc/diskstats), so a
 # run's bytes written to the disk can be set beside the bytes it stored.

@@ -38,6 +38,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blocking_net.h"
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
@@ -62,18 +64,6 @@ static uint32_t crc3(const uint8_t *p, size_t n) {
     for (i = 3 * third; i < n; i++)
         c = _mm_crc32_u8((uint32_t)c, p[i]);
     return (uint32_t)(a ^ b ^ c);
-}
-
-static int send_all(int s, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = send(s, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Reads one request head (any method; a body is not expected); 0 at EOF. */
@@ -160,13 +150,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3])), .sin_addr.s_addr = htonl(0x7f000001)};
-    if (bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 16) < 0) {
-        perror("listen");
-        return 1;
-    }
+    int ls = listen_loopback((uint16_t)atoi(argv[3]));
     volatile uint32_t sink = 0;
     for (;;) {
         int s = accept(ls, NULL, NULL);

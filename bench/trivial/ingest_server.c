@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "blocking_net.h"
+
 #define BLOCK 4096
 #define HEAD_MAX 8192
 #define BODY_MAX (64u << 20)
@@ -43,18 +45,6 @@ static int read_fd;     /* buffered, for GET */
 static uint64_t size;   /* preallocated bytes */
 static _Atomic uint64_t next_at;  /* where the next append goes */
 static _Atomic uint64_t stored;   /* body bytes acknowledged */
-
-static int send_all(int s, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = send(s, c, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static int answer(int s, const char *status, uint64_t next, const char *extra) {
     char head[256];
@@ -182,13 +172,7 @@ int main(int argc, char **argv) {
         perror(argv[2]);
         return 1;
     }
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[4])), .sin_addr.s_addr = htonl(0x7f000001)};
-    if (bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 64) < 0) {
-        perror("listen");
-        return 1;
-    }
+    int ls = listen_loopback((uint16_t)atoi(argv[4]));
     for (;;) {
         int s = accept(ls, NULL, NULL);
         pthread_t t;
