@@ -14,13 +14,18 @@
  *              fdatasync(2) (a write-ahead log on a buffered file)
  *   none       a buffered pwrite only (not durable: the copy's cost alone)
  *
+ * DEPTH (optional, default: no limit) caps the durable writes in flight at
+ * once (a semaphore around each append's write and sync): 1 is one commit
+ * at a time, as a journal with one commit in flight.
+ *
  *   gcc -O2 -pthread -o ingest_server bench/trivial/ingest_server.c
- *   ./ingest_server dsync /path/to/file 2GiB-in-bytes 4694
+ *   ./ingest_server dsync /path/to/file 2147483648 4694 [DEPTH]
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +50,7 @@ static int read_fd;     /* buffered, for GET */
 static uint64_t size;   /* preallocated bytes */
 static _Atomic uint64_t next_at;  /* where the next append goes */
 static _Atomic uint64_t stored;   /* body bytes acknowledged */
+static sem_t depth;               /* durable writes that may be in flight */
 
 static int answer(int s, const char *status, uint64_t next, const char *extra) {
     char head[256];
@@ -53,8 +59,17 @@ static int answer(int s, const char *status, uint64_t next, const char *extra) {
     return send_all(s, head, (size_t)n);
 }
 
-/* Makes `body` durable per the mode; returns the stream's end after it. */
+static int durable_append(const uint8_t *body, size_t n);
+
+/* Makes `body` durable per the mode, within the depth limit. */
 static int append(const uint8_t *body, size_t n) {
+    sem_wait(&depth);
+    int rc = durable_append(body, n);
+    sem_post(&depth);
+    return rc;
+}
+
+static int durable_append(const uint8_t *body, size_t n) {
     if (mode == DSYNC) {
         size_t padded = (n + BLOCK - 1) / BLOCK * BLOCK;
         uint64_t at = atomic_fetch_add(&next_at, padded);
@@ -143,7 +158,9 @@ out:
 int main(int argc, char **argv) {
     static const char *names[MODES] = {"dsync", "fdatasync", "none"};
     mode = MODES;
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
+        goto usage;
+    if (sem_init(&depth, 0, argc == 6 ? (unsigned)atoi(argv[5]) : 1u << 20) != 0 || (argc == 6 && atoi(argv[5]) < 1))
         goto usage;
     for (int i = 0; i < MODES; i++)
         if (!strcmp(argv[1], names[i]))
@@ -180,6 +197,6 @@ int main(int argc, char **argv) {
             pthread_detach(t);
     }
 usage:
-    fprintf(stderr, "usage: %s dsync|fdatasync|none FILE SIZE-BYTES PORT\n", argv[0]);
+    fprintf(stderr, "usage: %s dsync|fdatasync|none FILE SIZE-BYTES PORT [DEPTH]\n", argv[0]);
     return 2;
 }
