@@ -88,7 +88,8 @@ static int durable_append(const uint8_t *body, size_t n) {
     return 0;
 }
 
-static int serve_get(int s) {
+/* Sends the bytes stored so far, read through `buf` (BODY_MAX bytes). */
+static int serve_get(int s, uint8_t *buf) {
     uint64_t len = mode == DSYNC ? atomic_load(&next_at) : atomic_load(&stored);
     char head[256];
     int hl = snprintf(head, sizeof head,
@@ -96,9 +97,8 @@ static int serve_get(int s) {
                       (unsigned long long)len, (unsigned long long)len);
     if (send_all(s, head, (size_t)hl) < 0)
         return -1;
-    static __thread uint8_t buf[1 << 20];
     for (uint64_t at = 0; at < len;) {
-        size_t n = len - at < sizeof buf ? (size_t)(len - at) : sizeof buf;
+        size_t n = len - at < BODY_MAX ? (size_t)(len - at) : BODY_MAX;
         if (pread(read_fd, buf, n, (off_t)at) != (ssize_t)n || send_all(s, buf, n) < 0)
             return -1;
         at += n;
@@ -143,7 +143,7 @@ static void *serve(void *arg) {
             rc = append(body, len) < 0 ? answer(s, "507 Insufficient Storage", 0, "")
                                        : answer(s, "204 No Content", atomic_load(&stored), "");
         else if (get)
-            rc = serve_get(s);
+            rc = serve_get(s, body);
         else
             rc = answer(s, "201 Created", 0, "Content-Type: application/octet-stream\r\n");
         if (rc < 0)
