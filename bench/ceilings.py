@@ -37,8 +37,8 @@ def main():
             runs.setdefault(name, []).append(measure(json.load(fh)))
     dd = sorted(glob.glob(os.path.join(out, "dd-*.txt")))
     if dd:
-        rates = ", ".join(open(f).read().strip() for f in dd)
-        print(f"\ndd oflag=dsync bs=1M into a written file: {rates}")
+        limits = ", ".join(open(f).read().strip() for f in dd)
+        print(f"\ndd oflag=dsync bs=1M into a written file: {limits}")
     print(f"\n{'run':<22} {'rounds':>6} {unit + ' (median)':>14} {'per round':>24} {'server core-s per GB':>21}")
     for name, v in sorted(runs.items()):
         rates = [r for r, _ in v]
