@@ -3,15 +3,17 @@
 # peer: the same client (`sluice-bench --scenario catchup`, 4 writer
 # connections, one stream) fills a trivial server (bench/trivial/
 # ingest_server.c: a thread per connection, each append made durable on
-# its own: O_DIRECT|O_DSYNC, write + fdatasync, or not at all), sluice and
-# the Rust `durable-streams` 0.1.5 server, with 1 MiB appends (256 MiB)
-# and 64 KiB appends (128 MiB); and `dd oflag=dsync bs=1M` into a written
-# file, issue 24's limit, in every round. A fresh server per run, kinds
-# rotated per round, `sync; sleep 2` before each run (a fill's rate here
-# depends on what the disk still writes back from the one before). Every
-# line gives MB/s and the server's CPU per GB stored (/proc/PID/stat).
+# its own: O_DIRECT|O_DSYNC, write + fdatasync into a preallocated file or
+# into a growing one, or not at all), sluice and the Rust
+# `durable-streams` 0.1.5 server, with 1 MiB appends (256 MiB) and 64 KiB
+# appends (128 MiB); and `dd oflag=dsync bs=1M` into a written file
+# (issue 24's limit) and into a new one, in every round. A fresh server
+# per run, kinds rotated per round, `sync; sleep 2` before each run (a
+# fill's rate here depends on what the disk still writes back from the
+# one before). Every line gives MB/s and the server's CPU per GB stored
+# (/proc/PID/stat).
 #
-#   bench/append-ceiling.sh             # 3 rounds, ~3 minutes on 2 cores
+#   bench/append-ceiling.sh             # 3 rounds, ~4 minutes on 2 cores
 #   ROUNDS=1 bench/append-ceiling.sh
 #
 # Knobs: ROUNDS=3 PORT=4696 OUT=target/bench-append PEERS=target/peers
@@ -37,11 +39,15 @@ need_rust_peer
 mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/dd-*.txt
 
 # The disk's limit as speed.sh measures it: 1 MiB O_DSYNC writes into a
-# preallocated, already written file.
+# preallocated, already written file; then into a new file, where each
+# write also allocates its blocks, as a sustained append must.
 dd_limit() {
-    local f=$WORK/dd.tmp
+    local f=$WORK/dd.tmp rate='{print $(NF-1), $NF}'
     dd if=/dev/zero of="$f" bs=1M count=256 conv=fsync status=none
-    dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk '{print $(NF-1), $NF}'
+    sync && sleep 1
+    echo "written $(dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk "$rate"), new $(
+        rm -f "$f" && sync && sleep 1
+        dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync 2>&1 | tail -1 | awk "$rate")"
     rm -f "$f"
 }
 
@@ -53,7 +59,7 @@ one() {
     sync
     sleep 2
     case $kind in
-    dsync | fdatasync | none)
+    dsync | fdatasync | none | grow)
         "$ROOT/target/ingest_server" "$kind" "$WORK/file" $((512 << 20)) "$PORT" 2>>"$WORK/ingest.log" &
         SERVER_PID=$!
         for _ in $(seq 200); do curl -s -o /dev/null "$URL/" && break; sleep 0.05; done ;;
@@ -68,9 +74,9 @@ echo "started $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc
 RUNS=()
 for size in "1m 256MiB 1MiB" "64k 128MiB 64KiB"; do
     read -r tag bytes append <<<"$size"
-    for kind in dsync fdatasync none sluice rust; do
+    for kind in dsync fdatasync grow none sluice rust; do
         label=$kind
-        [[ $kind == dsync || $kind == fdatasync || $kind == none ]] && label=trivial-$kind
+        [[ $kind == dsync || $kind == fdatasync || $kind == grow || $kind == none ]] && label=trivial-$kind
         RUNS+=("$label-$tag $kind $bytes $append")
     done
 done

@@ -38,7 +38,7 @@ def main():
     dd = sorted(glob.glob(os.path.join(out, "dd-*.txt")))
     if dd:
         limits = ", ".join(open(f).read().strip() for f in dd)
-        print(f"\ndd oflag=dsync bs=1M into a written file: {limits}")
+        print(f"\ndd oflag=dsync bs=1M (into a written file, into a new one): {limits}")
     print(f"\n{'run':<22} {'rounds':>6} {unit + ' (median)':>14} {'per round':>24} {'server core-s per GB':>21}")
     for name, v in sorted(runs.items()):
         rates = [r for r, _ in v]

@@ -1,6 +1,6 @@
 /* The durable-append ceiling of this machine: a trivial HTTP/1.1 server that
- * appends every POST body to one preallocated, zero-filled file and answers
- * once the bytes are durable, the way a Durable Streams append must. It
+ * appends every POST body to one file (preallocated and zero-filled, or
+ * growing) and answers once the bytes are durable, the way a Durable Streams append must. It
  * speaks what `sluice-bench --scenario catchup` uses (PUT answers 201, POST
  * appends and answers 204 with Stream-Next-Offset, GET returns the file's
  * bytes so far with Stream-Up-To-Date), so the same client fills it, sluice
@@ -13,6 +13,9 @@
  *   fdatasync  a buffered pwrite of the body at the next byte, then
  *              fdatasync(2) (a write-ahead log on a buffered file)
  *   none       a buffered pwrite only (not durable: the copy's cost alone)
+ *   grow       as fdatasync, into a file that starts empty: each sync also
+ *              allocates the blocks the append took (a log on a growing
+ *              file, as a sustained fill needs once no space is prepared)
  *
  * DEPTH (optional, default: no limit) caps the durable writes in flight at
  * once (a semaphore around each append's write and sync): 1 is one commit
@@ -42,12 +45,12 @@
 #define HEAD_MAX 8192
 #define BODY_MAX (64u << 20)
 
-enum mode { DSYNC, FDATASYNC, NONE, MODES };
+enum mode { DSYNC, FDATASYNC, NONE, GROW, MODES };
 
 static enum mode mode;
 static int fd;          /* written by appends */
 static int read_fd;     /* buffered, for GET */
-static uint64_t size;   /* preallocated bytes */
+static uint64_t size;   /* bytes the file may hold */
 static _Atomic uint64_t next_at;  /* where the next append goes */
 static _Atomic uint64_t stored;   /* body bytes acknowledged */
 static sem_t depth;               /* durable writes that may be in flight */
@@ -81,7 +84,7 @@ static int durable_append(const uint8_t *body, size_t n) {
         uint64_t at = atomic_fetch_add(&next_at, n);
         if (at + n > size || pwrite(fd, body, n, (off_t)at) != (ssize_t)n)
             return -1;
-        if (mode == FDATASYNC && fdatasync(fd) < 0)
+        if ((mode == FDATASYNC || mode == GROW) && fdatasync(fd) < 0)
             return -1;
     }
     atomic_fetch_add(&stored, n);
@@ -156,7 +159,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-    static const char *names[MODES] = {"dsync", "fdatasync", "none"};
+    static const char *names[MODES] = {"dsync", "fdatasync", "none", "grow"};
     mode = MODES;
     if (argc != 5 && argc != 6)
         goto usage;
@@ -168,11 +171,11 @@ int main(int argc, char **argv) {
     size = strtoull(argv[3], NULL, 10) / BLOCK * BLOCK;
     if (mode == MODES || size == 0)
         goto usage;
-    /* Zero-filled and synced first, so an append rewrites written blocks
-     * and its sync carries no block allocation ... */
+    /* Zero-filled and synced first (but in grow mode), so an append
+     * rewrites written blocks and its sync carries no block allocation ... */
     int z = open(argv[2], O_CREAT | O_TRUNC | O_WRONLY, 0644);
     static uint8_t zeros[1 << 20];
-    for (uint64_t at = 0; z >= 0 && at < size; at += sizeof zeros)
+    for (uint64_t at = 0; z >= 0 && mode != GROW && at < size; at += sizeof zeros)
         if (pwrite(z, zeros, size - at < sizeof zeros ? size - at : sizeof zeros, (off_t)at) < 0) {
             perror("zero-fill");
             return 1;
@@ -197,6 +200,6 @@ int main(int argc, char **argv) {
             pthread_detach(t);
     }
 usage:
-    fprintf(stderr, "usage: %s dsync|fdatasync|none FILE SIZE-BYTES PORT [DEPTH]\n", argv[0]);
+    fprintf(stderr, "usage: %s dsync|fdatasync|none|grow FILE SIZE-BYTES PORT [DEPTH]\n", argv[0]);
     return 2;
 }
