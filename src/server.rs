@@ -35,6 +35,7 @@ pub fn run(mut cfg: Config) -> Result<(), i32> {
     cfg.data_dir = std::path::absolute(&cfg.data_dir)
         .map_err(|e| refused_to_start(format!("cannot resolve data dir {}: {e}", cfg.data_dir.display()).into()))?;
     crate::metrics::mark_start();
+    sluice_shards::heap::configure();
     let host = HostLimits::read();
     let warnings = cfg.check(&host).map_err(refused_to_start)?;
     for w in warnings {

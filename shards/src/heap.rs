@@ -1,11 +1,15 @@
-//! Giving freed heap memory back to the kernel.
+//! Giving freed heap memory back to the kernel, and when not to.
 //!
 //! glibc keeps what a thread's arena freed for its next allocations; a
 //! large buffer freed among long-lived data (a checkpoint, a flush's
 //! finished tail buffers) would hold its pages for the life of the
 //! process. A large transient buffer is made a mapping of its own
 //! ([`buffer`]), returned whole when freed; what the heap holds free
-//! anyway, [`give_back`] returns (`malloc_trim`).
+//! anyway, [`give_back`] returns (`malloc_trim`), after a large flush and
+//! when a shard goes idle. While it is busy, [`configure`] keeps up to
+//! [`HEAP_KEEP_FREE`] free at an arena's top for the next 1 MiB request
+//! body or write piece, which glibc's moving thresholds returned to the
+//! kernel at every free (see [`HEAP_MAPPED_ABOVE`]).
 //!
 //! Freed memory sorted a little at a time. glibc puts a freed chunk its
 //! per-thread cache has no room for on an unsorted list, and sorts that
@@ -21,7 +25,21 @@
 //! requests per core-second: the sorting holds the arena's lock, which
 //! the other shard takes to free what it was sent.)
 
-use crate::tuning::{MAPPED_FROM, OWN_MAPPING, SETTLE_BYTES};
+use crate::tuning::{HEAP_KEEP_FREE, HEAP_MAPPED_ABOVE, MAPPED_FROM, OWN_MAPPING, SETTLE_BYTES, TRIM_NUDGE};
+
+/// Fixes glibc's thresholds for the process: buffers above
+/// [`HEAP_MAPPED_ABOVE`] are mappings of their own, and free memory at an
+/// arena's top is returned beyond [`HEAP_KEEP_FREE`] (a no-op off glibc).
+/// Call once at start, before the shards allocate.
+pub fn configure() {
+    // SAFETY: mallopt only changes the allocator's thresholds.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        let mmap = libc::mallopt(libc::M_MMAP_THRESHOLD, HEAP_MAPPED_ABOVE as libc::c_int);
+        let trim = libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_FREE as libc::c_int);
+        assert!(mmap == 1 && trim == 1, "glibc took the heap thresholds");
+    }
+}
 
 /// An empty buffer with room for `len` bytes; past [`MAPPED_FROM`] its
 /// capacity is beyond glibc's mmap ceiling, so it is a mapping of its own.
@@ -40,12 +58,21 @@ pub fn settle() {
     drop(std::hint::black_box(Vec::<u8>::with_capacity(SETTLE_BYTES)));
 }
 
-/// Returns the heap's free pages to the kernel (a no-op off glibc).
+/// Returns the heap's free pages to the kernel (a no-op off glibc):
+/// `malloc_trim` frees the pages inside free chunks of every arena, but
+/// not the top of a thread's arena, where up to [`HEAP_KEEP_FREE`] stays
+/// while a shard is busy; a free of [`TRIM_NUDGE`] bytes with the trim
+/// threshold at zero trims the calling thread's arena top (call it on the
+/// shard's thread), then the threshold goes back.
 pub fn give_back() {
-    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    // SAFETY: malloc_trim returns free heap memory to the kernel; mallopt
+    // only changes the trim threshold.
     #[cfg(target_env = "gnu")]
     unsafe {
         libc::malloc_trim(0);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 0);
+        drop(std::hint::black_box(Vec::<u8>::with_capacity(TRIM_NUDGE)));
+        libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_FREE as libc::c_int);
     }
 }
 

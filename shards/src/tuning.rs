@@ -111,6 +111,26 @@ pub const OWN_MAPPING: usize = 32 << 20;
 /// pages held among the streams after it was freed (RSS 15-25 B a stream
 /// more at 1M streams); the pages of a mapping never written cost nothing.
 pub const MAPPED_FROM: usize = 1 << 20;
+/// glibc's thresholds, fixed once at start (`heap::configure`): its own
+/// move with what was freed, and a 1 MiB request body or stream-file write
+/// piece, freed at the top of a shard's arena, went back to the kernel at
+/// once, so the next one faulted in and zeroed 256 fresh pages (page
+/// faults traced to `conn::read_body` and `Storage::write_all_at`). A
+/// buffer above this is a mapping of its own (glibc's mmap threshold): a
+/// stream's growing tail buffer and a response's read buffer keep growing
+/// by `mremap` and going back whole when freed.
+pub const HEAP_MAPPED_ABOVE: usize = 4 << 20;
+/// Free memory at the top of an arena that stays there when a buffer is
+/// freed (glibc's trim threshold), for the next large transient buffer;
+/// a shard idle for a flush interval gives all of it back
+/// (`heap::give_back`). With both fixed, 1 MiB appends filled 5-11%
+/// faster on 4-10% less server CPU per GB, 64 KiB ones and pooled small
+/// appends alike (bench/results/append-ceiling.md).
+pub const HEAP_KEEP_FREE: usize = 16 << 20;
+/// The free with which `heap::give_back` trims its thread's arena: glibc
+/// looks at an arena's top after a free of at least 64 KiB
+/// (`FASTBIN_CONSOLIDATION_THRESHOLD`), from the heap, not a mapping.
+pub const TRIM_NUDGE: usize = 64 << 10;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
 /// 296 bytes are one 304-byte glibc chunk (the request plus 8, in 16s):
@@ -216,6 +236,10 @@ const _: () = {
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
     assert!(SETTLE_BYTES > GLIBC_TCACHE_MAX && SETTLE_BYTES < 128 << 10, "settle allocates from the bins");
+    assert!(HEAP_KEEP_FREE >= 8 * WRITE_PIECE, "four writers' bodies and write pieces stay mapped");
+    assert!(HEAP_MAPPED_ABOVE >= 2 * WRITE_PIECE, "a write piece and a body of its size come from the heap");
+    assert!(TRIM_NUDGE >= 64 << 10 && TRIM_NUDGE < HEAP_MAPPED_ABOVE, "the nudge is freed into the heap, large enough");
+    assert!(HEAP_MAPPED_ABOVE <= OWN_MAPPING && OWN_MAPPING <= 32 << 20, "glibc's mmap threshold is 32 MiB at most");
     assert!(DENSE_HANDLES_PER_STREAM >= 1, "a table of every handle holds one per stream at least");
     assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");
     assert!(IOWQ_BOUNDED_WORKERS as usize >= FLUSH_CONCURRENCY, "a flush batch's writes and syncs each get a worker");

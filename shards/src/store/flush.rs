@@ -99,6 +99,7 @@ impl Shard {
     pub async fn flush_loop(&self) {
         let mut last = Instant::now();
         let warn = Every::default();
+        let mut idle = false;
         loop {
             glommio::timer::sleep(period(FLUSH_POLL)).await;
             if self.log.is_failed() || self.flushing.get() || self.stopped.get() {
@@ -108,12 +109,15 @@ impl Shard {
             let retry = self.flush_error.borrow().is_some();
             let due = behind >= self.flush.bytes
                 || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
-            if !due && last.elapsed() >= self.flush.every {
-                // Idle for an interval: the kept tail buffers go back.
+            if !due && last.elapsed() >= self.flush.every && !idle {
+                // Idle for an interval: the kept tail buffers and the
+                // heap's free pages go back, once.
                 self.spares.borrow_mut().refill(std::iter::empty(), false);
+                crate::heap::give_back();
+                idle = true;
             }
             if due {
-                last = Instant::now();
+                (last, idle) = (Instant::now(), false);
                 if let Err(e) = self.flush().await {
                     if let Some(held) = warn.allow(Instant::now()) {
                         tracing::warn!(shard = self.id, error = ?e, repeats = held, "flush failed; retrying");
