@@ -156,12 +156,31 @@ pub fn encode(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> In
 /// entries' own (one pass over the bytes for both: a placed append's
 /// journal record names its bytes by this CRC).
 pub fn encode_summed(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>) -> (IndexEnd, u32) {
-    let mut sum = 0;
+    let mut sum = None;
     let end = encode_into(at, ends, bytes, out, Some(&mut sum));
-    (end, sum)
+    (end, sum.unwrap_or(0))
 }
 
-fn encode_into(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>, mut sum: Option<&mut u32>) -> IndexEnd {
+/// The CRC32C of the bytes so far (`None`: none yet) followed by an
+/// entry's bytes, `len` of them with CRC32C `crc`. The first entry's CRC is
+/// the sum as it is: a combine costs about as much as the CRC of a 1 MiB
+/// entry (20 squarings of a 32x32 bit matrix, `perf`: 3.9% of a 1 MiB
+/// fill's server samples against 2.2% for the CRCs), and most placed
+/// appends are one entry.
+fn sum_with(sum: Option<u32>, crc: u32, len: usize) -> u32 {
+    match sum {
+        None => crc,
+        Some(s) => crc32c::crc32c_combine(s, crc, len),
+    }
+}
+
+fn encode_into(
+    at: IndexEnd,
+    ends: &[u64],
+    bytes: &[u8],
+    out: &mut Vec<u8>,
+    mut sum: Option<&mut Option<u32>>,
+) -> IndexEnd {
     assert_eq!(ends.last().map_or(0, |e| e - at.offset), bytes.len() as u64, "the bytes are the records'");
     let before = out.len() as u64;
     let end = layout(at, ends, |piece| match piece {
@@ -177,7 +196,7 @@ fn encode_into(at: IndexEnd, ends: &[u64], bytes: &[u8], out: &mut Vec<u8>, mut 
             out.extend_from_slice(&crc.to_le_bytes());
             // Entries follow on from each other over all of `bytes`.
             if let Some(sum) = sum.as_deref_mut() {
-                *sum = crc32c::crc32c_combine(*sum, crc, data.len());
+                *sum = Some(sum_with(*sum, crc, data.len()));
             }
             let mut prev = start;
             for &e in ends {
