@@ -119,15 +119,18 @@ pub const MAPPED_FROM: usize = 1 << 20;
 /// buffer above this is a mapping of its own (glibc's mmap threshold): a
 /// stream's growing tail buffer and a response's read buffer keep growing
 /// by `mremap` and going back whole when freed.
-pub const HEAP_MAPPED_ABOVE: usize = 4 << 20;
+pub const HEAP_MAPPED_ABOVE: usize = 2 << 20;
 /// Free memory at the top of an arena that stays there when a buffer is
 /// freed (glibc's trim threshold), for the next large transient buffer;
 /// a shard idle for a flush interval gives all of it back
-/// (`heap::give_back`). With both fixed, 1 MiB appends filled 5-11%
-/// faster on 4-10% less server CPU per GB, 64 KiB ones and pooled small
-/// appends alike (bench/results/append-ceiling.md).
-pub const HEAP_KEEP_FREE: usize = 16 << 20;
-/// The free with which `heap::give_back` trims its thread's arena: glibc
+/// (`heap::trim_top`). With both fixed, 1 MiB appends filled 1.12-1.19x
+/// as fast on 15-23% less server CPU per GB, 64 KiB ones and pooled small
+/// appends alike (bench/results/append-ceiling.md). Four writers' 1 MiB
+/// bodies and pieces in flight are 8 MiB and their chunk headers: at 8 MiB
+/// exactly, the top was trimmed at every free
+/// (`shards/tests/heap_thresholds.rs`).
+pub const HEAP_KEEP_FREE: usize = 12 << 20;
+/// The free with which `heap::trim_top` trims its thread's arena: glibc
 /// looks at an arena's top after a free of at least 64 KiB
 /// (`FASTBIN_CONSOLIDATION_THRESHOLD`), from the heap, not a mapping.
 pub const TRIM_NUDGE: usize = 64 << 10;
@@ -236,7 +239,7 @@ const _: () = {
     assert!(MIN_SEGMENT_BYTES.is_multiple_of(JOURNAL_BLOCK) && (FILL_CHUNK as u64).is_multiple_of(JOURNAL_BLOCK));
     assert!(MIN_SEGMENT_BYTES > SEAL_FRAME as u64, "a segment holds its seal and more");
     assert!(SETTLE_BYTES > GLIBC_TCACHE_MAX && SETTLE_BYTES < 128 << 10, "settle allocates from the bins");
-    assert!(HEAP_KEEP_FREE >= 8 * WRITE_PIECE, "four writers' bodies and write pieces stay mapped");
+    assert!(HEAP_KEEP_FREE > 8 * WRITE_PIECE, "four writers' bodies and write pieces stay mapped");
     assert!(HEAP_MAPPED_ABOVE >= 2 * WRITE_PIECE, "a write piece and a body of its size come from the heap");
     assert!(TRIM_NUDGE >= 64 << 10 && TRIM_NUDGE < HEAP_MAPPED_ABOVE, "the nudge is freed into the heap, large enough");
     assert!(HEAP_MAPPED_ABOVE <= OWN_MAPPING && OWN_MAPPING <= 32 << 20, "glibc's mmap threshold is 32 MiB at most");

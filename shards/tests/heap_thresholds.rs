@@ -2,7 +2,7 @@
 //! shard (1 MiB request bodies and stream-file write pieces, several in
 //! flight at once) reuse the pages their arena already holds when freed
 //! and taken again, instead of faulting in and zeroing fresh ones each
-//! time; and `heap::give_back` returns those pages once the shard is idle.
+//! time; and `heap::trim_top` returns those pages once the shard is idle.
 //! Its own test binary: the thresholds are the process's.
 
 #![cfg(target_env = "gnu")]
@@ -58,11 +58,11 @@ fn large_buffers_reuse_their_pages_and_go_back_when_idle() {
             "{fresh} page faults in {ROUNDS} rounds: the pages were returned and taken again"
         );
         let busy = resident();
-        sluice_shards::heap::give_back();
+        sluice_shards::heap::trim_top();
         let idle = resident();
         assert!(
             busy - idle >= IN_FLIGHT * WRITE_PIECE / 2,
-            "give_back returned {} of {} bytes the arena kept free",
+            "trim_top returned {} of {} bytes the arena kept free",
             busy - idle,
             IN_FLIGHT * WRITE_PIECE
         );

@@ -110,10 +110,10 @@ impl Shard {
             let due = behind >= self.flush.bytes
                 || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
             if !due && last.elapsed() >= self.flush.every && !idle {
-                // Idle for an interval: the kept tail buffers and the
-                // heap's free pages go back, once.
+                // Idle for an interval: the kept tail buffers and the free
+                // memory at the top of the shard's arena go back, once.
                 self.spares.borrow_mut().refill(std::iter::empty(), false);
-                crate::heap::give_back();
+                crate::heap::trim_top();
                 idle = true;
             }
             if due {
