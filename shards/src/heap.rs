@@ -77,8 +77,11 @@ pub fn give_back() {
 /// `malloc_trim` leaves alone (call it on the shard's thread; a no-op off
 /// glibc): a free of [`TRIM_NUDGE`] bytes with the trim threshold at zero
 /// trims it, then the threshold goes back. One shrink of the arena, however
-/// many chunks it holds.
+/// many chunks it holds. The threshold is the process's: two shards going
+/// idle at once take turns ([`TRIMMING`]), or one would put it back before
+/// the other's free.
 pub fn trim_top() {
+    let _turn = TRIMMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY: mallopt only changes the trim threshold.
     #[cfg(target_env = "gnu")]
     unsafe {
@@ -87,6 +90,11 @@ pub fn trim_top() {
         libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_FREE as libc::c_int);
     }
 }
+
+/// Held while a thread lowers the process's trim threshold to trim its
+/// arena: taken when a shard goes idle and after a burst's flush, never on
+/// a request's path.
+static TRIMMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(all(test, target_env = "gnu"))]
 mod tests {
