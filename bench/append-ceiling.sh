@@ -38,17 +38,11 @@ trap 'stop_server; rm -rf "$WORK"' EXIT
 need_rust_peer
 mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/dd-*.txt
 
-# The disk's limit as speed.sh measures it: 1 MiB O_DSYNC writes into a
-# preallocated, already written file; then into a new file, where each
-# write also allocates its blocks, as a sustained append must.
+# The disk's limit as speed.sh measures it (a written file), and into a
+# new file, where each write also allocates its blocks, as a sustained
+# append must (lib.sh).
 dd_limit() {
-    local f=$WORK/dd.tmp rate='{print $(NF-1), $NF}'
-    dd if=/dev/zero of="$f" bs=1M count=256 conv=fsync status=none
-    sync && sleep 1
-    echo "written $(dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk "$rate"), new $(
-        rm -f "$f" && sync && sleep 1
-        dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync 2>&1 | tail -1 | awk "$rate")"
-    rm -f "$f"
+    echo "written $(dd_written "$WORK/dd.tmp"), new $(dd_new "$WORK/dd.tmp")"
 }
 
 # one NAME KIND BYTES APPEND-BYTES: a fresh server of KIND (an ingest
@@ -59,8 +53,8 @@ one() {
     sync
     sleep 2
     case $kind in
-    dsync | fdatasync | none | grow)
-        "$ROOT/target/ingest_server" "$kind" "$WORK/file" $((512 << 20)) "$PORT" 2>>"$WORK/ingest.log" &
+    trivial-*)
+        "$ROOT/target/ingest_server" "${kind#trivial-}" "$WORK/file" $((512 << 20)) "$PORT" 2>>"$WORK/ingest.log" &
         SERVER_PID=$!
         for _ in $(seq 200); do curl -s -o /dev/null "$URL/" && break; sleep 0.05; done ;;
     *) start_kind "$kind" ;;
@@ -74,10 +68,8 @@ echo "started $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc
 RUNS=()
 for size in "1m 256MiB 1MiB" "64k 128MiB 64KiB"; do
     read -r tag bytes append <<<"$size"
-    for kind in dsync fdatasync grow none sluice rust; do
-        label=$kind
-        [[ $kind == dsync || $kind == fdatasync || $kind == grow || $kind == none ]] && label=trivial-$kind
-        RUNS+=("$label-$tag $kind $bytes $append")
+    for kind in trivial-dsync trivial-fdatasync trivial-grow trivial-none sluice rust; do
+        RUNS+=("$kind-$tag $kind $bytes $append")
     done
 done
 for round in $(seq "$ROUNDS"); do

@@ -53,6 +53,21 @@ start_kind() {
     echo "server $kind did not start:" >&2 && tail "$log" >&2 && exit 1
 }
 
+# dd_written FILE: the rate of 256 1 MiB O_DSYNC writes into FILE, written
+# and synced first, so no write allocates a block (issue 24's disk limit).
+# dd_new FILE: the same into a new FILE, where every write also allocates.
+dd_rate() { dd if=/dev/zero of="$1" bs=1M count=256 oflag=dsync "${@:2}" 2>&1 | tail -1 | awk '{print $(NF-1), $NF}'; }
+dd_written() {
+    dd if=/dev/zero of="$1" bs=1M count=256 conv=fsync status=none && sync && sleep 1
+    dd_rate "$1" conv=notrunc
+    rm -f "$1"
+}
+dd_new() {
+    rm -f "$1" && sync && sleep 1
+    dd_rate "$1"
+    rm -f "$1"
+}
+
 # need_rust_peer: sets RUST_PEER (default $PEERS/bin/durable-streams-server),
 # installing durable-streams $RUST_VERSION (0.1.5) into $PEERS when missing.
 need_rust_peer() {

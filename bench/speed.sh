@@ -54,18 +54,11 @@ run() {
     stop_server
 }
 
-# The disk's limit: 1 MiB durable writes into a preallocated, already written file.
-dd_limit() {
-    local f=$DD_DIR/dd-limit.tmp
-    dd if=/dev/zero of="$f" bs=1M count=256 conv=fsync status=none
-    dd if=/dev/zero of="$f" bs=1M count=256 oflag=dsync conv=notrunc 2>&1 | tail -1 | awk '{print $(NF-1), $NF}'
-}
-
 mkdir -p "$OUT" && rm -f "$OUT"/*.json "$OUT"/*.txt
 echo "started $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), sluice $(git rev-parse --short HEAD)" | tee "$OUT/machine.txt"
 for round in $(seq "$ROUNDS"); do
     echo "== round $round (load $(cut -d' ' -f1 /proc/loadavg))"
-    echo "dd $(dd_limit)" | tee "$OUT/dd-$round.txt"
+    echo "dd $(dd_written "$DD_DIR/dd-limit.tmp")" | tee "$OUT/dd-$round.txt"
     for kind in $SERVERS; do
         run "$kind" write "$round" --scenario write --streams 500 --duration "$DURATION"
         run "$kind" pool "$round" --scenario pool --connections 500 --streams 500 --duration "$DURATION"

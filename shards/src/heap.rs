@@ -81,19 +81,21 @@ pub fn give_back() {
 /// idle at once take turns ([`TRIMMING`]), or one would put it back before
 /// the other's free.
 pub fn trim_top() {
-    let _turn = TRIMMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // SAFETY: mallopt only changes the trim threshold.
     #[cfg(target_env = "gnu")]
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 0);
+    {
+        let _turn = TRIMMING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // SAFETY: mallopt only changes the trim threshold.
+        unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, 0) };
         drop(std::hint::black_box(Vec::<u8>::with_capacity(TRIM_NUDGE)));
-        libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_FREE as libc::c_int);
+        // SAFETY: as above.
+        unsafe { libc::mallopt(libc::M_TRIM_THRESHOLD, HEAP_KEEP_FREE as libc::c_int) };
     }
 }
 
 /// Held while a thread lowers the process's trim threshold to trim its
 /// arena: taken when a shard goes idle and after a burst's flush, never on
 /// a request's path.
+#[cfg(target_env = "gnu")]
 static TRIMMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[cfg(all(test, target_env = "gnu"))]

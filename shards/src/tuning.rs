@@ -131,9 +131,12 @@ pub const HEAP_MAPPED_ABOVE: usize = 2 << 20;
 /// (`shards/tests/heap_thresholds.rs`).
 pub const HEAP_KEEP_FREE: usize = 12 << 20;
 /// The free with which `heap::trim_top` trims its thread's arena: glibc
-/// looks at an arena's top after a free of at least 64 KiB
-/// (`FASTBIN_CONSOLIDATION_THRESHOLD`), from the heap, not a mapping.
-pub const TRIM_NUDGE: usize = 64 << 10;
+/// looks at an arena's top after a free of at least
+/// [`GLIBC_TOP_CHECKED_FROM`], from the heap, not a mapping.
+pub const TRIM_NUDGE: usize = GLIBC_TOP_CHECKED_FROM;
+/// glibc's `FASTBIN_CONSOLIDATION_THRESHOLD`: a free of this many bytes or
+/// more makes it look at the arena's top (and trim it past the threshold).
+pub const GLIBC_TOP_CHECKED_FROM: usize = 64 << 10;
 /// The most an idle stream's in-memory entry may take, inline (its name,
 /// content type and the map's slot come on top): checked at compile time.
 /// 296 bytes are one 304-byte glibc chunk (the request plus 8, in 16s):
@@ -241,7 +244,7 @@ const _: () = {
     assert!(SETTLE_BYTES > GLIBC_TCACHE_MAX && SETTLE_BYTES < 128 << 10, "settle allocates from the bins");
     assert!(HEAP_KEEP_FREE > 8 * WRITE_PIECE, "four writers' bodies and write pieces stay mapped");
     assert!(HEAP_MAPPED_ABOVE >= 2 * WRITE_PIECE, "a write piece and a body of its size come from the heap");
-    assert!(TRIM_NUDGE >= 64 << 10 && TRIM_NUDGE < HEAP_MAPPED_ABOVE, "the nudge is freed into the heap, large enough");
+    assert!(TRIM_NUDGE >= GLIBC_TOP_CHECKED_FROM && TRIM_NUDGE < HEAP_MAPPED_ABOVE, "the nudge is freed into the heap");
     assert!(HEAP_MAPPED_ABOVE <= OWN_MAPPING && OWN_MAPPING <= 32 << 20, "glibc's mmap threshold is 32 MiB at most");
     assert!(DENSE_HANDLES_PER_STREAM >= 1, "a table of every handle holds one per stream at least");
     assert!(HOLD_POLL.as_millis() < FLUSH_POLL.as_millis(), "a hold is taken well within a flush poll");

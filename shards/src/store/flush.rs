@@ -111,9 +111,11 @@ impl Shard {
                 || (last.elapsed() >= self.flush.every && (behind > 0 || retry || self.store.borrow().flush_due));
             if !due && last.elapsed() >= self.flush.every && !idle {
                 // Idle for an interval: the kept tail buffers and the free
-                // memory at the top of the shard's arena go back, once.
-                self.spares.borrow_mut().refill(std::iter::empty(), false);
-                crate::heap::trim_top();
+                // memory at the top of the shard's arena go back, once
+                // (`give_back`, when buffers went, trims the top too).
+                if !self.spares.borrow_mut().refill(std::iter::empty(), false) {
+                    crate::heap::trim_top();
+                }
                 idle = true;
             }
             if due {
