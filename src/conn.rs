@@ -21,6 +21,7 @@ use sluice::budget::Reserved;
 use sluice::http::chunked::{ChunkedDecoder, BODY_MEMORY, BODY_TOO_LARGE};
 use sluice::http::cors::{finish, Cors};
 use sluice::http::error::HttpError;
+use sluice::http::inbuf::InBuf;
 use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
 use sluice::http::response::Rendered;
@@ -53,7 +54,8 @@ pub async fn turn_away(ctx: Rc<Ctx>, mut sock: TcpStream, cors: Cors) {
 }
 
 /// Serves a connection, starting with bytes already read (after a handoff).
-pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
+pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
+    let mut buf = InBuf::from_vec(buffered);
     ctx.connections.set(ctx.connections.get() + 1);
     let guard = ConnGuard(ctx.clone());
     let _ = sock.set_nodelay(true);
@@ -102,13 +104,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
             if !write(&ctx, &mut sock, &rendered).await || close {
                 return;
             }
-            buf.drain(..head.len);
+            buf.consume(head.len);
             continue;
         }
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
         if let (Some(owner), true) = (owner, affinity.moves_to(owner)) {
             // Its requests keep going to one other shard: serve them there.
-            handoff(&ctx, sock, buf, owner).await;
+            handoff(&ctx, sock, buf.into_vec(), owner).await;
             return;
         }
         if owner.is_some() {
@@ -117,13 +119,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
         let remote_sse = owner.is_some() && target.param("live") == Some("sse");
         if let (Some(owner), true) = (owner, remote_sse && head.body != BodyKind::None) {
             // An SSE read with a body cannot be replayed: move the connection.
-            handoff(&ctx, sock, buf, owner).await;
+            handoff(&ctx, sock, buf.into_vec(), owner).await;
             return;
         }
         // A remote SSE read that the owner cannot relay, and a long catch-up
         // (streamed where its stream lives), are replayed on the owner.
         let remote_get = owner.is_some() && head.method == Method::Get && head.body == BodyKind::None;
-        let replay = (remote_sse || remote_get).then(|| buf[..head.len].to_vec());
+        let replay = (remote_sse || remote_get).then(|| buf.data()[..head.len].to_vec());
         // The body's budget reservation lives until its request is answered.
         let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
@@ -148,7 +150,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, mut buf: Vec<u8>) {
                     }
                     Delivered::Move => {
                         let mut bytes = replay.unwrap_or_default();
-                        bytes.extend_from_slice(&buf);
+                        bytes.extend_from_slice(buf.data());
                         handoff(&ctx, sock, bytes, owner).await;
                         return;
                     }
@@ -205,13 +207,13 @@ async fn end_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) 
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Option<Head>, HttpError> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut InBuf) -> Result<Option<Head>, HttpError> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut started = std::time::Instant::now();
     loop {
         if !buf.is_empty() {
-            match parse_head(buf, ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
+            match parse_head(buf.data(), ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
                 Ok(h) => return Ok(Some(h)),
                 Err(HeadError::Partial) => {}
                 Err(HeadError::Refused(e)) => return Err(e),
@@ -242,12 +244,10 @@ enum Ended {
 }
 
 /// One read of at most `want` bytes appended to `buf`.
-async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>, limit: Duration, want: usize) -> Result<(), Ended> {
-    let start = buf.len();
-    buf.resize(start + want, 0);
-    let r = read_into(sock, &mut buf[start..], limit).await;
-    buf.truncate(start + *r.as_ref().unwrap_or(&0));
-    r.map(|_| ())
+async fn read_more(sock: &mut TcpStream, buf: &mut InBuf, limit: Duration, want: usize) -> Result<(), Ended> {
+    let got = read_into(sock, buf.room(want), limit).await?;
+    buf.filled(got);
+    Ok(())
 }
 
 /// One read into `into` within `limit`: how many bytes came, or why none.
@@ -272,7 +272,7 @@ async fn read_into(sock: &mut TcpStream, into: &mut [u8], limit: Duration) -> Re
 async fn read_body(
     ctx: &Ctx,
     sock: &mut TcpStream,
-    buf: &mut Vec<u8>,
+    buf: &mut InBuf,
     head: &Head,
 ) -> Result<(Vec<u8>, Option<Reserved>), HttpError> {
     let limit = ctx.cfg.max_body_bytes;
@@ -282,7 +282,7 @@ async fn read_body(
     const CUT_SHORT: HttpError = HttpError::Stream(Error::Invalid("connection closed mid-body"));
     match head.body {
         BodyKind::None => {
-            buf.drain(..head.len);
+            buf.consume(head.len);
             Ok((Vec::new(), None))
         }
         BodyKind::Length(n) => {
@@ -292,10 +292,10 @@ async fn read_body(
             let reserved = ctx.bodies.reserve(n).ok_or(BODY_MEMORY)?;
             // The body is read into its own buffer, allocated once.
             let n = n as usize;
-            let have = (buf.len() - head.len).min(n);
+            let have = (buf.data().len() - head.len).min(n);
             let mut body = Vec::with_capacity(n);
-            body.extend_from_slice(&buf[head.len..head.len + have]);
-            buf.drain(..head.len + have);
+            body.extend_from_slice(&buf.data()[head.len..head.len + have]);
+            buf.consume(head.len + have);
             if head.expect_continue && have < n {
                 let _ = send(sock, CONTINUE, ctx.cfg.idle_timeout).await;
             }
@@ -319,11 +319,11 @@ async fn read_body(
             let mut reserved = ctx.bodies.reserve(0).ok_or(BODY_MEMORY)?;
             let mut dec = ChunkedDecoder::new(limit);
             let mut body = Vec::new();
-            buf.drain(..head.len);
+            buf.consume(head.len);
             loop {
                 // The decoder adds at most what `buf` holds: room for that is
                 // reserved first, growing by doubling up to the body limit.
-                let need = (body.len() + buf.len()).min(limit as usize);
+                let need = (body.len() + buf.data().len()).min(limit as usize);
                 if need > body.capacity() {
                     let room = (body.capacity() * 2).clamp(need, limit as usize);
                     if !reserved.cover(room as u64) {
@@ -331,8 +331,8 @@ async fn read_body(
                     }
                     body.reserve_exact(room - body.len());
                 }
-                let used = dec.feed(buf, &mut body)?;
-                buf.drain(..used);
+                let used = dec.feed(buf.data(), &mut body)?;
+                buf.consume(used);
                 if dec.is_done() {
                     return Ok((body, Some(reserved)));
                 }

@@ -27,12 +27,19 @@ impl Signal {
         self.generation.get()
     }
 
-    /// Wakes every waiter.
+    /// Wakes every waiter. The emptied list keeps its room: the next wave
+    /// (a group commit's appends, an event's subscribers) registers without
+    /// growing it again (a realloc per doubling, each a trip through glibc's
+    /// bins); a stream's signal itself goes when no reader holds it.
     pub fn notify(&self) {
         self.generation.set(self.generation.get() + 1);
-        let woken = std::mem::take(&mut *self.wakers.borrow_mut());
-        for (_, w) in woken {
+        let mut woken = std::mem::take(&mut *self.wakers.borrow_mut());
+        for (_, w) in woken.drain(..) {
             w.wake();
+        }
+        let mut wakers = self.wakers.borrow_mut();
+        if wakers.is_empty() {
+            *wakers = woken;
         }
     }
 
@@ -64,11 +71,15 @@ impl Future for Changed<'_> {
             return Poll::Ready(());
         }
         let mut wakers = signal.wakers.borrow_mut();
-        let slot = *this.slot.get_or_insert_with(|| {
-            let s = signal.next_slot.get();
-            signal.next_slot.set(s + 1);
-            s
-        });
+        let Some(slot) = this.slot else {
+            // A first poll: not registered yet, so no search (a commit's
+            // hundreds of appends would make it quadratic).
+            let slot = signal.next_slot.get();
+            signal.next_slot.set(slot + 1);
+            this.slot = Some(slot);
+            wakers.push((slot, cx.waker().clone()));
+            return Poll::Pending;
+        };
         match wakers.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, w)) if w.will_wake(cx.waker()) => {}
             Some((_, w)) => *w = cx.waker().clone(),
@@ -131,6 +142,7 @@ mod tests {
         signal.notify();
         assert_eq!(count.0.load(Ordering::SeqCst), 2);
         assert_eq!(signal.waiters(), 0);
+        assert!(signal.wakers.borrow().capacity() >= 2, "the emptied list keeps its room");
         assert!(a.as_mut().poll(&mut cx).is_ready() && b.as_mut().poll(&mut cx).is_ready());
         // A waiter created after the notify waits for the next one.
         let mut c = Box::pin(signal.changed(signal.generation()));

@@ -5,6 +5,7 @@ pub mod cors;
 pub mod date;
 pub mod error;
 pub mod headers;
+pub mod inbuf;
 pub mod peer;
 pub mod request;
 pub mod response;

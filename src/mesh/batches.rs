@@ -26,11 +26,16 @@ impl Outbox {
     }
 
     /// Everything queued for `to`; when nothing is, its flusher is done.
+    /// The batch leaves for the peer, so the queue starts again with room
+    /// for as many envelopes as this batch had: the next one fills it
+    /// without a realloc per doubling.
     pub fn take(&self, to: usize) -> Vec<Envelope> {
-        let batch = std::mem::take(&mut *self.queues[to].borrow_mut());
-        if batch.is_empty() {
+        let mut queue = self.queues[to].borrow_mut();
+        if queue.is_empty() {
             self.flushing[to].set(false);
+            return Vec::new();
         }
-        batch
+        let room = queue.len();
+        std::mem::replace(&mut *queue, Vec::with_capacity(room))
     }
 }
