@@ -7,8 +7,9 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// Read sizes: small for request heads (most requests are a few hundred
-/// bytes), larger while a body is arriving. The buffer space is zeroed before
-/// each read, so a read never asks for much more than it expects.
+/// bytes), larger while a body is arriving. A connection's buffer zeroes
+/// room when it grows (`InBuf`), so a read never asks for much more than it
+/// expects.
 pub const HEAD_READ: usize = 8 * 1024;
 pub const BODY_READ: usize = 256 * 1024;
 /// A client must take each piece of a response this long within
@@ -16,6 +17,11 @@ pub const BODY_READ: usize = 256 * 1024;
 /// deadline; at the shortest timeout, 1 s, a peer slower than this per
 /// second is dropped).
 pub const SEND_PIECE: usize = 256 << 10;
+/// The most envelopes an emptied batch may hold room for and still be
+/// kept as the queue back to its sender (`Outbox::recycle`): batches then
+/// travel between two shards without an allocation, and no queue keeps
+/// more than this room (about 80 KiB) after a burst.
+pub const KEPT_BATCH_ROOM: usize = 1024;
 /// Bodies at least this large are written without copying them behind the head.
 pub const LARGE_BODY: usize = 64 * 1024;
 /// Encoded bytes of recent events a subscriber shard keeps per stream (the

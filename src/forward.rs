@@ -31,9 +31,10 @@ pub async fn submit(
     rx.recv().await.unwrap_or_else(|| unavailable(ctx, "owner shard did not answer"))
 }
 
-/// Serves a batch that arrived from another shard.
-pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
-    for env in batch {
+/// Serves a batch that arrived from shard `from`; the emptied batch may
+/// become the queue of what goes back to `from` (`Outbox::recycle`).
+pub fn receive(ctx: &Rc<Ctx>, from: usize, mut batch: Vec<Envelope>) {
+    for env in batch.drain(..) {
         match env {
             Envelope::Answer(Answer { id, answered }) => {
                 let delivered = match answered {
@@ -63,4 +64,5 @@ pub fn receive(ctx: &Rc<Ctx>, batch: Vec<Envelope>) {
             Envelope::Leave { from, key, handle, pump } => relay::leave(ctx, from, &key, handle, pump),
         }
     }
+    ctx.outbox.recycle(from, batch);
 }

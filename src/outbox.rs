@@ -28,9 +28,10 @@ async fn flush(ctx: Rc<Ctx>, to: usize) {
         if batch.is_empty() {
             return;
         }
-        if let Err(PeerGone(Some(lost))) = ctx.link.send_to(to, Message::Batch(batch)).await {
+        let msg = Message::Batch { from: ctx.id, envelopes: batch };
+        if let Err(PeerGone(Some(lost))) = ctx.link.send_to(to, msg).await {
             // The peer is gone (shutting down): its requests cannot be served.
-            if let Message::Batch(lost) = *lost {
+            if let Message::Batch { envelopes: lost, .. } = *lost {
                 for env in lost {
                     if let Envelope::Forward(f) = env {
                         let _ = ctx.waiting.complete(f.id, unavailable(&ctx, "shard is shutting down"));

@@ -266,7 +266,7 @@ pub(crate) fn on_message(ctx: &Rc<Ctx>, msg: Message) {
             // A reply nobody waits for any more (its asker was dropped) is let go.
             let _ = ctx.pending.complete(id, rep);
         }
-        Message::Batch(batch) => crate::forward::receive(ctx, batch),
+        Message::Batch { from, envelopes } => crate::forward::receive(ctx, from, envelopes),
     }
 }
 

@@ -2,6 +2,7 @@
 //! peer and whether that peer's flusher task runs (see `outbox`).
 
 use super::envelope::Envelope;
+use crate::edge_limits::KEPT_BATCH_ROOM;
 use std::cell::{Cell, RefCell};
 
 /// Per-destination queues of envelopes waiting for their flusher.
@@ -26,16 +27,62 @@ impl Outbox {
     }
 
     /// Everything queued for `to`; when nothing is, its flusher is done.
-    /// The batch leaves for the peer, so the queue starts again with room
-    /// for as many envelopes as this batch had: the next one fills it
-    /// without a realloc per doubling.
     pub fn take(&self, to: usize) -> Vec<Envelope> {
-        let mut queue = self.queues[to].borrow_mut();
-        if queue.is_empty() {
+        let batch = std::mem::take(&mut *self.queues[to].borrow_mut());
+        if batch.is_empty() {
             self.flushing[to].set(false);
-            return Vec::new();
         }
-        let room = queue.len();
-        std::mem::replace(&mut *queue, Vec::with_capacity(room))
+        batch
+    }
+
+    /// Takes an emptied batch that came from shard `from` as the queue back
+    /// to it when it has more room than that queue (what is queued moves
+    /// into it): requests and answers then travel in the same few buffers,
+    /// without an allocation and a realloc per doubling for each batch.
+    /// Room above [`KEPT_BATCH_ROOM`] is let go.
+    pub fn recycle(&self, from: usize, mut emptied: Vec<Envelope>) {
+        assert!(emptied.is_empty(), "only an emptied batch is recycled");
+        let mut queue = self.queues[from].borrow_mut();
+        if emptied.capacity() > queue.capacity() && emptied.capacity() <= KEPT_BATCH_ROOM {
+            emptied.append(&mut queue);
+            *queue = emptied;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::envelope::{Answer, Answered};
+
+    fn answer(id: u64) -> Envelope {
+        Envelope::Answer(Answer { id, answered: Answered::Move })
+    }
+
+    fn ids(batch: &[Envelope]) -> Vec<u64> {
+        batch.iter().map(|e| if let Envelope::Answer(a) = e { a.id } else { unreachable!() }).collect()
+    }
+
+    #[test]
+    fn an_emptied_batch_becomes_the_queue_back_with_what_was_queued() {
+        let outbox = Outbox::new(2);
+        assert!(outbox.queue(1, answer(1)), "the first envelope starts a flusher");
+        assert!(!outbox.queue(1, answer(2)), "one flusher per peer");
+        let emptied: Vec<Envelope> = Vec::with_capacity(64);
+        outbox.recycle(1, emptied);
+        assert_eq!(outbox.queues[1].borrow().capacity(), 64, "the larger room is kept");
+        let batch = outbox.take(1);
+        assert_eq!(ids(&batch), [1, 2], "queued envelopes moved over in order");
+        assert_eq!(batch.capacity(), 64);
+        // A smaller room, or one above the limit, is let go.
+        outbox.queue(1, answer(3));
+        outbox.recycle(1, Vec::with_capacity(KEPT_BATCH_ROOM + 1));
+        outbox.queues[1].borrow_mut().reserve_exact(16);
+        let room = outbox.queues[1].borrow().capacity();
+        outbox.recycle(1, Vec::with_capacity(room - 1));
+        assert_eq!(outbox.queues[1].borrow().capacity(), room);
+        assert_eq!(ids(&outbox.take(1)), [3]);
+        assert!(outbox.take(1).is_empty(), "nothing queued: the flusher is done");
+        assert!(outbox.queue(1, answer(4)), "and the next envelope starts one again");
     }
 }

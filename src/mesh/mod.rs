@@ -71,7 +71,10 @@ pub enum BucketRep {
 
 pub enum Message {
     /// Requests for streams the receiver owns, and answers to its requests.
-    Batch(Vec<Envelope>),
+    Batch {
+        from: usize,
+        envelopes: Vec<Envelope>,
+    },
     /// A connection whose next request (live SSE) targets a stream this shard owns.
     Handoff {
         fd: RawFd,

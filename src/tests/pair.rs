@@ -173,7 +173,7 @@ impl Pair {
 /// it carries (a batch's envelopes joined by `+`, a bucket request's kind).
 fn describe(m: &InFlight) -> String {
     let what = match &m.msg {
-        Message::Batch(batch) => batch
+        Message::Batch { envelopes, .. } => envelopes
             .iter()
             .map(|e| match e {
                 Envelope::Forward(_) => "forward",
