@@ -40,6 +40,10 @@ pub struct Head {
     fields: String,
     /// Byte ranges of each header's name and value in `fields`, in order.
     pub headers: Vec<(Range<usize>, Range<usize>)>,
+    /// One bit per header name present ([`name_bit`]): most lookups are of
+    /// headers a request does not carry (an append asks for a dozen), and
+    /// those end here without a scan.
+    present: u64,
     pub body: BodyKind,
     pub expect_continue: bool,
     /// HTTP/1.0 without keep-alive, or `Connection: close`.
@@ -56,8 +60,18 @@ impl Head {
 
     /// Every value of header `name` (lower-case), in order.
     pub fn values<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
-        self.headers.iter().filter(move |(n, _)| &self.fields[n.clone()] == name).map(|(_, v)| &self.fields[v.clone()])
+        let maybe = self.present & name_bit(name.as_bytes()) != 0;
+        let headers = if maybe { &self.headers[..] } else { &[] };
+        headers.iter().filter(move |(n, _)| &self.fields[n.clone()] == name).map(|(_, v)| &self.fields[v.clone()])
     }
+}
+
+/// A header name's bit in [`Head`]'s presence mask: from its length and
+/// two of its bytes, so that the names sluice asks for mostly differ.
+fn name_bit(name: &[u8]) -> u64 {
+    let (len, last, mid) =
+        (name.len(), name.last().copied().unwrap_or(0), name.get(name.len() / 2).copied().unwrap_or(0));
+    1 << ((len * 5 + last as usize * 3 + mid as usize) % 64)
 }
 
 /// Why a head could not be accepted (yet).
@@ -117,12 +131,14 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let mut chunked = false;
     let mut expect_continue = false;
     let mut close = http10;
+    let mut present = 0;
     for field in req.headers.iter() {
         let value = std::str::from_utf8(field.value).map_err(|_| bad("header value is not UTF-8"))?.trim();
         let start = fields.len();
         fields.push_str(field.name);
         fields[start..].make_ascii_lowercase();
         let name = start..fields.len();
+        present |= name_bit(fields[name.clone()].as_bytes());
         fields.push_str(value);
         headers.push((name.clone(), name.end..fields.len()));
         match &fields[name] {
@@ -162,7 +178,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         (false, Some(n)) => BodyKind::Length(n),
     };
     let target = req.path.unwrap_or("/").to_string();
-    Ok(Head { method, target, fields, headers, body, expect_continue, close, len })
+    Ok(Head { method, target, fields, headers, present, body, expect_continue, close, len })
 }
 
 #[cfg(test)]
@@ -186,6 +202,23 @@ mod tests {
         let h = parse_head(b"GET / HTTP/1.1\r\nX-Mixed-CASE:  spaced value \r\nA: b\r\n\r\n", 1024, 16).unwrap();
         assert_eq!(h.header("x-mixed-case"), Some("spaced value"));
         assert_eq!((h.header("a"), h.header("ab"), h.headers.len()), (Some("b"), None, 2));
+    }
+
+    /// The presence mask never hides a header: each of sluice's header
+    /// names, alone in a head, is found under its name and under no other.
+    #[test]
+    fn every_named_header_is_found_and_no_other() {
+        for (name, _) in h::TABLE {
+            let value = if *name == h::TRANSFER_ENCODING { "identity" } else { "1" };
+            let head = parse_head(format!("GET / HTTP/1.1\r\n{name}: {value}\r\n\r\n").as_bytes(), 4096, 8).unwrap();
+            for (other, _) in h::TABLE {
+                let want = (other == name).then_some(value);
+                assert_eq!(head.header(other), want, "{other} in a head carrying {name}");
+            }
+        }
+        // The mask's bits spread the names: most absent ones end the lookup.
+        let bits: std::collections::HashSet<u64> = h::TABLE.iter().map(|(n, _)| name_bit(n.as_bytes())).collect();
+        assert!(bits.len() * 2 > h::TABLE.len(), "{} bits for {} names", bits.len(), h::TABLE.len());
     }
 
     #[test]
