@@ -115,17 +115,20 @@ fn placeable(s: &StreamState, input: &AppendInput<'_>) -> Option<Vec<u32>> {
 }
 
 impl Shard {
-    /// Places `input` when it may be (see the module header); `None`: it
-    /// takes the journal path, which answers it.
+    /// Whether `input` is large enough to be placed (see the module header).
+    pub(super) fn may_place(&self, input: &AppendInput<'_>) -> bool {
+        input.body.len() >= self.flush.place_from && !crate::tiered::installed()
+    }
+
+    /// Places `input` when it [may](Self::may_place) be; `None`: it takes
+    /// the journal path, which answers it.
     pub(super) async fn place(
         &self,
         key: &StreamKey,
         input: &AppendInput<'_>,
         now_ms: u64,
     ) -> Option<Result<AppendOutcome, StoreError>> {
-        if input.body.len() < self.flush.place_from || crate::tiered::installed() {
-            return None;
-        }
+        debug_assert!(self.may_place(input));
         let len = input.body.len() as u64;
         let room = async {
             self.flush_room().await?;
