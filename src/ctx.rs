@@ -152,7 +152,7 @@ impl Ctx {
         if self.link.send_to(to, Message::Request { from: self.id, id, req }).await.is_err() {
             return BucketRep::Done(Err(PEER_GONE));
         }
-        reply.recv().await.unwrap_or(BucketRep::Done(Err(PEER_GONE)))
+        reply.await
     }
 
     /// Asks every shard and collects the replies in shard order.

@@ -8,7 +8,7 @@
 use crate::ctx::Ctx;
 use crate::mesh::envelope::{Answer, Answered, Delivered, Envelope, Forward};
 use crate::mesh::relays::Subscription;
-use crate::outbox::{push, unavailable};
+use crate::outbox::push;
 use crate::relay;
 use crate::route::Route;
 use sluice::http::url::Target;
@@ -26,9 +26,9 @@ pub async fn submit(
     body: Vec<u8>,
     started: Instant,
 ) -> Delivered {
-    let (id, rx) = ctx.waiting.open();
+    let (id, reply) = ctx.waiting.open();
     push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body, started })));
-    rx.recv().await.unwrap_or_else(|| unavailable(ctx, "owner shard did not answer"))
+    reply.await
 }
 
 /// Serves a batch that arrived from shard `from`; the emptied batch may

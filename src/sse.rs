@@ -198,11 +198,6 @@ fn records_at(ctx: &Ctx, key: &StreamKey) -> Option<(u64, u64)> {
 /// Status line and headers for a body that ends when the connection closes.
 fn render_stream_head(r: Response, out: &mut Vec<u8>) {
     out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    for (n, v) in &r.headers {
-        out.extend_from_slice(n.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(v.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
+    r.render_fields(out);
     out.extend_from_slice(b"connection: close\r\n\r\n");
 }

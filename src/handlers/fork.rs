@@ -10,7 +10,7 @@ use sluice::http::url::parse_target;
 use sluice::http::Head;
 use sluice_shards::core::create::CreateInput;
 use sluice_shards::core::int::parse_canonical_uint;
-use sluice_shards::core::{media_type, Error};
+use sluice_shards::core::{same_media_type, Error};
 use sluice_shards::ids::stream_shard;
 use sluice_shards::offset::Offset;
 use sluice_shards::store::ForkPlan;
@@ -61,7 +61,7 @@ pub async fn fork_plan(
         _ => return Err(PEER_GONE),
     };
     let release = || ctx.ask(owner, BucketReq::ForkRelease { handle: grant.parent_handle });
-    if explicit_type && media_type(&input.content_type) != media_type(&grant.content_type) {
+    if explicit_type && !same_media_type(&input.content_type, &grant.content_type) {
         release().await;
         return Err(Error::Conflict("fork Content-Type differs from the source"));
     }

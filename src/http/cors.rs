@@ -3,7 +3,7 @@
 //! and [`finish`], the headers every response carries.
 
 use super::error::HttpError;
-use super::{date, headers as h, Response};
+use super::{headers as h, Response};
 use crate::edge_limits::{MAX_ORIGINS, MAX_ORIGIN_BYTES};
 use crate::start_error::StartError;
 
@@ -67,9 +67,9 @@ pub enum Cors {
 impl Cors {
     /// Adds the CORS headers to a response.
     pub fn apply(&self, r: &mut Response) {
-        let allow = match self {
-            Cors::Any => "*".to_string(),
-            Cors::Origin(o) => o.clone(),
+        let allow: super::response::Value = match self {
+            Cors::Any => "*".into(),
+            Cors::Origin(o) => o.clone().into(),
             Cors::Denied => {
                 r.set(h::VARY, h::ORIGIN);
                 return;
@@ -97,7 +97,7 @@ impl Cors {
 
 /// Headers every response carries: `Date`, browser hardening and the request's CORS answer.
 pub fn finish(mut r: Response, cors: &Cors) -> Response {
-    r.set(h::DATE, date::now());
+    r.dated = true;
     r.set(h::X_CONTENT_TYPE_OPTIONS, "nosniff");
     r.set(h::CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin");
     cors.apply(&mut r);

@@ -1,6 +1,7 @@
 //! The `Date` header (RFC 9110 §6.6.1, IMF-fixdate): rendered at most once per
 //! second per shard thread and reused by every response in that second.
 
+use super::headers as h;
 use sluice_shards::core::ttl::civil_from_days;
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,15 +30,22 @@ pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The current time as a `Date` value, re-rendered only when the second changes.
-pub fn now() -> String {
+/// Bytes of a rendered `Date` field: name, `: `, an IMF-fixdate (29 bytes
+/// with a four-digit year), CRLF.
+pub const FIELD_BYTES: usize = h::DATE.len() + 2 + 29 + 2;
+
+/// Renders the `Date` field for the current time, from the copy kept for
+/// this second (re-rendered only when the second changes).
+pub fn render_field(out: &mut Vec<u8>) {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.0 != secs {
             *c = (secs, imf_fixdate(secs));
         }
-        c.1.clone()
+        for part in [h::DATE.as_bytes(), b": ", c.1.as_bytes(), b"\r\n"] {
+            out.extend_from_slice(part);
+        }
     })
 }
 
@@ -53,9 +61,13 @@ mod tests {
     }
 
     #[test]
-    fn now_renders_the_current_second() {
+    fn the_field_renders_the_current_second() {
         let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-        let a = now();
-        assert!(a == imf_fixdate(secs) || a == imf_fixdate(secs + 1), "{a}");
+        let mut out = Vec::new();
+        render_field(&mut out);
+        let field = String::from_utf8(out).unwrap();
+        let (now, next) = (imf_fixdate(secs), imf_fixdate(secs + 1));
+        assert!(field == format!("date: {now}\r\n") || field == format!("date: {next}\r\n"), "{field}");
+        assert_eq!(field.len(), FIELD_BYTES);
     }
 }

@@ -1,5 +1,6 @@
 //! Responses: status, headers and a body, rendered into one write buffer.
 
+use super::date;
 use super::headers as h;
 use crate::edge_limits::LARGE_BODY;
 use std::borrow::Cow;
@@ -14,6 +15,9 @@ pub struct Response {
     pub body: Vec<u8>,
     /// For HEAD: the Content-Length to announce without a body.
     pub head_length: Option<usize>,
+    /// Whether the head carries `Date`, written when it is rendered from
+    /// the shard's copy for the current second (no String per response).
+    pub dated: bool,
 }
 
 pub fn reason(status: u16) -> &'static str {
@@ -47,7 +51,8 @@ pub fn reason(status: u16) -> &'static str {
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        Response { status, headers: Vec::new(), body: Vec::new(), head_length: None }
+        // Room for a typical response's headers, its own and `finish`'s.
+        Response { status, headers: Vec::with_capacity(8), body: Vec::new(), head_length: None, dated: false }
     }
 
     /// A short plain-text error.
@@ -88,18 +93,26 @@ impl Response {
     /// At least the rendered head's size: the headers, plus room for the
     /// status line, content-length and connection lines.
     pub fn head_capacity(&self) -> usize {
-        128 + self.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
+        128 + date::FIELD_BYTES + self.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>()
+    }
+
+    /// Renders the header fields, `Date` included when the response is dated.
+    pub fn render_fields(&self, out: &mut Vec<u8>) {
+        for (n, v) in &self.headers {
+            for part in [n.as_bytes(), b": ", v.as_bytes(), b"\r\n"] {
+                out.extend_from_slice(part);
+            }
+        }
+        if self.dated {
+            date::render_field(out);
+        }
     }
 
     /// Renders status line and headers only (the body is written separately).
     pub fn render_head(&self, out: &mut Vec<u8>, close: bool) {
         // Straight into the output buffer: no String per header or per head.
         let _ = write!(out, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
-        for (n, v) in &self.headers {
-            for part in [n.as_bytes(), b": ", v.as_bytes(), b"\r\n"] {
-                out.extend_from_slice(part);
-            }
-        }
+        self.render_fields(out);
         let bodyless = matches!(self.status, 204 | 304) || (100..200).contains(&self.status);
         if !bodyless {
             let len = self.head_length.unwrap_or(self.body.len());
@@ -171,6 +184,7 @@ mod tests {
     fn head_capacity_covers_the_rendered_head() {
         for status in [100, 200, 204, 431, 507, 999] {
             let mut r = Response::new(status).header(h::ACCESS_CONTROL_EXPOSE_HEADERS, h::exposed());
+            r.dated = true;
             r.set(h::STREAM_NEXT_OFFSET, "0000000000000000_0000000000000005");
             r.head_length = Some(usize::MAX);
             let mut out = Vec::new();

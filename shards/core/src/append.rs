@@ -6,7 +6,7 @@ use super::json::normalize;
 use super::limits::MAX_OFFSET;
 use super::producer::{check, ProducerCheck};
 use crate::error::Error;
-use crate::media::media_type;
+use crate::media::same_media_type;
 use crate::record::ProducerStamp;
 use crate::stream::StreamState;
 use std::borrow::Cow;
@@ -52,7 +52,7 @@ pub fn decide<'a>(s: &StreamState, input: &AppendInput<'a>) -> Result<AppendDeci
     if !close_only {
         match input.content_type {
             None => return Err(Error::Invalid("missing Content-Type")),
-            Some(ct) if media_type(ct) != media_type(&s.content_type) => return Err(Error::ContentTypeMismatch),
+            Some(ct) if !same_media_type(ct, &s.content_type) => return Err(Error::ContentTypeMismatch),
             Some(_) => {}
         }
     }

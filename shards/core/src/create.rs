@@ -3,7 +3,7 @@
 
 use super::json::normalize;
 use crate::error::Error;
-use crate::media::{is_json, media_type};
+use crate::media::{is_json, same_media_type};
 use crate::stream::StreamState;
 
 /// A PUT after header parsing.
@@ -43,7 +43,7 @@ pub const CONFLICT: Error = Error::Conflict("stream exists with a different conf
 /// Decides a PUT given the live stream at that name, if any.
 pub fn decide(existing: Option<&StreamState>, input: &CreateInput, body: &[u8]) -> Result<CreateDecision, Error> {
     if let Some(s) = existing {
-        let same = media_type(&s.content_type) == media_type(&input.content_type)
+        let same = same_media_type(&s.content_type, &input.content_type)
             && s.lifetime.ttl_secs == input.ttl_secs
             && s.lifetime.expires_at_ms == input.expires_at_ms
             && s.closed == input.closed

@@ -30,5 +30,5 @@ pub mod stream;
 pub mod ttl;
 
 pub use error::Error;
-pub use media::{is_json, media_type};
+pub use media::{is_json, media_type, same_media_type};
 pub use stream::StreamState;
