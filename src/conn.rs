@@ -126,6 +126,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         // (streamed where its stream lives), are replayed on the owner.
         let remote_get = owner.is_some() && head.method == Method::Get && head.body == BodyKind::None;
         let replay = (remote_sse || remote_get).then(|| buf.data()[..head.len].to_vec());
+        // A forwarded request travels as its head's bytes (see `Forward`).
+        let forwarded = owner.map(|owner| (owner, buf.data()[..head.len].to_vec()));
         // The body's budget reservation lives until its request is answered.
         let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
             Ok(b) => b,
@@ -137,11 +139,12 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             }
         };
         let close = head.close;
-        let rendered = match owner {
-            Some(owner) => {
+        let rendered = match forwarded {
+            Some((owner, request)) => {
                 // Shutdown waits for this connection's forwarded request too.
                 ctx.request_started();
-                let delivered = forward::submit(&ctx, owner, head, target, route, body, started).await;
+                drop((head, target, route));
+                let delivered = forward::submit(&ctx, owner, request, body, started).await;
                 ctx.request_done();
                 match delivered {
                     Delivered::Response(r) => r,

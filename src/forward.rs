@@ -10,24 +10,14 @@ use crate::mesh::envelope::{Answer, Answered, Delivered, Envelope, Forward};
 use crate::mesh::relays::Subscription;
 use crate::outbox::push;
 use crate::relay;
-use crate::route::Route;
-use sluice::http::url::Target;
-use sluice::http::Head;
 use std::rc::Rc;
 use std::time::Instant;
 
 /// Sends a request to its owner shard and waits for the rendered response.
-pub async fn submit(
-    ctx: &Rc<Ctx>,
-    owner: usize,
-    head: Head,
-    target: Target,
-    route: Route,
-    body: Vec<u8>,
-    started: Instant,
-) -> Delivered {
+/// `head` is the request's head as received.
+pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Vec<u8>, body: Vec<u8>, started: Instant) -> Delivered {
     let (id, reply) = ctx.waiting.open();
-    push(ctx, owner, Envelope::Forward(Box::new(Forward { from: ctx.id, id, head, target, route, body, started })));
+    push(ctx, owner, Envelope::Forward(Forward { from: ctx.id, id, head, body, started }));
     reply.await
 }
 
@@ -53,8 +43,8 @@ pub fn receive(ctx: &Rc<Ctx>, from: usize, mut batch: Vec<Envelope>) {
             Envelope::Forward(f) => {
                 let ctx = ctx.clone();
                 sluice_shards::tasks::spawn(async move {
-                    let Forward { from, id, head, target, route, body, started } = *f;
-                    let answered = crate::serve::answer(&ctx, from, head, target, route, body, started).await;
+                    let Forward { from, id, head, body, started } = f;
+                    let answered = crate::serve::answer(&ctx, from, &head, body, started).await;
                     push(&ctx, from, Envelope::Answer(Answer { id, answered }));
                 })
                 .detach();

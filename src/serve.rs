@@ -12,8 +12,8 @@ use crate::route::Route;
 use sluice::http::cors::{finish, Cors};
 use sluice::http::error::HttpError;
 use sluice::http::response::Rendered;
-use sluice::http::url::Target;
-use sluice::http::{headers as h, Head, Response};
+use sluice::http::url::{parse_target, Target};
+use sluice::http::{headers as h, parse_head, Head, Response};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -64,17 +64,15 @@ fn fit_to_method(head: &Head, mut resp: Response) -> Response {
     resp
 }
 
-/// Serves a request forwarded by shard `from`, which holds its connection
-/// and received it at `started` (it is counted and logged here).
-pub async fn answer(
-    ctx: &Rc<Ctx>,
-    from: usize,
-    head: Head,
-    target: Target,
-    route: Route,
-    body: Vec<u8>,
-    started: Instant,
-) -> Answered {
+/// Serves a request forwarded by shard `from`, which holds its connection,
+/// received it at `started` (it is counted and logged here), and parsed,
+/// routed and admitted the head it sent as received (`request`).
+pub async fn answer(ctx: &Rc<Ctx>, from: usize, request: &[u8], body: Vec<u8>, started: Instant) -> Answered {
+    let head = parse_head(request, ctx.cfg.max_head_bytes, ctx.cfg.max_headers)
+        .expect("the accepting shard parsed this head under the same limits");
+    debug_assert_eq!(head.len, request.len(), "a forwarded head is the head alone");
+    let target = parse_target(&head.target).expect("the accepting shard parsed this target");
+    let route = crate::route::route(&head, &target);
     let label = route.label(head.method, &target);
     match respond(ctx, &head, &target, route, body).await {
         Reply::Full(resp) => {

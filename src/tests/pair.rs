@@ -107,7 +107,7 @@ impl Pair {
             }
             let started = Instant::now();
             match route.owner(ctx.shards).filter(|&o| o != ctx.id) {
-                Some(owner) => match forward::submit(&ctx, owner, head, target, route, body, started).await {
+                Some(owner) => match forward::submit(&ctx, owner, bytes[..head.len].to_vec(), body, started).await {
                     Delivered::Response(r) => Got::Response(wire(r)),
                     Delivered::Live(sub) => Got::Live(sub),
                     Delivered::Move => Got::Move,
