@@ -143,7 +143,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             Some((owner, request)) => {
                 // Shutdown waits for this connection's forwarded request too.
                 ctx.request_started();
-                drop((head, target, route));
+                drop(target);
+                drop((route, head));
                 let delivered = forward::submit(&ctx, owner, request, body, started).await;
                 ctx.request_done();
                 match delivered {

@@ -28,7 +28,7 @@ pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors)
 /// Serves a request on this (its owner) shard; the response is finished
 /// (common headers, HEAD length) and ready to render. (The request-level
 /// fuzz target calls it as `serve` does.)
-pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target, route: Route, body: Vec<u8>) -> Reply {
+pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target<'_>, route: Route, body: Vec<u8>) -> Reply {
     // Shutdown waits for in-flight requests; parked long-polls are woken
     // by it and answer 204 at once.
     ctx.request_started();

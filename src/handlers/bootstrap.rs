@@ -29,14 +29,14 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Response {
+pub async fn bootstrap(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey) -> Response {
     if head.method != Method::Get {
         return HttpError::MethodNotAllowed.into();
     }
     assemble(ctx, t, key).await.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
-async fn assemble(ctx: &Rc<Ctx>, t: &Target, key: &StreamKey) -> Result<Response, Error> {
+async fn assemble(ctx: &Rc<Ctx>, t: &Target<'_>, key: &StreamKey) -> Result<Response, Error> {
     if !t.query.is_empty() {
         return Err(Error::Invalid("/bootstrap takes no query parameters (tail with ordinary reads afterwards)"));
     }

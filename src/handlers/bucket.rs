@@ -72,13 +72,13 @@ pub fn json(status: u16, v: &serde_json::Value) -> Response {
         .with_body(serde_json::to_vec(v).expect("serializable"))
 }
 
-pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Response {
+pub async fn list(ctx: &Rc<Ctx>, bucket: &str, t: &Target<'_>) -> Response {
     listing(ctx, bucket, t).await.map(|body| json(200, &body)).unwrap_or_else(Response::from)
 }
 
 /// A bucket's stream listing as `GET /{bucket}/streams` answers it (the
 /// query `t` pages and filters it).
-pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target) -> Result<serde_json::Value, Error> {
+pub async fn listing(ctx: &Rc<Ctx>, bucket: &str, t: &Target<'_>) -> Result<serde_json::Value, Error> {
     let limit = match t.param("limit").map(parse_uint) {
         None => MAX_LISTED_STREAMS,
         Some(Some(n)) if (1..=MAX_LISTED_STREAMS as u64).contains(&n) => n as usize,

@@ -48,7 +48,7 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
 }
 
 /// Serves an admitted request (preflights are answered by the access gate).
-pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: Vec<u8>) -> Reply {
+pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, body: Vec<u8>) -> Reply {
     if let Route::Stream(key, _) = &route {
         // Responses, reads and refusals alike, observe only durable state.
         if let Err(e) = ctx.shard.settle(key).await {
@@ -92,7 +92,7 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target, route: Route, body: 
 async fn stream_operation(
     ctx: &Rc<Ctx>,
     head: &Head,
-    t: &Target,
+    t: &Target<'_>,
     key: &StreamKey,
     sub: &[String],
     body: Vec<u8>,
@@ -105,7 +105,14 @@ async fn stream_operation(
 }
 
 /// A request to one of a stream's sub-resources (bucketed surface).
-async fn sub_resource(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, sub: &[String], body: Vec<u8>) -> Reply {
+async fn sub_resource(
+    ctx: &Rc<Ctx>,
+    head: &Head,
+    t: &Target<'_>,
+    key: &StreamKey,
+    sub: &[String],
+    body: Vec<u8>,
+) -> Reply {
     if !ctx.shard.store.borrow().bucket_exists(key.bucket()) {
         return Reply::Full(Error::NoBucket.into());
     }

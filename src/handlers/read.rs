@@ -359,9 +359,9 @@ pub struct SseRequest {
 /// Parses `offset`, `live`, `max_bytes` and the record parameters. One
 /// response reads at most `max_read` bytes (`--max-read-bytes`; whole JSON
 /// messages: at least one); the client continues from Stream-Next-Offset.
-pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<ReadQuery<'_>, Error> {
+pub fn parse_read_query<'a>(t: &'a Target<'_>, surface: Surface, max_read: u64) -> Result<ReadQuery<'a>, Error> {
     let bad = |why| Err(Error::Invalid(why));
-    let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_str()).collect();
+    let offsets: Vec<&str> = t.query.iter().filter(|(k, _)| k == "offset").map(|(_, v)| v.as_ref()).collect();
     if offsets.len() > 1 {
         return bad("offset given more than once");
     }
@@ -395,14 +395,14 @@ pub fn parse_read_query(t: &Target, surface: Surface, max_read: u64) -> Result<R
     Ok(ReadQuery { offset, live, records, limit })
 }
 
-pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Reply {
+pub async fn get(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey) -> Reply {
     match read(ctx, head, t, key).await {
         Ok(reply) => reply,
         Err(e) => Reply::Full(refusal(ctx, key, e)),
     }
 }
 
-async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey) -> Result<Reply, Error> {
+async fn read(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey) -> Result<Reply, Error> {
     let surface = Surface::of(t);
     let q = parse_read_query(t, surface, ctx.cfg.max_read_bytes)?;
     let offset = q.offset.unwrap_or(OffsetQuery::Start);

@@ -36,7 +36,7 @@ pub fn stream_path(key: &StreamKey) -> String {
 }
 
 /// The position a snapshot/retention request names: a path offset or `?record=`.
-fn position(t: &Target, seg: Option<&str>, json: bool) -> Result<SnapshotAt, Error> {
+fn position(t: &Target<'_>, seg: Option<&str>, json: bool) -> Result<SnapshotAt, Error> {
     match (seg, t.param("record")) {
         (Some(_), Some(_)) => Err(Error::Invalid("give an offset or ?record=, not both")),
         (Some(o), None) => path_offset(o).map(SnapshotAt::Offset),
@@ -77,7 +77,7 @@ fn with_records(mut r: Response, ctx: &Ctx, key: &StreamKey) -> Response {
 pub async fn snapshot(
     ctx: &Rc<Ctx>,
     head: &Head,
-    t: &Target,
+    t: &Target<'_>,
     key: &StreamKey,
     seg: Option<&str>,
     body: Vec<u8>,
@@ -103,7 +103,7 @@ fn latest(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
 async fn publish(
     ctx: &Ctx,
     head: &Head,
-    t: &Target,
+    t: &Target<'_>,
     key: &StreamKey,
     seg: Option<&str>,
     body: &[u8],
@@ -147,14 +147,14 @@ fn delete(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> {
     Err(refuse_delete(&e.state, offset))
 }
 
-pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target, key: &StreamKey, seg: Option<&str>) -> Response {
+pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey, seg: Option<&str>) -> Response {
     if head.method != Method::Put {
         return HttpError::MethodNotAllowed.into();
     }
     retain(ctx, t, key, seg).await.unwrap_or_else(|e| refusal(ctx, key, e))
 }
 
-async fn retain(ctx: &Ctx, t: &Target, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
+async fn retain(ctx: &Ctx, t: &Target<'_>, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
     let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let offset = ctx.shard.set_retention(key, at, ctx.now_ms()).await?;
     let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string());

@@ -17,7 +17,7 @@ const BAD_TTL: Error = Error::Invalid("ttl must be a duration between 1s and 1h"
 const NO_TOKENS: Error = Error::NotFound("read tokens exist only with --tokens (without them no read needs one)");
 
 /// Mints the token (POST only).
-pub fn mint(ctx: &Ctx, head: &Head, t: &Target, scope: &ReadScope) -> Response {
+pub fn mint(ctx: &Ctx, head: &Head, t: &Target<'_>, scope: &ReadScope) -> Response {
     if head.method != Method::Post {
         return HttpError::MethodNotAllowed.into();
     }

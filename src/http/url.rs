@@ -1,29 +1,36 @@
 //! Request-target decoding: percent-decoded path segments and query pairs.
 //!
 //! Segments are split on raw `/` before decoding, so `%2F` inside a segment
-//! stays part of that segment (and is then refused by the id rules).
+//! stays part of that segment (and is then refused by the id rules). A
+//! segment or query part with nothing to decode is borrowed from the raw
+//! target: a request's target costs one allocation, its list of segments.
 
 use sluice_shards::core::Error;
+use std::borrow::Cow;
 
 const BAD_PERCENT: Error = Error::Invalid("invalid percent-encoding in URL");
 const NOT_UTF8: Error = Error::Invalid("URL is not valid UTF-8 after decoding");
 const NOT_ABSOLUTE: Error = Error::Invalid("request target must start with '/'");
 
-/// A decoded request target.
+/// A decoded request target, borrowing from the raw one where it can.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Target {
-    pub segments: Vec<String>,
-    pub query: Vec<(String, String)>,
+pub struct Target<'a> {
+    pub segments: Vec<Cow<'a, str>>,
+    pub query: Vec<(Cow<'a, str>, Cow<'a, str>)>,
 }
 
-impl Target {
+impl Target<'_> {
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_ref())
     }
 }
 
 /// Percent-decodes `s`; with `plus`, `+` means space (query strings).
-pub fn percent_decode(s: &str, plus: bool) -> Result<String, Error> {
+/// Borrowed when there is nothing to decode.
+pub fn percent_decode(s: &str, plus: bool) -> Result<Cow<'_, str>, Error> {
+    if !s.bytes().any(|c| c == b'%' || (plus && c == b'+')) {
+        return Ok(Cow::Borrowed(s));
+    }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -46,11 +53,11 @@ pub fn percent_decode(s: &str, plus: bool) -> Result<String, Error> {
             }
         }
     }
-    String::from_utf8(out).map_err(|_| NOT_UTF8)
+    String::from_utf8(out).map(Cow::Owned).map_err(|_| NOT_UTF8)
 }
 
 /// Splits and decodes a request target.
-pub fn parse_target(target: &str) -> Result<Target, Error> {
+pub fn parse_target(target: &str) -> Result<Target<'_>, Error> {
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, q),
         None => (target, ""),
@@ -81,7 +88,7 @@ pub fn redact(target: &str) -> std::borrow::Cow<'_, str> {
         return target.into();
     };
     let secret = |k: &str| {
-        let name = percent_decode(k, true).unwrap_or_else(|_| k.to_string());
+        let name = percent_decode(k, true).unwrap_or(Cow::Borrowed(k));
         SECRET_PARAMS.iter().any(|s| name.eq_ignore_ascii_case(s))
     };
     if !query.split('&').any(|p| secret(p.split_once('=').map_or(p, |(k, _)| k))) {
@@ -117,7 +124,12 @@ mod tests {
         assert_eq!(t.param("offset"), Some("0000000000000001"));
         assert_eq!(t.param("a b"), Some("c&d"));
         assert_eq!(t.param("live"), Some("long-poll"));
-        assert_eq!(parse_target("/").unwrap().segments, Vec::<String>::new());
+        assert_eq!(parse_target("/").unwrap().segments, Vec::<Cow<str>>::new());
+        let plain = parse_target("/v1/stream/a?offset=-1").unwrap();
+        assert!(plain.segments.iter().all(|s| matches!(s, Cow::Borrowed(_))), "nothing to decode: borrowed");
+        assert!(matches!(plain.query[0], (Cow::Borrowed("offset"), Cow::Borrowed("-1"))));
+        assert!(matches!(parse_target("/a?b=c+d").unwrap().query[0].1, Cow::Owned(_)), "+ decodes in a query");
+        assert!(matches!(parse_target("/a+b").unwrap().segments[0], Cow::Borrowed("a+b")), "not in a path");
     }
 
     #[test]

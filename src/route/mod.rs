@@ -10,6 +10,7 @@ use sluice::http::{Head, Method};
 use sluice_shards::core::Error;
 use sluice_shards::ids::{stream_shard, valid_bucket_id, validate_stream_id, BUILTIN_BUCKET, RESERVED_STREAM_ID};
 use sluice_shards::store::StreamKey;
+use std::borrow::Cow;
 use subs::SubRoute;
 pub use tokens::ReadScope;
 
@@ -48,7 +49,7 @@ impl Route {
     /// The `route` label of the request metrics (a small fixed set).
     /// A stream's own requests are labelled by operation (a fixed set), so
     /// appends, catch-up reads and long waits land in their own series.
-    pub fn label(&self, method: Method, target: &Target) -> &'static str {
+    pub fn label(&self, method: Method, target: &Target<'_>) -> &'static str {
         match self {
             Route::Health => "healthz",
             Route::Metrics => "metrics",
@@ -91,7 +92,7 @@ pub enum Surface {
 }
 
 impl Surface {
-    pub fn of(t: &Target) -> Surface {
+    pub fn of(t: &Target<'_>) -> Surface {
         if t.segments.first().is_some_and(|s| s == "v1") {
             Surface::Base
         } else {
@@ -100,18 +101,18 @@ impl Surface {
     }
 }
 
-pub fn route(head: &Head, t: &Target) -> Route {
+pub fn route(head: &Head, t: &Target<'_>) -> Route {
     let seg = &t.segments;
-    match seg.first().map(String::as_str) {
+    match seg.first().map(Cow::as_ref) {
         None => Route::NotFound,
-        Some("v1") => match seg.get(1).map(String::as_str) {
+        Some("v1") => match seg.get(1).map(Cow::as_ref) {
             Some("healthz") if seg.len() == 2 => Route::Health,
             Some("metrics") if seg.len() == 2 => Route::Metrics,
             Some("tokens") if seg.len() == 2 => tokens::route(head, t),
             Some("ui") => ui_route(&seg[2..]),
             Some("stream") if seg.len() >= 3 && seg[2] == RESERVED => Route::Subs(SubRoute::parse(&seg[3..])),
             Some("stream") if seg.len() >= 3 => {
-                let id = seg[2..].join("/");
+                let id: Cow<str> = if seg.len() == 3 { Cow::Borrowed(&seg[2]) } else { seg[2..].join("/").into() };
                 match validate_stream_id(BUILTIN_BUCKET, &id) {
                     Ok(()) => Route::Stream(StreamKey::boxed(BUILTIN_BUCKET, &id), Vec::new()),
                     Err(e) => Route::Bad(e),
@@ -127,7 +128,10 @@ pub fn route(head: &Head, t: &Target) -> Route {
                 1 => Route::Bucket(bucket.to_string()),
                 2 if seg[1] == RESERVED_STREAM_ID => Route::BucketList(bucket.to_string()),
                 2..=4 => match validate_stream_id(bucket, &seg[1]) {
-                    Ok(()) => Route::Stream(StreamKey::boxed(bucket, &seg[1]), seg[2..].to_vec()),
+                    Ok(()) => Route::Stream(
+                        StreamKey::boxed(bucket, &seg[1]),
+                        seg[2..].iter().map(|s| s.to_string()).collect(),
+                    ),
                     Err(e) => Route::Bad(e),
                 },
                 _ => Route::NotFound,
@@ -146,7 +150,7 @@ pub enum Page {
 }
 
 /// Routes the segments after `/v1/ui`.
-fn ui_route(rest: &[String]) -> Route {
+fn ui_route(rest: &[Cow<str>]) -> Route {
     match rest {
         [] => Route::Ui(Page::Console),
         [s] if s == "streams" => Route::Ui(Page::Streams),

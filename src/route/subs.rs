@@ -3,6 +3,7 @@
 
 use crate::subscriptions::bounds::MAX_SUBSCRIPTION_ID_BYTES;
 use crate::subscriptions::owner_shard;
+use std::borrow::Cow;
 
 /// What a `__ds` request addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +29,8 @@ pub enum Action {
 
 impl SubRoute {
     /// Routes the segments after `/v1/stream/__ds`.
-    pub fn parse(rest: &[String]) -> SubRoute {
-        let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+    pub fn parse(rest: &[Cow<str>]) -> SubRoute {
+        let rest: Vec<&str> = rest.iter().map(Cow::as_ref).collect();
         let (id, tail) = match rest.as_slice() {
             ["jwks.json"] => return SubRoute::Jwks,
             ["subscriptions", id, tail @ ..] if !id.is_empty() && id.len() <= MAX_SUBSCRIPTION_ID_BYTES => (id, tail),
@@ -62,7 +63,7 @@ mod tests {
     use super::*;
 
     fn parse(path: &str) -> SubRoute {
-        let segs: Vec<String> = path.split('/').map(str::to_string).collect();
+        let segs: Vec<Cow<str>> = path.split('/').map(Cow::Borrowed).collect();
         SubRoute::parse(&segs)
     }
 

@@ -17,7 +17,7 @@ pub struct ReadScope {
 }
 
 /// Routes `/v1/tokens`: the scope the query names.
-pub fn route(head: &Head, t: &Target) -> Route {
+pub fn route(head: &Head, t: &Target<'_>) -> Route {
     match (t.param("stream"), t.param("bucket")) {
         (Some(path), None) => match parse_target(path).map(|p| super::route(head, &p)) {
             Ok(Route::Stream(k, sub)) if sub.is_empty() => {
