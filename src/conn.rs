@@ -76,7 +76,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         };
         let started = Instant::now();
         let cors = ctx.gate.cors(head.header(h::ORIGIN));
-        let target = match parse_target(&head.target) {
+        let target = match parse_target(head.target()) {
             Ok(t) => t,
             Err(e) => {
                 let resp = refusal(&head, e);

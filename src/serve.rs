@@ -71,7 +71,7 @@ pub async fn answer(ctx: &Rc<Ctx>, from: usize, request: &[u8], body: Vec<u8>, s
     let head = parse_head(request, ctx.cfg.max_head_bytes, ctx.cfg.max_headers)
         .expect("the accepting shard parsed this head under the same limits");
     debug_assert_eq!(head.len, request.len(), "a forwarded head is the head alone");
-    let target = parse_target(&head.target).expect("the accepting shard parsed this target");
+    let target = parse_target(head.target()).expect("the accepting shard parsed this target");
     let route = crate::route::route(&head, &target);
     let label = route.label(head.method, &target);
     match respond(ctx, &head, &target, route, body).await {
@@ -105,7 +105,7 @@ pub fn answered(ctx: &Ctx, head: Option<&Head>, route: &'static str, status: u16
     let took = started.elapsed();
     ctx.metrics.request(route, status, took);
     if ctx.cfg.access_log {
-        let (method, target) = head.map_or(("-".to_string(), "-"), |h| (format!("{:?}", h.method), h.target.as_str()));
+        let (method, target) = head.map_or(("-".to_string(), "-"), |h| (format!("{:?}", h.method), h.target()));
         // Read tokens travel in the query string (`?token=`): never logged.
         let target = sluice::http::url::redact(target);
         tracing::info!(

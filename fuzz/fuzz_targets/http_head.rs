@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(h) => {
             assert!(h.len <= data.len() && h.len <= 1024);
             assert!(h.headers.len() <= 16);
-            assert!(h.target.len() < h.len);
+            assert!(h.target().len() < h.len);
         }
         Err(HeadError::Partial) => assert!(data.len() < 1024),
         Err(_) => {}

@@ -191,7 +191,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
             return Next::End;
         }
     };
-    let target = match parse_target(&head.target) {
+    let target = match parse_target(head.target()) {
         Ok(t) => t,
         Err(e) => {
             check_wire(&serve::refusal(&head, e), head.method, true);

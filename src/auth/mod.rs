@@ -171,7 +171,7 @@ impl Gate {
         };
         let credential = bearer::credential(head.values(h::AUTHORIZATION));
         let signed = match (&self.access.read_key, &credential) {
-            (Some(key), bearer::Credential::None) => signed::from_query(&head.target).map(|t| (key, t)),
+            (Some(key), bearer::Credential::None) => signed::from_query(head.target()).map(|t| (key, t)),
             _ => None,
         };
         let decided = match signed {
@@ -226,7 +226,7 @@ mod tests {
     fn status(gate: &Gate, token: &str) -> Option<u16> {
         let raw = format!("GET /v1/stream/x HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n");
         let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
-        let route = crate::route::route(&head, &parse_target(&head.target).unwrap());
+        let route = crate::route::route(&head, &parse_target(head.target()).unwrap());
         gate.admit(false, &head, &route, &Cors::Denied).map(|r| r.status)
     }
 

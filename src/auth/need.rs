@@ -72,7 +72,7 @@ mod tests {
 
     fn need_of(raw: &str) -> String {
         let head = parse_head(raw.as_bytes(), 4096, 16).unwrap();
-        let route = route(&head, &parse_target(&head.target).unwrap());
+        let route = route(&head, &parse_target(head.target()).unwrap());
         let source = fork_source(&head);
         format!("{:?}", classify(head.method, &route, source.as_deref()))
     }

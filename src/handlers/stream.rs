@@ -94,7 +94,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
     if created {
         let host = head.header(h::HOST).unwrap_or("localhost");
-        r.set(h::LOCATION, format!("http://{host}{}", head.target.split('?').next().unwrap_or("")));
+        r.set(h::LOCATION, format!("http://{host}{}", head.target().split('?').next().unwrap_or("")));
     }
     if closed {
         r.set(h::STREAM_CLOSED, "true");

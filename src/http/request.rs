@@ -33,11 +33,12 @@ pub enum BodyKind {
 #[derive(Debug)]
 pub struct Head {
     pub method: Method,
-    /// Raw request target (path and query, still percent-encoded).
-    pub target: String,
-    /// Every header name (lower-cased) and value (trimmed) back to back in
-    /// one buffer: one allocation per head, not two per header.
+    /// The raw request target (path and query, still percent-encoded),
+    /// then every header name (lower-cased) and value (trimmed), back to
+    /// back in one buffer: one allocation per head, not one per string.
     fields: String,
+    /// Bytes of `fields` that are the target.
+    target_len: usize,
     /// Byte ranges of each header's name and value in `fields`, in order.
     pub headers: Vec<(Range<usize>, Range<usize>)>,
     /// One bit per header name present ([`name_bit`]): most lookups are of
@@ -53,6 +54,11 @@ pub struct Head {
 }
 
 impl Head {
+    /// The raw request target (path and query, still percent-encoded).
+    pub fn target(&self) -> &str {
+        &self.fields[..self.target_len]
+    }
+
     /// The first value of header `name` (lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.values(name).next()
@@ -127,6 +133,8 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     let http10 = req.version == Some(0);
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut fields = String::with_capacity(len);
+    fields.push_str(req.path.unwrap_or("/"));
+    let target_len = fields.len();
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut expect_continue = false;
@@ -177,8 +185,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         (false, Some(0)) | (false, None) => BodyKind::None,
         (false, Some(n)) => BodyKind::Length(n),
     };
-    let target = req.path.unwrap_or("/").to_string();
-    Ok(Head { method, target, fields, headers, present, body, expect_continue, close, len })
+    Ok(Head { method, fields, target_len, headers, present, body, expect_continue, close, len })
 }
 
 #[cfg(test)]
@@ -191,7 +198,7 @@ mod tests {
             b"POST /v1/stream/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello";
         let h = parse_head(raw, 1024, 16).unwrap();
         assert_eq!(h.method, Method::Post);
-        assert_eq!(h.target, "/v1/stream/a");
+        assert_eq!(h.target(), "/v1/stream/a");
         assert_eq!(h.body, BodyKind::Length(5));
         assert_eq!(h.header("content-type"), Some("text/plain"));
         assert_eq!(h.header("host"), Some("x"));

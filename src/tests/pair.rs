@@ -99,7 +99,7 @@ impl Pair {
         glommio::spawn_local(async move {
             let head = parse_head(&bytes, ctx.cfg.max_head_bytes, ctx.cfg.max_headers).expect("the head parses");
             let body = bytes[head.len..].to_vec();
-            let target = parse_target(&head.target).expect("the target parses");
+            let target = parse_target(head.target()).expect("the target parses");
             let route = route::route(&head, &target);
             let cors: Cors = ctx.gate.cors(head.header(h::ORIGIN));
             if let Some(refused) = serve::admit(&ctx, true, &head, &route, &cors) {
