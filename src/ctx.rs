@@ -5,6 +5,7 @@
 
 use crate::auth::{Access, Gate};
 use crate::config::Config;
+use crate::mesh::answerers::Answerers;
 use crate::mesh::batches::Outbox;
 use crate::mesh::envelope::Delivered;
 use crate::mesh::relays::Relays;
@@ -38,6 +39,8 @@ pub struct Ctx {
     pub outbox: Outbox,
     /// This shard's forwarded requests awaiting answers.
     pub waiting: Replies<Delivered>,
+    /// Requests other shards forwarded here, and the tasks answering them.
+    pub answerers: Answerers,
     /// Live SSE relays: pumps for own streams, feeds of remote ones.
     pub relays: Relays,
     /// Set (and notified) when shutdown begins: parked readers stop waiting.
@@ -97,6 +100,7 @@ impl Ctx {
             mesh_queue: glommio::executor().create_task_queue(Shares::Static(1000), Latency::NotImportant, "mesh"),
             outbox: Outbox::new(shards),
             waiting: Replies::default(),
+            answerers: Answerers::default(),
             relays: Relays::default(),
             waiters: Cell::new(0),
             bodies,

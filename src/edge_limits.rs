@@ -22,6 +22,10 @@ pub const SEND_PIECE: usize = 256 << 10;
 /// travel between two shards without an allocation, and no queue keeps
 /// more than this room (about 80 KiB) after a burst.
 pub const KEPT_BATCH_ROOM: usize = 1024;
+/// Answerers of forwarded requests a shard keeps parked between them
+/// (`mesh::answerers`), each holding its future (about 2.5 KiB): more are
+/// started when all are busy, and the ones above this end when idle.
+pub const KEPT_ANSWERERS: usize = 256;
 /// Bodies at least this large are written without copying them behind the head.
 pub const LARGE_BODY: usize = 64 * 1024;
 /// Encoded bytes of recent events a subscriber shard keeps per stream (the

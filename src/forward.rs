@@ -21,6 +21,20 @@ pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Vec<u8>, body: Vec<u8>, s
     reply.await
 }
 
+/// Answers forwarded requests until none is queued, parks, and ends when
+/// enough others are parked (see `mesh::answerers`).
+async fn answerer(ctx: Rc<Ctx>) {
+    loop {
+        while let Some(Forward { from, id, head, body, started }) = ctx.answerers.next() {
+            let answered = crate::serve::answer(&ctx, from, &head, body, started).await;
+            push(&ctx, from, Envelope::Answer(Answer { id, answered }));
+        }
+        if !ctx.answerers.park().await {
+            return;
+        }
+    }
+}
+
 /// Serves a batch that arrived from shard `from`; the emptied batch may
 /// become the queue of what goes back to `from` (`Outbox::recycle`).
 pub fn receive(ctx: &Rc<Ctx>, from: usize, mut batch: Vec<Envelope>) {
@@ -41,13 +55,9 @@ pub fn receive(ctx: &Rc<Ctx>, from: usize, mut batch: Vec<Envelope>) {
                 }
             }
             Envelope::Forward(f) => {
-                let ctx = ctx.clone();
-                sluice_shards::tasks::spawn(async move {
-                    let Forward { from, id, head, body, started } = f;
-                    let answered = crate::serve::answer(&ctx, from, &head, body, started).await;
-                    push(&ctx, from, Envelope::Answer(Answer { id, answered }));
-                })
-                .detach();
+                if ctx.answerers.queue(f) {
+                    sluice_shards::tasks::spawn(answerer(ctx.clone())).detach();
+                }
             }
             Envelope::Event { key, handle, event } => relay::deliver(ctx, &key, handle, Some(event)),
             Envelope::Gone { key, handle } => relay::deliver(ctx, &key, handle, None),

@@ -6,6 +6,7 @@
 //! queues ([`batches`]), the relays' state ([`relays`]), and the sending
 //! end every message leaves by ([`link`]; `held` in tests).
 
+pub mod answerers;
 pub mod batches;
 pub mod envelope;
 #[cfg(test)]
