@@ -110,17 +110,8 @@ impl Drop for Park<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
+    use crate::tests::wakes::counting;
     use std::time::Instant;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     fn request(id: u64) -> Forward {
         Forward { from: 1, id, head: Vec::new(), body: Vec::new(), started: Instant::now() }
@@ -129,8 +120,7 @@ mod tests {
     #[test]
     fn a_request_wakes_a_parked_answerer_or_asks_for_one() {
         let a = Answerers::default();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (waker, wakes) = counting();
         let mut cx = Context::from_waker(&waker);
         assert!(a.queue(request(1)), "none parked: start one");
         let mut park = Box::pin(a.park());
@@ -141,7 +131,7 @@ mod tests {
         assert!(park.as_mut().poll(&mut cx).is_pending(), "polled without being picked");
         assert_eq!(a.parked(), 1, "parked once");
         assert!(!a.queue(request(2)), "the parked answerer takes it");
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(wakes.get(), 1);
         assert_eq!(a.parked(), 0);
         assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(true));
         assert_eq!(a.next().map(|f| f.id), Some(2));
@@ -151,7 +141,7 @@ mod tests {
     #[test]
     fn parked_answerers_are_bounded_and_leave_no_slot_when_dropped() {
         let a = Answerers::default();
-        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let (waker, _) = counting();
         let mut cx = Context::from_waker(&waker);
         let mut kept: Vec<_> = (0..KEPT_ANSWERERS).map(|_| Box::pin(a.park())).collect();
         for p in &mut kept {

@@ -99,22 +99,12 @@ impl<T> Drop for Reply<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::tests::wakes::counting;
 
     #[test]
     fn a_reply_reaches_its_asker_before_or_after_it_waits() {
         let table = Replies::<&str>::default();
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(count.clone());
+        let (waker, wakes) = counting();
         let mut cx = Context::from_waker(&waker);
         // Arrives before the asker waits.
         let (id, mut early) = table.open();
@@ -125,7 +115,7 @@ mod tests {
         assert!(Pin::new(&mut late).poll(&mut cx).is_pending());
         assert!(Pin::new(&mut late).poll(&mut cx).is_pending());
         assert_eq!(table.complete(id, "late"), Ok(()));
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(wakes.get(), 1);
         assert_eq!(Pin::new(&mut late).poll(&mut cx), Poll::Ready("late"));
         drop((early, late));
         assert_eq!(table.open_slots(), 0, "taken replies leave no slot");

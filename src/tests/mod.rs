@@ -3,3 +3,4 @@
 
 mod mesh;
 mod pair;
+pub mod wakes;
