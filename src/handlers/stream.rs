@@ -145,9 +145,11 @@ fn producer_headers(head: &Head, max_id_bytes: usize) -> Result<Option<ProducerS
 async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Result<Response, Error> {
     bucket_exists(ctx, key)?;
     let now = ctx.now_ms();
-    if ctx.shard.store.borrow_mut().live(key, now).is_none() {
-        return Err(Error::NoStream);
-    }
+    // Its JSON mode, fixed while it lives, read with the liveness check.
+    let json = match ctx.shard.store.borrow_mut().live(key, now) {
+        Some(e) => e.state.json,
+        None => return Err(Error::NoStream),
+    };
     let producer = producer_headers(head, ctx.cfg.max_producer_id_bytes)?;
     let close = header_true(head, h::STREAM_CLOSED)?;
     let record_match = match head.header(h::STREAM_RECORD_MATCH) {
@@ -175,7 +177,7 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
     if out.closed {
         r.set(h::STREAM_CLOSED, "true");
     }
-    if json_stream(ctx, key) {
+    if json {
         set_record_range(&mut r, out.records);
     }
     Ok(r)
