@@ -218,11 +218,13 @@ pub(crate) async fn detached(
 }
 
 /// Deletes expired streams that nobody accessed, now and then (the flusher
-/// then gives their space back).
+/// then gives their space back), and dismisses the answerers of forwarded
+/// requests when none came since the last sweep.
 async fn sweeper(ctx: Rc<Ctx>) {
     loop {
         glommio::timer::sleep(period(SWEEP_EVERY)).await;
         ctx.shard.sweep_expired(ctx.now_ms()).await;
+        ctx.answerers.dismiss_if_idle();
     }
 }
 

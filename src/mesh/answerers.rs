@@ -5,7 +5,9 @@
 //! per-thread caches: a trip through its bins per forwarded append). An
 //! answerer is started whenever none is parked, so a request never waits
 //! behind busy ones (a long-poll holds its answerer for its whole wait);
-//! up to [`KEPT_ANSWERERS`] stay parked and the rest end.
+//! up to [`KEPT_ANSWERERS`] stay parked and the rest end, and a shard that
+//! got no forwarded request between two sweeps dismisses its parked ones
+//! ([`Answerers::dismiss_if_idle`]): an idle shard keeps none.
 
 use super::envelope::Forward;
 use crate::edge_limits::KEPT_ANSWERERS;
@@ -23,12 +25,17 @@ pub struct Answerers {
     /// its memory is the most likely still in cache).
     parked: RefCell<Vec<(u64, Waker)>>,
     next_slot: Cell<u64>,
+    /// Whether a request was queued since the last dismissal check.
+    busy: Cell<bool>,
+    /// Dismissals so far: an answerer woken by one ends.
+    dismissals: Cell<u64>,
 }
 
 impl Answerers {
     /// Queues `request`, waking a parked answerer for it; true if none was
     /// parked (the caller starts one).
     pub fn queue(&self, request: Forward) -> bool {
+        self.busy.set(true);
         self.queue.borrow_mut().push_back(request);
         let parked = self.parked.borrow_mut().pop();
         match parked {
@@ -48,7 +55,20 @@ impl Answerers {
     /// Parks an answerer until a request is queued for it: true then, false
     /// at once when enough are parked already (this one ends).
     pub fn park(&self) -> Park<'_> {
-        Park { answerers: self, slot: None }
+        Park { answerers: self, slot: None, dismissals: self.dismissals.get() }
+    }
+
+    /// Ends every parked answerer if no request was queued since the last
+    /// call (the shard's sweep calls it), so an idle shard keeps none.
+    pub fn dismiss_if_idle(&self) {
+        if self.busy.replace(false) || !self.queue.borrow().is_empty() {
+            return;
+        }
+        self.dismissals.set(self.dismissals.get() + 1);
+        let parked = std::mem::take(&mut *self.parked.borrow_mut());
+        for (_, waker) in parked {
+            waker.wake();
+        }
     }
 
     /// Answerers parked now.
@@ -62,6 +82,8 @@ pub struct Park<'a> {
     answerers: &'a Answerers,
     /// Its place among the parked, once parked.
     slot: Option<u64>,
+    /// Dismissals when it parked.
+    dismissals: u64,
 }
 
 impl Future for Park<'_> {
@@ -90,10 +112,12 @@ impl Future for Park<'_> {
                 }
                 Poll::Pending
             }
-            // Picked by `queue`, which took it off the list.
+            // Picked by `queue` or dismissed, either of which took it off
+            // the list; dismissed with nothing queued, it ends.
             None => {
                 self.slot = None;
-                Poll::Ready(true)
+                let dismissed = a.dismissals.get() != self.dismissals && a.queue.borrow().is_empty();
+                Poll::Ready(!dismissed)
             }
         }
     }
@@ -136,6 +160,29 @@ mod tests {
         assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(true));
         assert_eq!(a.next().map(|f| f.id), Some(2));
         assert!(a.next().is_none());
+    }
+
+    #[test]
+    fn an_idle_shard_dismisses_its_parked_answerers() {
+        let a = Answerers::default();
+        let (waker, wakes) = counting();
+        let mut cx = Context::from_waker(&waker);
+        assert!(a.queue(request(1)));
+        assert_eq!(a.next().map(|f| f.id), Some(1));
+        let mut park = Box::pin(a.park());
+        assert!(park.as_mut().poll(&mut cx).is_pending());
+        a.dismiss_if_idle();
+        assert_eq!((a.parked(), wakes.get()), (1, 0), "a request since the last check: kept");
+        a.dismiss_if_idle();
+        assert_eq!((a.parked(), wakes.get()), (0, 1), "none since: woken to end");
+        assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(false));
+        // Picked for a request just before a dismissal, it answers it.
+        let mut park = Box::pin(a.park());
+        assert!(park.as_mut().poll(&mut cx).is_pending());
+        a.busy.set(false);
+        a.dismissals.set(a.dismissals.get() + 1);
+        assert!(!a.queue(request(2)));
+        assert_eq!(park.as_mut().poll(&mut cx), Poll::Ready(true), "work queued: it stays");
     }
 
     #[test]
