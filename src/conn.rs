@@ -143,6 +143,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             Some((owner, request)) => {
                 // Shutdown waits for this connection's forwarded request too.
                 ctx.request_started();
+                // Only its bytes travel: the parsed forms are freed here, on
+                // the arena they came from (the target borrows the head).
                 drop(target);
                 drop((route, head));
                 let delivered = forward::submit(&ctx, owner, request, body, started).await;

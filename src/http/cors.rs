@@ -3,6 +3,7 @@
 //! and [`finish`], the headers every response carries.
 
 use super::error::HttpError;
+use super::response::Value;
 use super::{headers as h, Response};
 use crate::edge_limits::{MAX_ORIGINS, MAX_ORIGIN_BYTES};
 use crate::start_error::StartError;
@@ -67,7 +68,7 @@ pub enum Cors {
 impl Cors {
     /// Adds the CORS headers to a response.
     pub fn apply(&self, r: &mut Response) {
-        let allow: super::response::Value = match self {
+        let allow: Value = match self {
             Cors::Any => "*".into(),
             Cors::Origin(o) => o.clone().into(),
             Cors::Denied => {
