@@ -7,7 +7,7 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
-use crate::edge_limits::{BODY_READ, HEAD_READ};
+use crate::edge_limits::{BODY_READ, HEAD_READ, KEPT_READ_ROOM};
 use crate::forward;
 use crate::handlers::Reply;
 use crate::mesh::envelope::Delivered;
@@ -64,6 +64,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
     let loopback = sock.peer_addr().is_ok_and(|a| is_loopback(a.ip()));
     let mut affinity = Affinity::default();
     loop {
+        // Room a chunked body's reads needed goes once its request is done.
+        buf.trim(KEPT_READ_ROOM);
         let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,

@@ -12,6 +12,9 @@ use std::time::Duration;
 /// expects.
 pub const HEAD_READ: usize = 8 * 1024;
 pub const BODY_READ: usize = 256 * 1024;
+/// Room a connection's input buffer keeps between requests; more (a
+/// chunked body's reads) is let go once its request is done.
+pub const KEPT_READ_ROOM: usize = 2 * HEAD_READ;
 /// A client must take each piece of a response this long within
 /// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
 /// deadline; at the shortest timeout, 1 s, a peer slower than this per
@@ -121,6 +124,7 @@ pub const DRAIN_TIMEOUT_RANGE: RangeInclusive<Duration> = Duration::from_millis(
 
 const _: () = {
     assert!(HEAD_READ <= BODY_READ, "a head is read in smaller pieces than a body");
+    assert!(HEAD_READ < KEPT_READ_ROOM && KEPT_READ_ROOM < BODY_READ, "heads reuse the room, bodies' room goes");
     assert!(LARGE_BODY <= SEND_PIECE, "a body written apart from its head is sent in whole pieces");
     assert!(WATCHDOG_CHECK.as_millis() >= 2 * BEAT.as_millis(), "a live shard beats at least twice between checks");
     assert!(SHUTDOWN_POLL.as_millis() < STOP_MARGIN.as_millis(), "a stopping accept loop notices within the margin");

@@ -62,6 +62,14 @@ impl InBuf {
         self.end += n;
     }
 
+    /// Lets go of room above `keep` bytes when no input is pending (between
+    /// requests: a chunked body's large reads leave large room behind).
+    pub fn trim(&mut self, keep: usize) {
+        if self.is_empty() && self.bytes.len() > keep {
+            self.bytes = Vec::new();
+        }
+    }
+
     /// The unconsumed input, for a handoff to another shard.
     pub fn into_vec(mut self) -> Vec<u8> {
         self.bytes.truncate(self.end);
@@ -105,6 +113,21 @@ mod tests {
         read(&mut buf, 8, b"klmnopqr");
         assert_eq!(buf.data(), b"ghijklmnopqr");
         assert_eq!(buf.into_vec(), b"ghijklmnopqr");
+    }
+
+    #[test]
+    fn large_room_goes_between_requests() {
+        let mut buf = InBuf::default();
+        read(&mut buf, 1024, b"POST /a HTTP/1.1\r\n");
+        buf.trim(64);
+        assert_eq!(buf.bytes.len(), 1024, "input pending: kept");
+        buf.consume(buf.data().len());
+        buf.trim(2048);
+        assert_eq!(buf.bytes.len(), 1024, "within what is kept");
+        buf.trim(64);
+        assert_eq!(buf.bytes.capacity(), 0, "let go");
+        read(&mut buf, 16, b"GET");
+        assert_eq!(buf.data(), b"GET");
     }
 
     #[test]
