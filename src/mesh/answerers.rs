@@ -72,7 +72,8 @@ impl Answerers {
     }
 
     /// Answerers parked now.
-    pub fn parked(&self) -> usize {
+    #[cfg(test)]
+    fn parked(&self) -> usize {
         self.parked.borrow().len()
     }
 }
