@@ -77,6 +77,7 @@ mod tests {
         // A smaller room, or one above the limit, is let go.
         outbox.queue(1, answer(3));
         outbox.recycle(1, Vec::with_capacity(KEPT_BATCH_ROOM + 1));
+        assert!(outbox.queues[1].borrow().capacity() <= KEPT_BATCH_ROOM, "room above the limit is let go");
         outbox.queues[1].borrow_mut().reserve_exact(16);
         let room = outbox.queues[1].borrow().capacity();
         outbox.recycle(1, Vec::with_capacity(room - 1));
