@@ -29,13 +29,8 @@ PORT=${PORT:-4682}
 URL=http://127.0.0.1:$PORT
 PEERS=${PEERS:-$ROOT/target/peers}
 
-cargo build --release -q -p sluice -p sluice-bench
-BENCH=$ROOT/target/release/sluice-bench
-SLUICE=$ROOT/target/release/sluice
-WORK=$(mktemp -d /tmp/bench-commit.XXXXXX)
 source "$ROOT/bench/lib.sh"
-trap 'stop_server; rm -rf "$WORK"' EXIT
-need_rust_peer
+bench_prologue commit
 
 # one LABEL SETTLE-SECONDS SERVER-ARGS...: one fill, one line out.
 one() {

@@ -78,6 +78,18 @@ need_rust_peer() {
     fi
 }
 
+# bench_prologue NAME: builds the release binaries, sets BENCH and SLUICE,
+# makes WORK (/tmp/bench-NAME.XXXXXX), stops the server and removes WORK at
+# exit, and sets RUST_PEER (installing it when missing). Needs ROOT.
+bench_prologue() {
+    cargo build --release -q -p sluice -p sluice-bench
+    BENCH=$ROOT/target/release/sluice-bench
+    SLUICE=$ROOT/target/release/sluice
+    WORK=$(mktemp -d "/tmp/bench-$1.XXXXXX")
+    trap 'stop_server; rm -rf "$WORK"' EXIT
+    need_rust_peer
+}
+
 # run_rotated ROUND: calls the caller's `one` with each entry of RUNS
 # (split into words), the list rotated by ROUND so no kind always goes first.
 run_rotated() {

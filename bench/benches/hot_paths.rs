@@ -1,13 +1,17 @@
 //! Micro-benchmarks of the per-request hot paths: log record encoding (with
 //! CRC32C), recovery frame decoding, JSON normalization, offset token
 //! rendering/parsing, the message index lookup, and the HTTP edge (request-head
-//! parsing, chunked decoding, SSE event encoding).
+//! and target parsing, an append's answer, chunked decoding, SSE event
+//! encoding).
 //!
 //! Run: `cargo bench -p sluice-bench --bench hot_paths`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sluice::http::chunked::ChunkedDecoder;
+use sluice::http::headers as h;
 use sluice::http::parse_head;
+use sluice::http::response::{Rendered, Response};
+use sluice::http::url::parse_target;
 use sluice::sse_wire::{encode_control, encode_data_event, Control};
 use sluice_shards::core::json::normalize;
 use sluice_shards::core::StreamState;
@@ -162,6 +166,19 @@ fn edge(c: &mut Criterion) {
 Content-Length: 256\r\nProducer-Id: w1\r\nProducer-Epoch: 0\r\nProducer-Seq: 17\r\n\r\n";
     g.throughput(Throughput::Bytes(head.len() as u64));
     g.bench_function("parse_head_post", |b| b.iter(|| parse_head(black_box(head), 16 * 1024, 64).map(|h| h.len)));
+    let target = "/v1/stream/chat/run-42?offset=0000000000000000_0000000000001024&live=long-poll";
+    g.throughput(Throughput::Bytes(target.len() as u64));
+    g.bench_function("parse_target", |b| b.iter(|| parse_target(black_box(target)).map(|t| t.segments.len())));
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("append_answer", |b| {
+        b.iter(|| {
+            let r = Response::new(200)
+                .header(h::STREAM_NEXT_OFFSET, Offset(black_box(123_456)))
+                .header(h::PRODUCER_EPOCH, black_box(0u64))
+                .header(h::PRODUCER_SEQ, black_box(17u64));
+            Rendered::new(r, false).head.len()
+        })
+    });
     let mut chunked = Vec::new();
     for _ in 0..16 {
         chunked.extend_from_slice(b"100\r\n");

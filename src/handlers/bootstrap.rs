@@ -90,7 +90,7 @@ async fn assemble(ctx: &Rc<Ctx>, t: &Target<'_>, key: &StreamKey) -> Result<Resp
     let mut r = Response::new(200)
         .header(h::CONTENT_TYPE, format!("multipart/mixed; boundary={boundary}"))
         .header(h::STREAM_SNAPSHOT_OFFSET, snapshot_offset)
-        .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+        .header(h::STREAM_NEXT_OFFSET, Offset(tail))
         .header(h::STREAM_UP_TO_DATE, "true")
         .header(h::CACHE_CONTROL, "no-store")
         .with_body(body);

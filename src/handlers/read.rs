@@ -187,7 +187,7 @@ async fn plan_catchup(ctx: &Ctx, key: &StreamKey, from: u64) -> Result<Option<(C
     let etag = span_etag(ctx.id, handle, from, end, closed);
     let mut head = Response::new(200)
         .header(h::CONTENT_TYPE, content_type.to_string())
-        .header(h::STREAM_NEXT_OFFSET, Offset(end).to_string())
+        .header(h::STREAM_NEXT_OFFSET, Offset(end))
         .header(h::ETAG, etag.clone())
         .header(h::CACHE_CONTROL, if up_to_date { "no-cache" } else { CACHEABLE });
     if up_to_date {
@@ -300,7 +300,7 @@ pub fn content_type(content_type: &str, json: bool, view: View) -> String {
 fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
     let mut r = Response::new(200)
         .header(h::CONTENT_TYPE, content_type(&b.content_type, b.json, view))
-        .header(h::STREAM_NEXT_OFFSET, Offset(b.end).to_string())
+        .header(h::STREAM_NEXT_OFFSET, Offset(b.end))
         .header(h::CACHE_CONTROL, cache);
     if b.up_to_date {
         r.set(h::STREAM_UP_TO_DATE, "true");
@@ -475,7 +475,7 @@ async fn long_poll(
         let left = deadline.saturating_duration_since(Instant::now());
         if closed || left.is_zero() || ctx.stopping() {
             let mut r = Response::new(204)
-                .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string())
+                .header(h::STREAM_NEXT_OFFSET, Offset(tail))
                 .header(h::STREAM_UP_TO_DATE, "true")
                 .header(h::STREAM_CURSOR, cursor())
                 .header(h::CACHE_CONTROL, "no-cache");

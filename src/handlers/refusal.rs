@@ -36,10 +36,10 @@ pub fn refusal(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response 
     let mut r = Response::from(e.clone());
     let Some((tail, json, first, next)) = state else { return r };
     match e {
-        Error::Closed => r.set(h::STREAM_NEXT_OFFSET, Offset(tail).to_string()),
+        Error::Closed => r.set(h::STREAM_NEXT_OFFSET, Offset(tail)),
         Error::RecordMismatch => {
             r.set(h::STREAM_RECORD_NEXT, next.to_string());
-            r.set(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
+            r.set(h::STREAM_NEXT_OFFSET, Offset(tail));
         }
         Error::RecordBeyondTail => r.set(h::STREAM_RECORD_NEXT, next.to_string()),
         Error::Trimmed(_) if json => {

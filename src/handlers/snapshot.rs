@@ -112,9 +112,8 @@ async fn publish(
     let ct = head.header(h::CONTENT_TYPE).filter(|c| !c.is_empty()).unwrap_or("application/octet-stream");
     let expected = head.header(h::STREAM_SNAPSHOT_MATCH);
     let (offset, digest) = ctx.shard.publish_snapshot(key, at, ct, body, expected, ctx.now_ms()).await?;
-    let r = Response::new(204)
-        .header(h::STREAM_SNAPSHOT_DIGEST, digest)
-        .header(h::STREAM_SNAPSHOT_OFFSET, Offset(offset).to_string());
+    let r =
+        Response::new(204).header(h::STREAM_SNAPSHOT_DIGEST, digest).header(h::STREAM_SNAPSHOT_OFFSET, Offset(offset));
     Ok(with_records(r, ctx, key))
 }
 
@@ -127,9 +126,9 @@ async fn read(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> 
     let blob = ctx.shard.snapshot_blob(handle, &s).await.map_err(|e| read_failed(ctx, key, e))?;
     let mut r = Response::new(200)
         .header(h::CONTENT_TYPE, s.content_type.clone())
-        .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset).to_string())
+        .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset))
         .header(h::STREAM_SNAPSHOT_DIGEST, s.digest.clone())
-        .header(h::STREAM_NEXT_OFFSET, Offset(s.offset).to_string())
+        .header(h::STREAM_NEXT_OFFSET, Offset(s.offset))
         .header(h::STREAM_UP_TO_DATE, (s.offset == tail).to_string())
         .with_body(blob);
     if let Some((first, next)) = records {
@@ -157,7 +156,7 @@ pub async fn retention(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamK
 async fn retain(ctx: &Ctx, t: &Target<'_>, key: &StreamKey, seg: Option<&str>) -> Result<Response, Error> {
     let at = position(t, seg, super::lookup::json_stream(ctx, key))?;
     let offset = ctx.shard.set_retention(key, at, ctx.now_ms()).await?;
-    let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset).to_string());
+    let r = Response::new(204).header(h::STREAM_RETAINED_OFFSET, Offset(offset));
     Ok(with_records(r, ctx, key))
 }
 

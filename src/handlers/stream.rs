@@ -91,7 +91,7 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         .map_or(input.content_type.clone(), |e| e.state.content_type.to_string());
     let mut r = Response::new(if created { 201 } else { 200 })
         .header(h::CONTENT_TYPE, content_type)
-        .header(h::STREAM_NEXT_OFFSET, Offset(tail).to_string());
+        .header(h::STREAM_NEXT_OFFSET, Offset(tail));
     if created {
         let host = head.header(h::HOST).unwrap_or("localhost");
         r.set(h::LOCATION, format!("http://{host}{}", head.target().split('?').next().unwrap_or("")));
@@ -169,10 +169,10 @@ async fn append(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
         crate::handlers::subs::wake::notify_append(ctx, key, out.next_offset);
     }
     let status = if out.wrote && out.producer.is_some() { 200 } else { 204 };
-    let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset).to_string());
+    let mut r = Response::new(status).header(h::STREAM_NEXT_OFFSET, Offset(out.next_offset));
     if let Some((epoch, seq)) = out.producer {
-        r.set(h::PRODUCER_EPOCH, epoch.to_string());
-        r.set(h::PRODUCER_SEQ, seq.to_string());
+        r.set(h::PRODUCER_EPOCH, epoch);
+        r.set(h::PRODUCER_SEQ, seq);
     }
     if out.closed {
         r.set(h::STREAM_CLOSED, "true");
@@ -191,7 +191,7 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
     let s = &e.state;
     let mut r = Response::new(200)
         .header(h::CONTENT_TYPE, s.content_type.to_string())
-        .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail).to_string())
+        .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail))
         .header(h::CACHE_CONTROL, "no-store");
     if let Some(ttl) = s.lifetime.ttl_secs {
         r.set(h::STREAM_TTL, ttl.to_string());
@@ -206,7 +206,7 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
         set_record_bounds(&mut r, s.first_message, s.visible.messages);
     }
     if let Some(snap) = &s.snapshot {
-        r.set(h::STREAM_SNAPSHOT_OFFSET, Offset(snap.offset).to_string());
+        r.set(h::STREAM_SNAPSHOT_OFFSET, Offset(snap.offset));
         r.set(h::STREAM_SNAPSHOT_DIGEST, snap.digest.clone());
     }
     r.head_length = Some(0);

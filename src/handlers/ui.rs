@@ -43,7 +43,7 @@ async fn streams(ctx: &Rc<Ctx>) -> Result<serde_json::Value, Error> {
     let mut names: Vec<String> = ctx.shard.store.borrow().buckets.keys().cloned().collect();
     names.sort();
     let total = names.len() + 1;
-    let everything = Target { segments: Vec::new(), query: Vec::new() };
+    let everything = Target { segments: Default::default(), query: Vec::new() };
     let mut buckets = Vec::new();
     for name in std::iter::once(BUILTIN_BUCKET.to_string()).chain(names).take(MAX_CONSOLE_BUCKETS) {
         match listing(ctx, &name, &everything).await {

@@ -98,10 +98,10 @@ impl From<HttpError> for Response {
     fn from(e: HttpError) -> Response {
         let mut r = Response::error(status(&e), &e.reason());
         match e {
-            HttpError::Stream(Error::StaleEpoch { current }) => r.set(h::PRODUCER_EPOCH, current.to_string()),
+            HttpError::Stream(Error::StaleEpoch { current }) => r.set(h::PRODUCER_EPOCH, current),
             HttpError::Stream(Error::ProducerGap { expected, received }) => {
-                r.set(h::PRODUCER_EXPECTED_SEQ, expected.to_string());
-                r.set(h::PRODUCER_RECEIVED_SEQ, received.to_string());
+                r.set(h::PRODUCER_EXPECTED_SEQ, expected);
+                r.set(h::PRODUCER_RECEIVED_SEQ, received);
             }
             HttpError::Stream(Error::Closed) => r.set(h::STREAM_CLOSED, "true"),
             HttpError::Stream(

@@ -3,7 +3,7 @@
 
 use super::error::HttpError;
 use super::headers as h;
-use crate::edge_limits::MAX_HEADERS_RANGE;
+use crate::edge_limits::{MAX_HEADERS_RANGE, MAX_HEAD_BYTES_RANGE};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::Error;
 use std::mem::MaybeUninit;
@@ -40,7 +40,7 @@ pub struct Head {
     /// Bytes of `fields` that are the target.
     target_len: usize,
     /// Byte ranges of each header's name and value in `fields`, in order.
-    pub headers: Vec<(Range<usize>, Range<usize>)>,
+    headers: Spans,
     /// One bit per header name present ([`name_bit`]): most lookups are of
     /// headers a request does not carry (an append asks for a dozen), and
     /// those end here without a scan.
@@ -68,9 +68,29 @@ impl Head {
     pub fn values<'a, 'n>(&'a self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
         let maybe = self.present & name_bit(name.as_bytes()) != 0;
         let headers = if maybe { &self.headers[..] } else { &[] };
-        headers.iter().filter(move |(n, _)| &self.fields[n.clone()] == name).map(|(_, v)| &self.fields[v.clone()])
+        headers.iter().filter(move |(n, _)| self.at(n) == name).map(|(_, v)| self.at(v))
+    }
+
+    /// How many header fields the head carries.
+    #[cfg(test)]
+    pub fn header_count(&self) -> usize {
+        self.headers.len()
+    }
+
+    fn at(&self, r: &Range<u32>) -> &str {
+        &self.fields[r.start as usize..r.end as usize]
     }
 }
+
+/// Header fields held without an allocation: an append from a client
+/// library carries three to eight (host, content type and length, user
+/// agent, accept, connection...).
+pub const INLINE_HEADERS: usize = 8;
+
+/// Each header's name and value as byte ranges of a head's `fields` (a
+/// head is at most `--max-head-bytes`, below 4 GiB: u32 positions).
+type Spans = smallvec::SmallVec<[(Range<u32>, Range<u32>); INLINE_HEADERS]>;
+const _: () = assert!(*MAX_HEAD_BYTES_RANGE.end() <= u32::MAX as u64, "head positions fit in u32");
 
 /// A header name's bit in [`Head`]'s presence mask: from its length and
 /// two of its bytes, so that the names sluice asks for mostly differ.
@@ -131,7 +151,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         _ => Method::Other,
     };
     let http10 = req.version == Some(0);
-    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut headers = Spans::with_capacity(req.headers.len());
     let mut fields = String::with_capacity(len);
     fields.push_str(req.path.unwrap_or("/"));
     let target_len = fields.len();
@@ -148,7 +168,7 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
         let name = start..fields.len();
         present |= name_bit(fields[name.clone()].as_bytes());
         fields.push_str(value);
-        headers.push((name.clone(), name.end..fields.len()));
+        headers.push((name.start as u32..name.end as u32, name.end as u32..fields.len() as u32));
         match &fields[name] {
             h::CONTENT_LENGTH => {
                 let v = parse_uint(value).ok_or_else(|| bad("invalid Content-Length"))?;
@@ -192,6 +212,22 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
 mod tests {
     use super::*;
 
+    /// A head of up to [`INLINE_HEADERS`] fields keeps them inline; a longer
+    /// one spills, and every field is still found.
+    #[test]
+    fn a_typical_head_keeps_its_fields_inline() {
+        let fields: Vec<String> = (0..=INLINE_HEADERS).map(|i| format!("x-f{i}: v{i}\r\n")).collect();
+        let head = |n: usize| format!("POST /v1/stream/s HTTP/1.1\r\n{}\r\n", fields[..n].concat());
+        let short = parse_head(head(INLINE_HEADERS).as_bytes(), 1 << 16, 64).unwrap();
+        assert!(!short.headers.spilled());
+        let long = parse_head(head(INLINE_HEADERS + 1).as_bytes(), 1 << 16, 64).unwrap();
+        assert!(long.headers.spilled());
+        for i in 0..=INLINE_HEADERS {
+            assert_eq!(long.header(&format!("x-f{i}")), Some(format!("v{i}").as_str()));
+        }
+        assert_eq!(long.target(), "/v1/stream/s");
+    }
+
     #[test]
     fn parses_a_simple_head() {
         let raw =
@@ -208,7 +244,7 @@ mod tests {
         assert!(!h.close);
         let h = parse_head(b"GET / HTTP/1.1\r\nX-Mixed-CASE:  spaced value \r\nA: b\r\n\r\n", 1024, 16).unwrap();
         assert_eq!(h.header("x-mixed-case"), Some("spaced value"));
-        assert_eq!((h.header("a"), h.header("ab"), h.headers.len()), (Some("b"), None, 2));
+        assert_eq!((h.header("a"), h.header("ab"), h.header_count()), (Some("b"), None, 2));
     }
 
     /// The presence mask never hides a header: each of sluice's header

@@ -3,11 +3,102 @@
 use super::date;
 use super::headers as h;
 use crate::edge_limits::LARGE_BODY;
+#[cfg(test)]
+use sluice_shards::offset::MAX_OFFSET;
+use sluice_shards::offset::{Offset, OFFSET_WIDTH};
 use std::borrow::Cow;
 use std::io::Write as _;
 
-/// A header value: fixed text costs no allocation, computed text owns its String.
-pub type Value = Cow<'static, str>;
+/// A header value: fixed text costs no allocation, an offset or a number
+/// is written into the value itself (a durable append's answer then costs
+/// no String), other computed text owns its String.
+#[derive(Clone, Debug)]
+pub enum Value {
+    Text(Cow<'static, str>),
+    Short(Short),
+}
+
+/// Text of at most [`SHORT_VALUE`] bytes held inline.
+#[derive(Clone, Copy, Debug)]
+pub struct Short {
+    bytes: [u8; SHORT_VALUE],
+    len: u8,
+}
+
+/// The longest value held inline: an offset token, or a `u64` in decimal.
+pub const SHORT_VALUE: usize = OFFSET_WIDTH;
+const _: () = assert!(SHORT_VALUE >= 20 && SHORT_VALUE <= u8::MAX as usize, "a u64 in decimal fits");
+
+impl Short {
+    fn of(text: &[u8]) -> Short {
+        assert!(text.len() <= SHORT_VALUE && text.is_ascii(), "a short value is at most {SHORT_VALUE} ascii bytes");
+        let mut bytes = [0; SHORT_VALUE];
+        bytes[..text.len()].copy_from_slice(text);
+        Short { bytes, len: text.len() as u8 }
+    }
+}
+
+impl std::ops::Deref for Value {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Value::Text(t) => t,
+            // SAFETY: `Short::of` takes ASCII only (asserted), which is UTF-8.
+            Value::Short(s) => unsafe { std::str::from_utf8_unchecked(&s.bytes[..s.len as usize]) },
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        **self == **other
+    }
+}
+
+impl Value {
+    pub fn into_owned(self) -> String {
+        match self {
+            Value::Text(t) => t.into_owned(),
+            short => short.to_string(),
+        }
+    }
+}
+
+impl From<&'static str> for Value {
+    fn from(t: &'static str) -> Value {
+        Value::Text(Cow::Borrowed(t))
+    }
+}
+
+impl From<String> for Value {
+    fn from(t: String) -> Value {
+        Value::Text(Cow::Owned(t))
+    }
+}
+
+impl From<Offset> for Value {
+    fn from(o: Offset) -> Value {
+        Value::Short(Short::of(&o.render()))
+    }
+}
+
+impl From<u64> for Value {
+    fn from(n: u64) -> Value {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut v = n;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        Value::Short(Short::of(&digits[at..]))
+    }
+}
 
 pub struct Response {
     pub status: u16,
@@ -149,6 +240,30 @@ impl Rendered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Offsets and numbers are held inline (no String per answer), read and
+    /// compare as the text they render, and render as such.
+    #[test]
+    fn offsets_and_numbers_are_inline_values() {
+        let next = Value::from(Offset(5));
+        assert!(matches!(next, Value::Short(_)));
+        assert_eq!(&*next, "0000000000000000_0000000000000005");
+        assert_eq!(&*Value::from(Offset(MAX_OFFSET)), Offset(MAX_OFFSET).to_string());
+        for n in [0, 7, 10, 1 << 53, u64::MAX] {
+            let v = Value::from(n);
+            assert!(matches!(v, Value::Short(_)));
+            assert_eq!(&*v, n.to_string());
+        }
+        assert_eq!(Value::from(2u64), Value::from("2"), "compared as text");
+        assert_ne!(Value::from(2u64), Value::from("20"));
+        assert_eq!(Value::from(12u64).into_owned(), "12");
+        let mut out = Vec::new();
+        Response::new(204)
+            .header(h::STREAM_NEXT_OFFSET, Offset(9))
+            .header(h::PRODUCER_SEQ, 3u64)
+            .render_fields(&mut out);
+        assert_eq!(out, b"stream-next-offset: 0000000000000000_0000000000000009\r\nproducer-seq: 3\r\n");
+    }
 
     /// Every status sluice answers with has its reason phrase (a 401 once
     /// went out as "401 Unknown").

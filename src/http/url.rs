@@ -3,7 +3,8 @@
 //! Segments are split on raw `/` before decoding, so `%2F` inside a segment
 //! stays part of that segment (and is then refused by the id rules). A
 //! segment or query part with nothing to decode is borrowed from the raw
-//! target: a request's target costs one allocation, its list of segments.
+//! target, and up to [`INLINE_SEGMENTS`] segments are held inline: a
+//! request's target with nothing to decode costs no allocation.
 
 use sluice_shards::core::Error;
 use std::borrow::Cow;
@@ -12,10 +13,17 @@ const BAD_PERCENT: Error = Error::Invalid("invalid percent-encoding in URL");
 const NOT_UTF8: Error = Error::Invalid("URL is not valid UTF-8 after decoding");
 const NOT_ABSOLUTE: Error = Error::Invalid("request target must start with '/'");
 
+/// Path segments held without an allocation: a stream's path has two to
+/// four (`/v1/stream/{id}`, `/{bucket}/{stream}/attrs`).
+pub const INLINE_SEGMENTS: usize = 4;
+
+/// A target's path segments, the first [`INLINE_SEGMENTS`] inline.
+pub type Segments<'a> = smallvec::SmallVec<[Cow<'a, str>; INLINE_SEGMENTS]>;
+
 /// A decoded request target, borrowing from the raw one where it can.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Target<'a> {
-    pub segments: Vec<Cow<'a, str>>,
+    pub segments: Segments<'a>,
     pub query: Vec<(Cow<'a, str>, Cow<'a, str>)>,
 }
 
@@ -63,7 +71,7 @@ pub fn parse_target(target: &str) -> Result<Target<'_>, Error> {
         None => (target, ""),
     };
     let path = path.strip_prefix('/').ok_or(NOT_ABSOLUTE)?;
-    let mut segments = Vec::new();
+    let mut segments = Segments::new();
     if !path.is_empty() {
         for seg in path.split('/') {
             segments.push(percent_decode(seg, false)?);
@@ -108,6 +116,18 @@ pub fn redact(target: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     use super::*;
 
+    /// A stream's path is held inline; a longer one spills and keeps every
+    /// segment in order.
+    #[test]
+    fn short_paths_take_no_allocation() {
+        let t = parse_target("/v1/stream/chat/run-1?offset=-1").unwrap();
+        assert!(!t.segments.spilled());
+        assert_eq!(&t.segments[..], ["v1", "stream", "chat", "run-1"]);
+        let long = parse_target("/v1/stream/a/b/c%2Fd").unwrap();
+        assert!(long.segments.spilled());
+        assert_eq!(&long.segments[..], ["v1", "stream", "a", "b", "c/d"]);
+    }
+
     #[test]
     fn credentials_are_redacted_for_logs() {
         assert_eq!(redact("/a/b?offset=-1&live=sse"), "/a/b?offset=-1&live=sse");
@@ -120,11 +140,11 @@ mod tests {
     #[test]
     fn decodes_segments_and_query() {
         let t = parse_target("/b%20k/s%2Fx?offset=0000000000000001&live=long-poll&a+b=c%26d").unwrap();
-        assert_eq!(t.segments, vec!["b k", "s/x"]);
+        assert_eq!(&t.segments[..], ["b k", "s/x"]);
         assert_eq!(t.param("offset"), Some("0000000000000001"));
         assert_eq!(t.param("a b"), Some("c&d"));
         assert_eq!(t.param("live"), Some("long-poll"));
-        assert_eq!(parse_target("/").unwrap().segments, Vec::<Cow<str>>::new());
+        assert!(parse_target("/").unwrap().segments.is_empty());
         let plain = parse_target("/v1/stream/a?offset=-1").unwrap();
         assert!(plain.segments.iter().all(|s| matches!(s, Cow::Borrowed(_))), "nothing to decode: borrowed");
         assert!(matches!(plain.query[0], (Cow::Borrowed("offset"), Cow::Borrowed("-1"))));
