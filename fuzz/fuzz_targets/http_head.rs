@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     match parse_head(data, 1024, 16) {
         Ok(h) => {
             assert!(h.len <= data.len() && h.len <= 1024);
-            assert!(h.headers.len() <= 16);
+            assert!(h.header_count() <= 16);
             assert!(h.target().len() < h.len);
         }
         Err(HeadError::Partial) => assert!(data.len() < 1024),

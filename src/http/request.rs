@@ -72,7 +72,6 @@ impl Head {
     }
 
     /// How many header fields the head carries.
-    #[cfg(test)]
     pub fn header_count(&self) -> usize {
         self.headers.len()
     }
