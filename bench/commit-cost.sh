@@ -34,17 +34,12 @@ bench_prologue commit
 
 # one LABEL SETTLE-SECONDS SERVER-ARGS...: one fill, one line out.
 one() {
-    local label=$1 settle=$2 data=$WORK/data
+    local label=$1 settle=$2
     shift 2
-    rm -rf "$data" && sync && sleep 1
-    if [[ $label == rust ]]; then
-        start_kind rust
-    else
-        mkdir -p "$data"
-        "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always "$@" >>"$WORK/$label.log" 2>&1 &
-        SERVER_PID=$!
-        wait_ready "$URL" "$WORK/$label.log"
-    fi
+    # The last run's files go first, and the disk settles (the file system
+    # discards freed blocks).
+    rm -rf "$WORK/data" && sync && sleep 1
+    if [[ $label == rust ]]; then start_kind rust; else start_kind sluice "$@"; fi
     sleep "$settle"
     local rate journal=""
     rate=$("$BENCH" --url "$URL" --server-pid "$SERVER_PID" --scenario catchup --bytes "$BYTES" \

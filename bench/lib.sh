@@ -28,17 +28,19 @@ wait_ready() {
     echo "sluice did not start" >&2 && tail "$2" >&2 && exit 1
 }
 
-# start_kind KIND: a fresh server of KIND on $PORT, data in $WORK/data, output
-# in $WORK/KIND.log; sets SERVER_PID, or exits with the log's tail if it does
-# not answer within 30 s. KIND: sluice ($SLUICE), before ($BEFORE, an earlier
-# sluice binary), rust ($RUST_PEER), node and node-file (bench/peers/serve.mjs
-# in memory, or with a data dir). sluice runs with --fsync always.
+# start_kind KIND [FLAG...]: a fresh server of KIND on $PORT, data in
+# $WORK/data, output in $WORK/KIND.log; sets SERVER_PID, or exits with the
+# log's tail if it does not answer within 30 s. KIND: sluice ($SLUICE),
+# before ($BEFORE, an earlier sluice binary), rust ($RUST_PEER), node and
+# node-file (bench/peers/serve.mjs in memory, or with a data dir). sluice
+# runs with --fsync always and the FLAGs given.
 start_kind() {
     local kind=$1 data=$WORK/data log=$WORK/$1.log
+    shift
     rm -rf "$data" && mkdir -p "$data"
     case $kind in
-    sluice) "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$log" 2>&1 & ;;
-    before) "$BEFORE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always >>"$log" 2>&1 & ;;
+    sluice) "$SLUICE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always "$@" >>"$log" 2>&1 & ;;
+    before) "$BEFORE" serve --listen "127.0.0.1:$PORT" --data-dir "$data" --fsync always "$@" >>"$log" 2>&1 & ;;
     rust) "$RUST_PEER" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$log" 2>&1 & ;;
     node) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" >>"$log" 2>&1 & ;;
     node-file) node "$ROOT/bench/peers/serve.mjs" --host 127.0.0.1 --port "$PORT" --data-dir "$data" >>"$log" 2>&1 & ;;

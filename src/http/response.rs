@@ -60,7 +60,7 @@ impl Value {
     pub fn into_owned(self) -> String {
         match self {
             Value::Text(t) => t.into_owned(),
-            short => short.to_string(),
+            Value::Short(_) => (*self).to_owned(),
         }
     }
 }
@@ -85,18 +85,11 @@ impl From<Offset> for Value {
 
 impl From<u64> for Value {
     fn from(n: u64) -> Value {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut v = n;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        Value::Short(Short::of(&digits[at..]))
+        let mut digits = [0u8; SHORT_VALUE];
+        let mut room = &mut digits[..];
+        write!(room, "{n}").expect("a u64 in decimal fits");
+        let len = SHORT_VALUE - room.len();
+        Value::Short(Short::of(&digits[..len]))
     }
 }
 
