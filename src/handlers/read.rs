@@ -309,9 +309,9 @@ fn read_response(mut b: Batch, view: View, cache: &'static str) -> Response {
         r.set(h::STREAM_CLOSED, "true");
     }
     if view.record_aware() {
-        r.set(h::STREAM_RECORD_FIRST, b.records.0.to_string());
-        r.set(h::STREAM_RECORD_START, b.records.1.to_string());
-        r.set(h::STREAM_RECORD_NEXT, b.records.2.to_string());
+        r.set(h::STREAM_RECORD_FIRST, b.records.0);
+        r.set(h::STREAM_RECORD_START, b.records.1);
+        r.set(h::STREAM_RECORD_NEXT, b.records.2);
     }
     r.body = render_body(&mut b, view);
     r
@@ -483,9 +483,9 @@ async fn long_poll(
                 r.set(h::STREAM_CLOSED, "true");
             }
             if let (Some((first, next)), true) = (records, view.record_aware()) {
-                r.set(h::STREAM_RECORD_FIRST, first.to_string());
-                r.set(h::STREAM_RECORD_START, next.to_string());
-                r.set(h::STREAM_RECORD_NEXT, next.to_string());
+                r.set(h::STREAM_RECORD_FIRST, first);
+                r.set(h::STREAM_RECORD_START, next);
+                r.set(h::STREAM_RECORD_NEXT, next);
             }
             return Ok(r);
         }

@@ -38,13 +38,13 @@ pub fn refusal(ctx: &Ctx, key: &StreamKey, e: impl Into<HttpError>) -> Response 
     match e {
         Error::Closed => r.set(h::STREAM_NEXT_OFFSET, Offset(tail)),
         Error::RecordMismatch => {
-            r.set(h::STREAM_RECORD_NEXT, next.to_string());
+            r.set(h::STREAM_RECORD_NEXT, next);
             r.set(h::STREAM_NEXT_OFFSET, Offset(tail));
         }
-        Error::RecordBeyondTail => r.set(h::STREAM_RECORD_NEXT, next.to_string()),
+        Error::RecordBeyondTail => r.set(h::STREAM_RECORD_NEXT, next),
         Error::Trimmed(_) if json => {
-            r.set(h::STREAM_RECORD_FIRST, first.to_string());
-            r.set(h::STREAM_RECORD_NEXT, next.to_string());
+            r.set(h::STREAM_RECORD_FIRST, first);
+            r.set(h::STREAM_RECORD_NEXT, next);
         }
         _ => {}
     }

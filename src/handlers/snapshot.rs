@@ -129,7 +129,7 @@ async fn read(ctx: &Ctx, key: &StreamKey, seg: &str) -> Result<Response, Error> 
         .header(h::STREAM_SNAPSHOT_OFFSET, Offset(s.offset))
         .header(h::STREAM_SNAPSHOT_DIGEST, s.digest.clone())
         .header(h::STREAM_NEXT_OFFSET, Offset(s.offset))
-        .header(h::STREAM_UP_TO_DATE, (s.offset == tail).to_string())
+        .header(h::STREAM_UP_TO_DATE, if s.offset == tail { "true" } else { "false" })
         .with_body(blob);
     if let Some((first, next)) = records {
         set_record_bounds(&mut r, first, next);

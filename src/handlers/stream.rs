@@ -107,14 +107,14 @@ async fn create(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Res
 
 /// Adds the JSON record coordinates of a create or append.
 pub fn set_record_range(r: &mut Response, (start, next): (u64, u64)) {
-    r.set(h::STREAM_RECORD_START, start.to_string());
-    r.set(h::STREAM_RECORD_NEXT, next.to_string());
+    r.set(h::STREAM_RECORD_START, start);
+    r.set(h::STREAM_RECORD_NEXT, next);
 }
 
 /// Adds a JSON stream's retained record range: first retained and next record.
 pub fn set_record_bounds(r: &mut Response, first: u64, next: u64) {
-    r.set(h::STREAM_RECORD_FIRST, first.to_string());
-    r.set(h::STREAM_RECORD_NEXT, next.to_string());
+    r.set(h::STREAM_RECORD_FIRST, first);
+    r.set(h::STREAM_RECORD_NEXT, next);
 }
 
 /// Extension token of JSON record coordinates.
@@ -194,7 +194,7 @@ fn metadata(ctx: &Rc<Ctx>, key: &StreamKey) -> Result<Response, Error> {
         .header(h::STREAM_NEXT_OFFSET, Offset(s.visible.tail))
         .header(h::CACHE_CONTROL, "no-store");
     if let Some(ttl) = s.lifetime.ttl_secs {
-        r.set(h::STREAM_TTL, ttl.to_string());
+        r.set(h::STREAM_TTL, ttl);
     }
     if let Some(at) = s.lifetime.expires_at_ms {
         r.set(h::STREAM_EXPIRES_AT, format_rfc3339(at));
