@@ -112,7 +112,7 @@ mod tests {
     fn headers(c: &Cors) -> Vec<(&'static str, String)> {
         let mut r = Response::new(200);
         c.apply(&mut r);
-        r.headers.into_iter().map(|(n, v)| (n, v.into_owned())).collect()
+        r.headers.into_iter().map(|(n, v)| (n, (*v).to_owned())).collect()
     }
 
     #[test]

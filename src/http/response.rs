@@ -56,15 +56,6 @@ impl PartialEq for Value {
     }
 }
 
-impl Value {
-    pub fn into_owned(self) -> String {
-        match self {
-            Value::Text(t) => t.into_owned(),
-            Value::Short(_) => (*self).to_owned(),
-        }
-    }
-}
-
 impl From<&'static str> for Value {
     fn from(t: &'static str) -> Value {
         Value::Text(Cow::Borrowed(t))
@@ -249,7 +240,6 @@ mod tests {
         }
         assert_eq!(Value::from(2u64), Value::from("2"), "compared as text");
         assert_ne!(Value::from(2u64), Value::from("20"));
-        assert_eq!(Value::from(12u64).into_owned(), "12");
         let mut out = Vec::new();
         Response::new(204)
             .header(h::STREAM_NEXT_OFFSET, Offset(9))
