@@ -7,7 +7,7 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
-use crate::edge_limits::{BODY_READ, HEAD_READ, KEPT_READ_ROOM};
+use crate::edge_limits::{BODY_READ, HEAD_READ, KEPT_HEAD_ROOM, KEPT_READ_ROOM, KEPT_RESPONSE_ROOM};
 use crate::forward;
 use crate::handlers::Reply;
 use crate::mesh::envelope::Delivered;
@@ -26,7 +26,7 @@ use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
 use sluice::http::response::Rendered;
 use sluice::http::url::parse_target;
-use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
+use sluice::http::{headers as h, parse_head_into, Head, HeadError, Method, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -63,10 +63,12 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
     // response for the idle timeout is reset rather than held forever.
     let loopback = sock.peer_addr().is_ok_and(|a| is_loopback(a.ip()));
     let mut affinity = Affinity::default();
+    // The last head's and response's buffers, for the next ones.
+    let (mut spare, mut out) = (String::new(), Vec::new());
     loop {
         // Room a chunked body's reads needed goes once its request is done.
         buf.trim(KEPT_READ_ROOM);
-        let head = match read_head(&ctx, &mut sock, &mut buf).await {
+        let head = match read_head(&ctx, &mut sock, &mut buf, std::mem::take(&mut spare)).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(e) => {
@@ -102,11 +104,14 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             // A body is never read for a refusal: the connection closes instead.
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
-            let rendered = Rendered::new(answer, close);
+            let rendered = Rendered::into_buffer(answer, close, std::mem::take(&mut out));
             if !write(&ctx, &mut sock, &rendered).await || close {
                 return;
             }
+            out = rendered.take_buffer(KEPT_RESPONSE_ROOM);
             buf.consume(head.len);
+            drop(target);
+            spare = keep(head);
             continue;
         }
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
@@ -147,8 +152,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
                 ctx.request_started();
                 // Only its bytes travel: the parsed forms are freed here, on
                 // the arena they came from (the target borrows the head).
-                drop(target);
-                drop((route, head));
+                drop((target, route));
+                spare = keep(head);
                 let delivered = forward::submit(&ctx, owner, request, body, started).await;
                 ctx.request_done();
                 match delivered {
@@ -167,7 +172,10 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             None => match respond(&ctx, &head, &target, route, body).await {
                 Reply::Full(resp) => {
                     answered(&ctx, Some(&head), label, resp.status, started);
-                    Rendered::new(resp, last(&ctx, &head))
+                    let rendered = Rendered::into_buffer(resp, last(&ctx, &head), std::mem::take(&mut out));
+                    drop(target);
+                    spare = keep(head);
+                    rendered
                 }
                 Reply::Sse(sse) => {
                     answered(&ctx, Some(&head), label, 200, started);
@@ -186,6 +194,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         if !write(&ctx, &mut sock, &rendered).await || close || ctx.stopping() {
             return;
         }
+        out = rendered.take_buffer(KEPT_RESPONSE_ROOM);
     }
 }
 
@@ -203,6 +212,16 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
     sluice_shards::tasks::spawn_into(task, queue).detach();
 }
 
+/// A head's buffer, kept for the connection's next head unless it grew
+/// above [`KEPT_HEAD_ROOM`].
+fn keep(head: Head) -> String {
+    let fields = head.into_buffer();
+    if fields.capacity() > KEPT_HEAD_ROOM {
+        return String::new();
+    }
+    fields
+}
+
 /// Writes rendered response bytes; false if the peer is gone or stalled.
 async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
     let idle = ctx.cfg.idle_timeout;
@@ -215,13 +234,20 @@ async fn end_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) 
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut InBuf) -> Result<Option<Head>, HttpError> {
+async fn read_head(
+    ctx: &Ctx,
+    sock: &mut TcpStream,
+    buf: &mut InBuf,
+    mut fields: String,
+) -> Result<Option<Head>, HttpError> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
-    let mut started = std::time::Instant::now();
+    let mut request = Limit::new(ctx.cfg.request_timeout);
     loop {
         if !buf.is_empty() {
-            match parse_head(buf.data(), ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
+            // A partial head's attempt keeps no buffer: the next allocates.
+            match parse_head_into(buf.data(), ctx.cfg.max_head_bytes, ctx.cfg.max_headers, std::mem::take(&mut fields))
+            {
                 Ok(h) => return Ok(Some(h)),
                 Err(HeadError::Partial) => {}
                 Err(HeadError::Refused(e)) => return Err(e),
@@ -229,19 +255,33 @@ async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut InBuf) -> Result<O
         }
         // An idle keep-alive connection waits up to the idle timeout; a
         // request that has started must arrive within the request timeout.
-        let limit = if buf.is_empty() {
-            ctx.cfg.idle_timeout
-        } else {
-            ctx.cfg.request_timeout.saturating_sub(started.elapsed())
-        };
         let idle = buf.is_empty();
+        let limit = if idle { ctx.cfg.idle_timeout } else { request.left() };
         match read_more(sock, buf, limit, HEAD_READ).await {
-            Ok(()) if idle => started = std::time::Instant::now(),
+            Ok(()) if idle => request = Limit::new(ctx.cfg.request_timeout),
             Ok(()) => {}
             Err(Ended::Closed) => return Ok(None),
             Err(Ended::TimedOut) if buf.is_empty() => return Ok(None),
             Err(Ended::TimedOut) => return Err(HttpError::Timeout("request head not received in time")),
         }
+    }
+}
+
+/// A time limit whose clock starts at its first use: a head or body that
+/// arrives whole with the read before it never reads the clock for it.
+struct Limit {
+    since: Option<Instant>,
+    limit: Duration,
+}
+
+impl Limit {
+    fn new(limit: Duration) -> Limit {
+        Limit { since: None, limit }
+    }
+
+    /// What is left of the limit (all of it at the first use).
+    fn left(&mut self) -> Duration {
+        self.limit.saturating_sub(self.since.get_or_insert_with(Instant::now).elapsed())
     }
 }
 
@@ -284,8 +324,7 @@ async fn read_body(
     head: &Head,
 ) -> Result<(Vec<u8>, Option<Reserved>), HttpError> {
     let limit = ctx.cfg.max_body_bytes;
-    let started = std::time::Instant::now();
-    let deadline = ctx.cfg.request_timeout;
+    let mut deadline = Limit::new(ctx.cfg.request_timeout);
     const TOO_SLOW: HttpError = HttpError::Timeout("request body not received in time");
     const CUT_SHORT: HttpError = HttpError::Stream(Error::Invalid("connection closed mid-body"));
     match head.body {
@@ -312,7 +351,7 @@ async fn read_body(
             let mut filled = have;
             while filled < n {
                 let piece = &mut body[filled..n.min(filled + BODY_READ)];
-                match read_into(sock, piece, deadline.saturating_sub(started.elapsed())).await {
+                match read_into(sock, piece, deadline.left()).await {
                     Ok(got) => filled += got,
                     Err(Ended::Closed) => return Err(CUT_SHORT),
                     Err(Ended::TimedOut) => return Err(TOO_SLOW),
@@ -344,7 +383,7 @@ async fn read_body(
                 if dec.is_done() {
                     return Ok((body, Some(reserved)));
                 }
-                match read_more(sock, buf, deadline.saturating_sub(started.elapsed()), BODY_READ).await {
+                match read_more(sock, buf, deadline.left(), BODY_READ).await {
                     Ok(()) => {}
                     Err(Ended::Closed) => return Err(CUT_SHORT),
                     Err(Ended::TimedOut) => return Err(TOO_SLOW),

@@ -15,6 +15,11 @@ pub const BODY_READ: usize = 256 * 1024;
 /// Room a connection's input buffer keeps between requests; more (a
 /// chunked body's reads) is let go once its request is done.
 pub const KEPT_READ_ROOM: usize = 2 * HEAD_READ;
+/// Room a connection keeps for its next request head's fields
+/// ([`sluice::http::Head::into_buffer`]); a larger head's buffer goes.
+pub const KEPT_HEAD_ROOM: usize = 2 * 1024;
+/// Room a connection keeps for its next response's head (and small body).
+pub const KEPT_RESPONSE_ROOM: usize = 4 * 1024;
 /// A client must take each piece of a response this long within
 /// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
 /// deadline; at the shortest timeout, 1 s, a peer slower than this per

@@ -82,7 +82,10 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, bo
         Route::Stream(key, sub) => {
             let json_before = lookup::json_stream(ctx, &key);
             let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
-            return advertise_records(reply, json_before || lookup::json_stream(ctx, &key));
+            // A stream's mode is fixed while it lives: only a PUT (a create
+            // or fork) can have made a JSON stream where there was none.
+            let json = json_before || (head.method == Method::Put && lookup::json_stream(ctx, &key));
+            return advertise_records(reply, json);
         }
     };
     Reply::Full(resp)

@@ -11,5 +11,5 @@ pub mod request;
 pub mod response;
 pub mod url;
 
-pub use request::{parse_head, Head, HeadError, Method};
+pub use request::{parse_head, parse_head_into, Head, HeadError, Method};
 pub use response::Response;

@@ -76,6 +76,13 @@ impl Head {
         self.headers.len()
     }
 
+    /// The head's buffer, emptied, for the connection's next head.
+    pub fn into_buffer(self) -> String {
+        let mut fields = self.fields;
+        fields.clear();
+        fields
+    }
+
     fn at(&self, r: &Range<u32>) -> &str {
         &self.fields[r.start as usize..r.end as usize]
     }
@@ -124,6 +131,13 @@ const HEADER_SLOTS: usize = *MAX_HEADERS_RANGE.end() as usize;
 /// was 2 KiB per request, large enough to make glibc consolidate its fast
 /// bins on every pooled append).
 pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Head, HeadError> {
+    parse_head_into(buf, max_head, max_headers, String::new())
+}
+
+/// [`parse_head`] with `fields` as the head's buffer: a connection hands
+/// back the buffer of its last head ([`Head::into_buffer`]), so a request
+/// on a kept-alive connection allocates none.
+pub fn parse_head_into(buf: &[u8], max_head: usize, max_headers: usize, fields: String) -> Result<Head, HeadError> {
     assert!(max_headers <= HEADER_SLOTS, "--max-headers {max_headers} above its range");
     let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; HEADER_SLOTS];
     let mut req = httparse::Request::new(&mut []);
@@ -151,7 +165,9 @@ pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Hea
     };
     let http10 = req.version == Some(0);
     let mut headers = Spans::with_capacity(req.headers.len());
-    let mut fields = String::with_capacity(len);
+    let mut fields = fields;
+    fields.clear();
+    fields.reserve(len);
     fields.push_str(req.path.unwrap_or("/"));
     let target_len = fields.len();
     let mut length: Option<u64> = None;
@@ -225,6 +241,26 @@ mod tests {
             assert_eq!(long.header(&format!("x-f{i}")), Some(format!("v{i}").as_str()));
         }
         assert_eq!(long.target(), "/v1/stream/s");
+    }
+
+    /// A head parsed into the last head's buffer reads as one parsed
+    /// afresh, in the same allocation when it fits.
+    #[test]
+    fn a_head_reuses_the_last_heads_buffer() {
+        let first = parse_head(b"POST /v1/stream/a HTTP/1.1\r\nX-Long: 0123456789abcdef\r\n\r\n", 1024, 16).unwrap();
+        let buffer = first.into_buffer();
+        let (room, at) = (buffer.capacity(), buffer.as_ptr());
+        assert!(buffer.is_empty() && room > 0);
+        let raw = b"GET /v1/stream/b?offset=-1 HTTP/1.1\r\nHost: x\r\n\r\n";
+        let again = parse_head_into(raw, 1024, 16, buffer).unwrap();
+        let fresh = parse_head(raw, 1024, 16).unwrap();
+        assert_eq!(
+            (again.method, again.target(), again.header("host")),
+            (fresh.method, fresh.target(), fresh.header("host"))
+        );
+        assert_eq!((again.len, again.header_count()), (fresh.len, fresh.header_count()));
+        let buffer = again.into_buffer();
+        assert_eq!((buffer.capacity(), buffer.as_ptr()), (room, at), "no allocation for a head that fits");
     }
 
     #[test]

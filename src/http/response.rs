@@ -210,14 +210,33 @@ pub struct Rendered {
 impl Rendered {
     /// Renders a finished response for a connection (`close`: last response on it).
     pub fn new(resp: Response, close: bool) -> Rendered {
+        Rendered::into_buffer(resp, close, Vec::new())
+    }
+
+    /// [`Rendered::new`] into `head`, the buffer of the connection's last
+    /// response ([`Rendered::take_buffer`]): a kept-alive connection's
+    /// answers then allocate none.
+    pub fn into_buffer(resp: Response, close: bool, mut head: Vec<u8>) -> Rendered {
         let inline = resp.body.len() < LARGE_BODY || !resp.sends_body();
-        let mut head = Vec::with_capacity(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
+        head.clear();
+        head.reserve(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
         if inline {
             resp.render(&mut head, close);
             return Rendered { head, body: Vec::new() };
         }
         resp.render_head(&mut head, close);
         Rendered { head, body: resp.body }
+    }
+
+    /// The head's buffer, emptied, for the next response; none when it
+    /// holds more than `kept` bytes of room.
+    pub fn take_buffer(self, kept: usize) -> Vec<u8> {
+        let mut head = self.head;
+        if head.capacity() > kept {
+            return Vec::new();
+        }
+        head.clear();
+        head
     }
 }
 
@@ -276,6 +295,21 @@ mod tests {
         r.head_length = Some(42);
         r.render(&mut out, false);
         assert!(String::from_utf8(out).unwrap().ends_with("content-length: 42\r\n\r\n"));
+    }
+
+    /// A response rendered into the last one's buffer is the same bytes;
+    /// the buffer comes back emptied, or not at all above the room kept.
+    #[test]
+    fn a_response_reuses_the_last_ones_buffer() {
+        let resp = || Response::new(204).header(h::STREAM_NEXT_OFFSET, Offset(9));
+        let first = Rendered::new(resp(), false);
+        let expected = first.head.clone();
+        let buffer = first.take_buffer(4096);
+        assert!(buffer.is_empty() && buffer.capacity() >= expected.len());
+        let at = buffer.as_ptr();
+        let again = Rendered::into_buffer(resp(), false, buffer);
+        assert_eq!((&again.head, again.head.as_ptr()), (&expected, at), "same bytes, same allocation");
+        assert_eq!(again.take_buffer(8).capacity(), 0, "room above the limit is let go");
     }
 
     #[test]
