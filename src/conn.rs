@@ -135,8 +135,15 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         let replay = (remote_sse || remote_get).then(|| buf.data()[..head.len].to_vec());
         // A forwarded request travels as its head's bytes (see `Forward`).
         let forwarded = owner.map(|owner| (owner, buf.data()[..head.len].to_vec()));
-        // The body's budget reservation lives until its request is answered.
-        let (body, _reserved) = match read_body(&ctx, &mut sock, &mut buf, &head).await {
+        // A body served here that came whole with its head is read where it
+        // lies; any other is read into its own buffer, whose budget
+        // reservation lives until its request is answered.
+        let lying = if forwarded.is_none() { whole_in(&ctx, &buf, &head) } else { None };
+        let read = match lying {
+            Some(_) => Ok((Vec::new(), None)),
+            None => read_body(&ctx, &mut sock, &mut buf, &head).await,
+        };
+        let (body, _reserved) = match read {
             Ok(b) => b,
             Err(e) => {
                 let resp = refusal(&head, e);
@@ -169,27 +176,34 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
                     }
                 }
             }
-            None => match respond(&ctx, &head, &target, route, body).await {
-                Reply::Full(resp) => {
-                    answered(&ctx, Some(&head), label, resp.status, started);
-                    let rendered = Rendered::into_buffer(resp, last(&ctx, &head), std::mem::take(&mut out));
-                    drop(target);
-                    spare = keep(head);
-                    rendered
+            None => {
+                let lies = lying.map(|n| &buf.data()[head.len..head.len + n]);
+                let reply = respond(&ctx, &head, &target, route, lies.unwrap_or(&body)).await;
+                if let Some(n) = lying {
+                    buf.consume(head.len + n);
                 }
-                Reply::Sse(sse) => {
-                    answered(&ctx, Some(&head), label, 200, started);
-                    return live(guard, async move { crate::sse::run(&ctx, &mut sock, sse).await });
-                }
-                Reply::Catchup(c) => {
-                    answered(&ctx, Some(&head), label, 200, started);
-                    let last = last(&ctx, &head);
-                    if !send_streamed(&ctx, &mut sock, c, last).await || last {
-                        return;
+                match reply {
+                    Reply::Full(resp) => {
+                        answered(&ctx, Some(&head), label, resp.status, started);
+                        let rendered = Rendered::into_buffer(resp, last(&ctx, &head), std::mem::take(&mut out));
+                        drop(target);
+                        spare = keep(head);
+                        rendered
                     }
-                    continue;
+                    Reply::Sse(sse) => {
+                        answered(&ctx, Some(&head), label, 200, started);
+                        return live(guard, async move { crate::sse::run(&ctx, &mut sock, sse).await });
+                    }
+                    Reply::Catchup(c) => {
+                        answered(&ctx, Some(&head), label, 200, started);
+                        let last = last(&ctx, &head);
+                        if !send_streamed(&ctx, &mut sock, c, last).await || last {
+                            return;
+                        }
+                        continue;
+                    }
                 }
-            },
+            }
         };
         if !write(&ctx, &mut sock, &rendered).await || close || ctx.stopping() {
             return;
@@ -311,6 +325,18 @@ async fn read_into(sock: &mut TcpStream, into: &mut [u8], limit: Duration) -> Re
             Err(Ended::TimedOut)
         }
         Err(_) => Err(Ended::Closed),
+    }
+}
+
+/// The length of the request's body when all of it is in `buf` behind
+/// its head and within `--max-body-bytes` (a larger one is refused by
+/// [`read_body`]).
+fn whole_in(ctx: &Ctx, buf: &InBuf, head: &Head) -> Option<usize> {
+    match head.body {
+        BodyKind::Length(n) if n <= ctx.cfg.max_body_bytes && (buf.data().len() - head.len) as u64 >= n => {
+            Some(n as usize)
+        }
+        _ => None,
     }
 }
 

@@ -28,7 +28,7 @@ pub fn admit(ctx: &Ctx, loopback: bool, head: &Head, route: &Route, cors: &Cors)
 /// Serves a request on this (its owner) shard; the response is finished
 /// (common headers, HEAD length) and ready to render. (The request-level
 /// fuzz target calls it as `serve` does.)
-pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target<'_>, route: Route, body: Vec<u8>) -> Reply {
+pub async fn respond(ctx: &Rc<Ctx>, head: &Head, target: &Target<'_>, route: Route, body: &[u8]) -> Reply {
     // Shutdown waits for in-flight requests; parked long-polls are woken
     // by it and answer 204 at once.
     ctx.request_started();
@@ -74,7 +74,7 @@ pub async fn answer(ctx: &Rc<Ctx>, from: usize, request: &[u8], body: Vec<u8>, s
     let target = parse_target(head.target()).expect("the accepting shard parsed this target");
     let route = crate::route::route(&head, &target);
     let label = route.label(head.method, &target);
-    match respond(ctx, &head, &target, route, body).await {
+    match respond(ctx, &head, &target, route, &body).await {
         Reply::Full(resp) => {
             answered(ctx, Some(&head), label, resp.status, started);
             Answered::Response(Rendered::new(resp, last(ctx, &head)))

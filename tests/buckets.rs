@@ -312,6 +312,50 @@ fn pipelined_chunked_and_sized_bodies_across_shards() {
     assert_eq!(c.read_response(false).expect(200).body, b"fghij");
 }
 
+/// A batch written at once: each sized body lies whole in the read buffer
+/// behind its head, with the next request after it. Bodies served here
+/// are read where they lie, forwarded ones are copied out; each request
+/// gets its own bytes, in order.
+#[test]
+fn a_pipelined_batch_in_one_write_serves_each_body_once() {
+    let s = Server::start();
+    let a = (0..).map(|i| format!("p{i}")).find(|n| stream_shard("v1-stream", n, 2) == 0).unwrap();
+    let b = (0..).map(|i| format!("q{i}")).find(|n| stream_shard("v1-stream", n, 2) == 1).unwrap();
+    let mut batch = Vec::new();
+    batch.extend(build("PUT", &format!("/v1/stream/{a}"), &[("Content-Type", TEXT)], b"12"));
+    batch.extend(build("PUT", &format!("/v1/stream/{b}"), &[("Content-Type", TEXT)], b"345"));
+    for (i, stream) in [&a, &b, &a, &a, &b].into_iter().enumerate() {
+        batch.extend(build(
+            "POST",
+            &format!("/v1/stream/{stream}"),
+            &[("Content-Type", TEXT)],
+            format!("<{i}>").as_bytes(),
+        ));
+    }
+    batch.extend(build("GET", &format!("/v1/stream/{a}"), &[], b""));
+    batch.extend(build("GET", &format!("/v1/stream/{b}"), &[], b""));
+    // Once with its last byte held back, then whole in one write.
+    for round in 0..2 {
+        let mut c = s.connect();
+        if round == 1 {
+            c.send(&batch).unwrap();
+        } else {
+            c.send(&batch[..batch.len() - 1]).unwrap();
+            c.send(&batch[batch.len() - 1..]).unwrap();
+        }
+        let created = if round == 0 { 201 } else { 200 };
+        c.read_response(false).expect(created);
+        c.read_response(false).expect(created);
+        for _ in 0..5 {
+            c.read_response(false).expect(204);
+        }
+        let (got_a, got_b) = (c.read_response(false).expect(200).body, c.read_response(false).expect(200).body);
+        let (want_a, want_b) =
+            if round == 0 { ("12<0><2><3>", "345<1><4>") } else { ("12<0><2><3><0><2><3>", "345<1><4><1><4>") };
+        assert_eq!((got_a.as_slice(), got_b.as_slice()), (want_a.as_bytes(), want_b.as_bytes()), "round {round}");
+    }
+}
+
 #[test]
 fn concurrent_bucket_creates_have_one_winner() {
     let s = Server::start();

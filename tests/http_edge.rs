@@ -203,6 +203,10 @@ fn body_over_the_limit_is_413() {
     let mut c = s.connect();
     c.send(&build("POST", "/v1/stream/limited", &[("Content-Type", TEXT), ("Content-Length", "1025")], b"")).unwrap();
     c.read_response(false).expect(413);
+    // Also when the whole body came with its head, read where it lies.
+    let mut c = s.connect();
+    c.send(&build("POST", "/v1/stream/limited", &[("Content-Type", TEXT)], &[b'z'; 1025])).unwrap();
+    c.read_response(false).expect(413);
     // On create too.
     let mut c = s.connect();
     c.send(&build("PUT", "/v1/stream/limited-2", &[("Content-Type", TEXT), ("Content-Length", "4096")], b"")).unwrap();

@@ -219,7 +219,7 @@ async fn one_request(ctx: &Rc<Ctx>, data: &[u8], seen: &mut HashMap<u64, (u64, b
         _ => None,
     };
     let before = key.as_ref().and_then(|k| observe(ctx, k));
-    let reply = serve::respond(ctx, &head, &target, route, body).await;
+    let reply = serve::respond(ctx, &head, &target, route, &body).await;
     let status = match &reply {
         Reply::Full(resp) => {
             check_wire(resp, head.method, head.close);

@@ -11,7 +11,7 @@ use sluice_shards::core::Error;
 use sluice_shards::store::StreamKey;
 use std::rc::Rc;
 
-pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: Vec<u8>) -> Response {
+pub async fn attrs(ctx: &Rc<Ctx>, head: &Head, key: &StreamKey, body: &[u8]) -> Response {
     let done = match head.method {
         Method::Get => read(ctx, key),
         Method::Put => replace(ctx, head, key, body).await,
@@ -29,11 +29,11 @@ fn read(ctx: &Ctx, key: &StreamKey) -> Result<Response, Error> {
     Ok(Response::new(200).header(h::CONTENT_TYPE, "application/json").with_body(body))
 }
 
-async fn replace(ctx: &Ctx, head: &Head, key: &StreamKey, body: Vec<u8>) -> Result<Response, Error> {
+async fn replace(ctx: &Ctx, head: &Head, key: &StreamKey, body: &[u8]) -> Result<Response, Error> {
     if !head.header(h::CONTENT_TYPE).is_some_and(sluice_shards::core::is_json) {
         return Err(Error::Invalid("attributes need Content-Type: application/json"));
     }
-    let attrs = canonical_attrs(&body)?;
+    let attrs = canonical_attrs(body)?;
     bucket_exists(ctx, key)?;
     ctx.shard.set_attrs(key, attrs, ctx.now_ms()).await?;
     Ok(Response::new(204))

@@ -48,7 +48,7 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
 }
 
 /// Serves an admitted request (preflights are answered by the access gate).
-pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, body: Vec<u8>) -> Reply {
+pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, body: &[u8]) -> Reply {
     if let Route::Stream(key, _) = &route {
         // Responses, reads and refusals alike, observe only durable state.
         if let Err(e) = ctx.shard.settle(key).await {
@@ -98,7 +98,7 @@ async fn stream_operation(
     t: &Target<'_>,
     key: &StreamKey,
     sub: &[String],
-    body: Vec<u8>,
+    body: &[u8],
 ) -> Reply {
     if sub.is_empty() {
         return stream::stream(ctx, head, t, key, body).await;
@@ -114,7 +114,7 @@ async fn sub_resource(
     t: &Target<'_>,
     key: &StreamKey,
     sub: &[String],
-    body: Vec<u8>,
+    body: &[u8],
 ) -> Reply {
     if !ctx.shard.store.borrow().bucket_exists(key.bucket()) {
         return Reply::Full(Error::NoBucket.into());
@@ -129,7 +129,7 @@ async fn sub_resource(
             snapshot::retention(ctx, head, t, key, rest.first().copied()).await
         }
         ["bootstrap"] => bootstrap::bootstrap(ctx, head, t, key).await,
-        ["append-batch"] => batch::append_batch(ctx, head, key, &body).await,
+        ["append-batch"] => batch::append_batch(ctx, head, key, body).await,
         _ => Error::NotFound("no such stream sub-resource").into(),
     };
     Reply::Full(resp)

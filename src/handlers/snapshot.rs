@@ -80,11 +80,11 @@ pub async fn snapshot(
     t: &Target<'_>,
     key: &StreamKey,
     seg: Option<&str>,
-    body: Vec<u8>,
+    body: &[u8],
 ) -> Response {
     let done = match (head.method, seg) {
         (Method::Get, None) => latest(ctx, key),
-        (Method::Put, _) => publish(ctx, head, t, key, seg, &body).await,
+        (Method::Put, _) => publish(ctx, head, t, key, seg, body).await,
         (Method::Get, Some(o)) => read(ctx, key, o).await,
         (Method::Delete, Some(o)) => delete(ctx, key, o),
         _ => return HttpError::MethodNotAllowed.into(),

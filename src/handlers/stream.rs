@@ -27,10 +27,10 @@ use std::rc::Rc;
 /// across their awaits than an append: they are boxed, so the task that
 /// serves a request (one per forwarded request) is sized for an append,
 /// the common write.
-pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey, body: Vec<u8>) -> Reply {
+pub async fn stream(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, key: &StreamKey, body: &[u8]) -> Reply {
     let done = match head.method {
-        Method::Put => Box::pin(create(ctx, head, key, &body)).await,
-        Method::Post => append(ctx, head, key, &body).await,
+        Method::Put => Box::pin(create(ctx, head, key, body)).await,
+        Method::Post => append(ctx, head, key, body).await,
         Method::Head => metadata(ctx, key),
         Method::Delete => delete(ctx, key).await,
         Method::Get => return Box::pin(read::get(ctx, head, t, key)).await,

@@ -112,7 +112,7 @@ impl Pair {
                     Delivered::Live(sub) => Got::Live(sub),
                     Delivered::Move => Got::Move,
                 },
-                None => match serve::respond(&ctx, &head, &target, route, body).await {
+                None => match serve::respond(&ctx, &head, &target, route, &body).await {
                     Reply::Full(resp) => Got::Response(wire(Rendered::new(resp, false))),
                     Reply::Sse(_) | Reply::Catchup(_) => Got::Move,
                 },

@@ -11,7 +11,7 @@ use crate::subscriptions::model::SubError;
 use sluice::http::{headers as h, Head, Method, Response};
 use std::rc::Rc;
 
-pub async fn serve(ctx: &Rc<Ctx>, head: &Head, route: SubRoute, body: Vec<u8>) -> Response {
+pub async fn serve(ctx: &Rc<Ctx>, head: &Head, route: SubRoute, body: &[u8]) -> Response {
     let (id, action) = match route {
         SubRoute::Jwks => return jwks(ctx, head.method),
         SubRoute::Reserved => {
@@ -22,15 +22,15 @@ pub async fn serve(ctx: &Rc<Ctx>, head: &Head, route: SubRoute, body: Vec<u8>) -
         SubRoute::Sub { id, action } => (id, action),
     };
     let done = match (action, head.method) {
-        (Action::Base, Method::Put) => create(ctx, head, &id, &body).await,
+        (Action::Base, Method::Put) => create(ctx, head, &id, body).await,
         (Action::Base, Method::Get) => read(ctx, head, &id),
         (Action::Base, Method::Delete) => delete(ctx, &id).await,
-        (Action::Streams, Method::Post) => add_streams(ctx, &id, &body).await,
+        (Action::Streams, Method::Post) => add_streams(ctx, &id, body).await,
         (Action::Stream(path), Method::Delete) => remove_stream(ctx, &id, &path).await,
-        (Action::Callback, Method::Post) => settle(ctx, head, &id, &body, false).await,
-        (Action::Ack, Method::Post) => settle(ctx, head, &id, &body, true).await,
-        (Action::Claim, Method::Post) => claim(ctx, &id, &body).await,
-        (Action::Release, Method::Post) => release(ctx, head, &id, &body).await,
+        (Action::Callback, Method::Post) => settle(ctx, head, &id, body, false).await,
+        (Action::Ack, Method::Post) => settle(ctx, head, &id, body, true).await,
+        (Action::Claim, Method::Post) => claim(ctx, &id, body).await,
+        (Action::Release, Method::Post) => release(ctx, head, &id, body).await,
         _ => Err(SubError::new(405, "INVALID_REQUEST", "method not allowed on this resource")),
     };
     done.unwrap_or_else(refusal)
