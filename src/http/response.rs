@@ -7,6 +7,7 @@ use crate::edge_limits::LARGE_BODY;
 use sluice_shards::offset::MAX_OFFSET;
 use sluice_shards::offset::{Offset, OFFSET_WIDTH};
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::io::Write as _;
 
 /// A header value: fixed text costs no allocation, an offset or a number
@@ -84,9 +85,45 @@ impl From<u64> for Value {
     }
 }
 
+/// A response's header fields, in order.
+pub type Fields = Vec<(&'static str, Value)>;
+
+/// Header lists a response starts with: room for a typical response's
+/// headers, its own and `finish`'s.
+const FIELDS_ROOM: usize = 8;
+
+/// Emptied header lists the thread kept, at most this many.
+const KEPT_FIELD_LISTS: usize = 64;
+
+thread_local! {
+    /// The header lists of responses this thread rendered, emptied, for its
+    /// next responses: a request on a shard then allocates none for them.
+    static FIELD_LISTS: RefCell<Vec<Fields>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A header list: one the thread kept, or a new one.
+fn fields() -> Fields {
+    FIELD_LISTS.with(|l| l.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(FIELDS_ROOM))
+}
+
+/// Keeps `list` (emptied) for the thread's next response, unless enough are
+/// kept or it grew beyond the usual room.
+fn keep(mut list: Fields) {
+    if list.capacity() != FIELDS_ROOM {
+        return;
+    }
+    list.clear();
+    FIELD_LISTS.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.len() < KEPT_FIELD_LISTS {
+            l.push(list);
+        }
+    });
+}
+
 pub struct Response {
     pub status: u16,
-    pub headers: Vec<(&'static str, Value)>,
+    pub headers: Fields,
     pub body: Vec<u8>,
     /// For HEAD: the Content-Length to announce without a body.
     pub head_length: Option<usize>,
@@ -126,8 +163,7 @@ pub fn reason(status: u16) -> &'static str {
 
 impl Response {
     pub fn new(status: u16) -> Self {
-        // Room for a typical response's headers, its own and `finish`'s.
-        Response { status, headers: Vec::with_capacity(8), body: Vec::new(), head_length: None, dated: false }
+        Response { status, headers: fields(), body: Vec::new(), head_length: None, dated: false }
     }
 
     /// A short plain-text error.
@@ -222,9 +258,11 @@ impl Rendered {
         head.reserve(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
         if inline {
             resp.render(&mut head, close);
+            keep(resp.headers);
             return Rendered { head, body: Vec::new() };
         }
         resp.render_head(&mut head, close);
+        keep(resp.headers);
         Rendered { head, body: resp.body }
     }
 
@@ -310,6 +348,27 @@ mod tests {
         let again = Rendered::into_buffer(resp(), false, buffer);
         assert_eq!((&again.head, again.head.as_ptr()), (&expected, at), "same bytes, same allocation");
         assert_eq!(again.take_buffer(8).capacity(), 0, "room above the limit is let go");
+    }
+
+    /// A rendered response's header list is the next response's on the
+    /// thread; one that grew beyond the usual room is not kept.
+    #[test]
+    fn a_rendered_responses_header_list_is_reused() {
+        let first = Response::new(204).header(h::STREAM_NEXT_OFFSET, Offset(1));
+        let at = first.headers.as_ptr();
+        let _ = Rendered::new(first, false);
+        let next = Response::new(200);
+        assert!(next.headers.is_empty(), "kept emptied");
+        assert_eq!((next.headers.as_ptr(), next.headers.capacity()), (at, FIELDS_ROOM), "the same list");
+        let mut grown = Response::new(200);
+        for _ in 0..=FIELDS_ROOM {
+            grown.set(h::CACHE_CONTROL, "no-store");
+        }
+        let grown_at = grown.headers.as_ptr();
+        let _ = Rendered::new(next, false);
+        let _ = Rendered::new(grown, false);
+        assert_eq!(Response::new(200).headers.as_ptr(), at, "a grown list is let go, not kept on top");
+        assert_ne!(at, grown_at);
     }
 
     #[test]

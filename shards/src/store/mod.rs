@@ -46,7 +46,7 @@ pub mod spares;
 mod streams;
 mod verify;
 
-pub use shard::{FlushConfig, Shard, ShardConfig};
+pub use shard::{FlushConfig, Settled, Shard, ShardConfig};
 pub use streams::Streams;
 
 use crate::core::body::Ancestor;

@@ -125,6 +125,14 @@ pub struct Shard {
     pub(crate) placed: Signal,
 }
 
+/// What [`Shard::settle`] saw of its stream, read with its last lookup:
+/// a caller that reads it before its next await need not look again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// The stream is there (live or a tombstone) in JSON mode.
+    pub json: bool,
+}
+
 impl Shard {
     /// Opens shard `id` under `cfg.log.dir`: restores its store from the
     /// checkpoint, its stream files and the journal written since.
@@ -491,19 +499,20 @@ impl Shard {
     /// the stream's newest create/attrs/retention/snapshot/delete change, or,
     /// when there is no such stream, the newest hard delete. Call right
     /// before reading the stream's state, with no await in between.
-    pub async fn settle(&self, key: &StreamKey) -> Result<(), LogError> {
-        let need_now = || {
+    pub async fn settle(&self, key: &StreamKey) -> Result<Settled, LogError> {
+        let look = || {
             let st = self.store.borrow();
-            st.streams.get(key).map_or(st.removed, |e| e.settle)
+            let e = st.streams.get(key);
+            (e.map_or(st.removed, |e| e.settle), Settled { json: e.is_some_and(|e| e.state.json) })
         };
-        let mut need = need_now();
+        let (mut need, mut seen) = look();
         // The common case, already durable, costs one lookup: nothing waits,
         // so nothing can change before the caller reads.
         while need > self.log.durable_mark() {
             self.log.durable(need).await?;
-            need = need_now();
+            (need, seen) = look();
         }
-        Ok(())
+        Ok(seen)
     }
 
     pub(super) fn publish(&self, handle: u64, tail: u64, records: u64, closed: bool) {
