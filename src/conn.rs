@@ -7,7 +7,7 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
-use crate::edge_limits::{BODY_READ, HEAD_READ, KEPT_HEAD_ROOM, KEPT_READ_ROOM, KEPT_RESPONSE_ROOM};
+use crate::edge_limits::{BODY_READ, FORWARDED_ROOM, HEAD_READ, KEPT_HEAD_ROOM, KEPT_READ_ROOM, KEPT_RESPONSE_ROOM};
 use crate::forward;
 use crate::handlers::Reply;
 use crate::mesh::envelope::Delivered;
@@ -133,8 +133,13 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         // (streamed where its stream lives), are replayed on the owner.
         let remote_get = owner.is_some() && head.method == Method::Get && head.body == BodyKind::None;
         let replay = (remote_sse || remote_get).then(|| buf.data()[..head.len].to_vec());
-        // A forwarded request travels as its head's bytes (see `Forward`).
-        let forwarded = owner.map(|owner| (owner, buf.data()[..head.len].to_vec()));
+        // A forwarded request travels as its head's bytes (see `Forward`),
+        // in a buffer its answer comes back in.
+        let forwarded = owner.map(|owner| {
+            let mut request = Vec::with_capacity(head.len.max(FORWARDED_ROOM));
+            request.extend_from_slice(&buf.data()[..head.len]);
+            (owner, request)
+        });
         // A body served here that came whole with its head is read where it
         // lies; any other is read into its own buffer, whose budget
         // reservation lives until its request is answered.

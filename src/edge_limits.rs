@@ -20,6 +20,10 @@ pub const KEPT_READ_ROOM: usize = 2 * HEAD_READ;
 pub const KEPT_HEAD_ROOM: usize = 2 * 1024;
 /// Room a connection keeps for its next response's head (and small body).
 pub const KEPT_RESPONSE_ROOM: usize = 4 * 1024;
+/// Room a forwarded request's head is copied into: the owner renders a
+/// whole answer into the same buffer (an append's is about 250 bytes), so
+/// it goes back to the shard that allocated it, to be freed there.
+pub const FORWARDED_ROOM: usize = 512;
 /// A client must take each piece of a response this long within
 /// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
 /// deadline; at the shortest timeout, 1 s, a peer slower than this per

@@ -26,8 +26,8 @@ pub async fn submit(ctx: &Rc<Ctx>, owner: usize, head: Vec<u8>, body: Vec<u8>, s
 async fn answerer(ctx: Rc<Ctx>) {
     loop {
         while let Some(Forward { from, id, head, body, started }) = ctx.answerers.next() {
-            let answered = crate::serve::answer(&ctx, from, &head, body, started).await;
-            push(&ctx, from, Envelope::Answer(Answer { id, answered }));
+            let (answered, body) = crate::serve::answer(&ctx, from, head, body, started).await;
+            push(&ctx, from, Envelope::Answer(Answer { id, answered, body }));
         }
         if !ctx.answerers.park().await {
             return;
@@ -40,7 +40,9 @@ async fn answerer(ctx: Rc<Ctx>) {
 pub fn receive(ctx: &Rc<Ctx>, from: usize, mut batch: Vec<Envelope>) {
     for env in batch.drain(..) {
         match env {
-            Envelope::Answer(Answer { id, answered }) => {
+            Envelope::Answer(Answer { id, answered, body }) => {
+                // Allocated here: freed here, not in the owner's arena.
+                drop(body);
                 let delivered = match answered {
                     Answered::Response(r) => Delivered::Response(r),
                     Answered::Move => Delivered::Move,

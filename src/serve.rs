@@ -66,18 +66,26 @@ fn fit_to_method(head: &Head, mut resp: Response) -> Response {
 
 /// Serves a request forwarded by shard `from`, which holds its connection,
 /// received it at `started` (it is counted and logged here), and parsed,
-/// routed and admitted the head it sent as received (`request`).
-pub async fn answer(ctx: &Rc<Ctx>, from: usize, request: &[u8], body: Vec<u8>, started: Instant) -> Answered {
-    let head = parse_head(request, ctx.cfg.max_head_bytes, ctx.cfg.max_headers)
+/// routed and admitted the head it sent as received (`request`). A whole
+/// response is rendered into `request`'s buffer, and `body` is handed back:
+/// both go back to the shard that allocated them.
+pub async fn answer(
+    ctx: &Rc<Ctx>,
+    from: usize,
+    request: Vec<u8>,
+    body: Vec<u8>,
+    started: Instant,
+) -> (Answered, Vec<u8>) {
+    let head = parse_head(&request, ctx.cfg.max_head_bytes, ctx.cfg.max_headers)
         .expect("the accepting shard parsed this head under the same limits");
     debug_assert_eq!(head.len, request.len(), "a forwarded head is the head alone");
     let target = parse_target(head.target()).expect("the accepting shard parsed this target");
     let route = crate::route::route(&head, &target);
     let label = route.label(head.method, &target);
-    match respond(ctx, &head, &target, route, &body).await {
+    let answer = match respond(ctx, &head, &target, route, &body).await {
         Reply::Full(resp) => {
             answered(ctx, Some(&head), label, resp.status, started);
-            Answered::Response(Rendered::new(resp, last(ctx, &head)))
+            Answered::Response(Rendered::into_buffer(resp, last(ctx, &head), request))
         }
         Reply::Sse(sse) => match relay::join(ctx, from, sse) {
             Start::Live { key, handle, pump, bytes, from } => {
@@ -89,7 +97,8 @@ pub async fn answer(ctx: &Rc<Ctx>, from: usize, request: &[u8], body: Vec<u8>, s
         },
         // Streamed where the stream lives: the connection moves there.
         Reply::Catchup(_) => Answered::Move,
-    }
+    };
+    (answer, body)
 }
 
 /// Whether a response is the last on its connection: the client asked,

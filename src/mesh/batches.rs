@@ -56,7 +56,7 @@ mod tests {
     use crate::mesh::envelope::{Answer, Answered};
 
     fn answer(id: u64) -> Envelope {
-        Envelope::Answer(Answer { id, answered: Answered::Move })
+        Envelope::Answer(Answer { id, answered: Answered::Move, body: Vec::new() })
     }
 
     fn ids(batch: &[Envelope]) -> Vec<u64> {

@@ -22,10 +22,14 @@ pub struct Forward {
     pub started: Instant,
 }
 
-/// The owner's answer travelling back to the accepting shard.
+/// The owner's answer travelling back to the accepting shard, with the
+/// request's buffers the accepting shard allocated, to be freed there (a
+/// whole response is rendered into the request's head buffer).
 pub struct Answer {
     pub id: u64,
     pub answered: Answered,
+    /// The forwarded body's buffer.
+    pub body: Vec<u8>,
 }
 
 /// How the owner answered a forwarded request.
