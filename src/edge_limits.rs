@@ -24,6 +24,12 @@ pub const KEPT_RESPONSE_ROOM: usize = 4 * 1024;
 /// whole answer into the same buffer (an append's is about 250 bytes), so
 /// it goes back to the shard that allocated it, to be freed there.
 pub const FORWARDED_ROOM: usize = 512;
+/// Header fields a response's list has room for: a typical response's
+/// own and `finish`'s.
+pub const FIELDS_ROOM: usize = 8;
+/// Emptied header lists of rendered responses a shard keeps for its next
+/// responses (about 450 bytes each).
+pub const KEPT_FIELD_LISTS: usize = 64;
 /// A client must take each piece of a response this long within
 /// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
 /// deadline; at the shortest timeout, 1 s, a peer slower than this per

@@ -2,7 +2,7 @@
 
 use super::date;
 use super::headers as h;
-use crate::edge_limits::LARGE_BODY;
+use crate::edge_limits::{FIELDS_ROOM, KEPT_FIELD_LISTS, LARGE_BODY};
 #[cfg(test)]
 use sluice_shards::offset::MAX_OFFSET;
 use sluice_shards::offset::{Offset, OFFSET_WIDTH};
@@ -87,13 +87,6 @@ impl From<u64> for Value {
 
 /// A response's header fields, in order.
 pub type Fields = Vec<(&'static str, Value)>;
-
-/// Header lists a response starts with: room for a typical response's
-/// headers, its own and `finish`'s.
-const FIELDS_ROOM: usize = 8;
-
-/// Emptied header lists the thread kept, at most this many.
-const KEPT_FIELD_LISTS: usize = 64;
 
 thread_local! {
     /// The header lists of responses this thread rendered, emptied, for its
