@@ -7,7 +7,7 @@
 use crate::affinity::Affinity;
 use crate::catchup::send_streamed;
 use crate::ctx::Ctx;
-use crate::edge_limits::{BODY_READ, FORWARDED_ROOM, HEAD_READ, KEPT_HEAD_ROOM, KEPT_READ_ROOM, KEPT_RESPONSE_ROOM};
+use crate::edge_limits::{BODY_READ, FORWARDED_ROOM, HEAD_READ, KEPT_READ_ROOM};
 use crate::forward;
 use crate::handlers::Reply;
 use crate::mesh::envelope::Delivered;
@@ -26,7 +26,7 @@ use sluice::http::peer::is_loopback;
 use sluice::http::request::BodyKind;
 use sluice::http::response::Rendered;
 use sluice::http::url::parse_target;
-use sluice::http::{headers as h, parse_head_into, Head, HeadError, Method, Response};
+use sluice::http::{headers as h, parse_head, Head, HeadError, Method, Response};
 use sluice_shards::core::Error;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -63,12 +63,10 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
     // response for the idle timeout is reset rather than held forever.
     let loopback = sock.peer_addr().is_ok_and(|a| is_loopback(a.ip()));
     let mut affinity = Affinity::default();
-    // The last head's and response's buffers, for the next ones.
-    let (mut spare, mut out) = (String::new(), Vec::new());
     loop {
         // Room a chunked body's reads needed goes once its request is done.
         buf.trim(KEPT_READ_ROOM);
-        let head = match read_head(&ctx, &mut sock, &mut buf, std::mem::take(&mut spare)).await {
+        let head = match read_head(&ctx, &mut sock, &mut buf).await {
             Ok(Some(h)) => h,
             Ok(None) => return,
             Err(e) => {
@@ -104,14 +102,11 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
             // A body is never read for a refusal: the connection closes instead.
             answered(&ctx, Some(&head), label, answer.status, started);
             let close = head.close || head.body != BodyKind::None;
-            let rendered = Rendered::into_buffer(answer, close, std::mem::take(&mut out));
+            let rendered = Rendered::new(answer, close);
             if !write(&ctx, &mut sock, &rendered).await || close {
                 return;
             }
-            out = rendered.take_buffer(KEPT_RESPONSE_ROOM);
             buf.consume(head.len);
-            drop(target);
-            spare = keep(head);
             continue;
         }
         let owner = route.owner(ctx.shards).filter(|&o| o != ctx.id);
@@ -136,7 +131,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         // A forwarded request travels as its head's bytes (see `Forward`),
         // in a buffer its answer comes back in.
         let forwarded = owner.map(|owner| {
-            let mut request = Vec::with_capacity(head.len.max(FORWARDED_ROOM));
+            let mut request = sluice::http::response::buffer(head.len.max(FORWARDED_ROOM));
             request.extend_from_slice(&buf.data()[..head.len]);
             (owner, request)
         });
@@ -164,8 +159,8 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
                 ctx.request_started();
                 // Only its bytes travel: the parsed forms are freed here, on
                 // the arena they came from (the target borrows the head).
-                drop((target, route));
-                spare = keep(head);
+                drop(target);
+                drop((route, head));
                 let delivered = forward::submit(&ctx, owner, request, body, started).await;
                 ctx.request_done();
                 match delivered {
@@ -190,10 +185,7 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
                 match reply {
                     Reply::Full(resp) => {
                         answered(&ctx, Some(&head), label, resp.status, started);
-                        let rendered = Rendered::into_buffer(resp, last(&ctx, &head), std::mem::take(&mut out));
-                        drop(target);
-                        spare = keep(head);
-                        rendered
+                        Rendered::new(resp, last(&ctx, &head))
                     }
                     Reply::Sse(sse) => {
                         answered(&ctx, Some(&head), label, 200, started);
@@ -213,7 +205,6 @@ pub async fn serve(ctx: Rc<Ctx>, mut sock: TcpStream, buffered: Vec<u8>) {
         if !write(&ctx, &mut sock, &rendered).await || close || ctx.stopping() {
             return;
         }
-        out = rendered.take_buffer(KEPT_RESPONSE_ROOM);
     }
 }
 
@@ -231,16 +222,6 @@ fn live(guard: ConnGuard, response: impl std::future::Future<Output = ()> + 'sta
     sluice_shards::tasks::spawn_into(task, queue).detach();
 }
 
-/// A head's buffer, kept for the connection's next head unless it grew
-/// above [`KEPT_HEAD_ROOM`].
-fn keep(head: Head) -> String {
-    let fields = head.into_buffer();
-    if fields.capacity() > KEPT_HEAD_ROOM {
-        return String::new();
-    }
-    fields
-}
-
 /// Writes rendered response bytes; false if the peer is gone or stalled.
 async fn write(ctx: &Ctx, sock: &mut TcpStream, r: &Rendered) -> bool {
     let idle = ctx.cfg.idle_timeout;
@@ -253,20 +234,13 @@ async fn end_with(ctx: &Ctx, sock: &mut TcpStream, resp: Response, cors: &Cors) 
 }
 
 /// Reads until a full head is buffered. `Ok(None)`: the peer closed or idled out.
-async fn read_head(
-    ctx: &Ctx,
-    sock: &mut TcpStream,
-    buf: &mut InBuf,
-    mut fields: String,
-) -> Result<Option<Head>, HttpError> {
+async fn read_head(ctx: &Ctx, sock: &mut TcpStream, buf: &mut InBuf) -> Result<Option<Head>, HttpError> {
     // The request timeout runs from the request's first byte, not from the
     // start of the keep-alive idle wait before it.
     let mut request = Limit::new(ctx.cfg.request_timeout);
     loop {
         if !buf.is_empty() {
-            // A partial head's attempt keeps no buffer: the next allocates.
-            match parse_head_into(buf.data(), ctx.cfg.max_head_bytes, ctx.cfg.max_headers, std::mem::take(&mut fields))
-            {
+            match parse_head(buf.data(), ctx.cfg.max_head_bytes, ctx.cfg.max_headers) {
                 Ok(h) => return Ok(Some(h)),
                 Err(HeadError::Partial) => {}
                 Err(HeadError::Refused(e)) => return Err(e),

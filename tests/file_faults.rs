@@ -170,9 +170,11 @@ fn flushing(dir: &Path) -> Launch {
 /// stream's own files, and the bundle a small stream is in): each kind
 /// deleted, truncated, halved, or replaced by an older copy (a zero-filled
 /// one where no older copy exists) is refused by name, or nothing is lost.
-/// The journal since the last checkpoint names no stream here, so after the
-/// crash a damaged stream file that is there is found by the first read of
-/// what it holds (500 naming it), as after a clean stop.
+/// The journal since the last checkpoint mostly names no stream here, so
+/// after the crash a damaged stream file that is there is found by the
+/// first read of what it holds (500 naming it), as after a clean stop; when
+/// the journal still holds what the file lacks (a checkpoint is written only
+/// when due), every byte must be served.
 #[test]
 fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
     const BUCKETED: &str = "/faults/s";
@@ -231,11 +233,29 @@ fn every_stream_file_fault_is_refused_by_name_or_loses_nothing() {
                     // A missing file is refused by the listing.
                     assert_ne!(name, "deleted", "{case}: the server started: {out}");
                     let named = file.file_name().unwrap().to_str().unwrap();
-                    let read = match file.extension().unwrap().to_str().unwrap() {
+                    let kind = file.extension().unwrap().to_str().unwrap();
+                    let read = match kind {
                         "snap" => s.get(&format!("{BUCKETED}/snapshot/{}", common::offset(150_000))),
                         "bundle" => s.get(SMALL),
                         _ => s.get(BUCKETED),
                     };
+                    if read.status == 200 && !out.contains(" 0 records since the checkpoint") {
+                        // A checkpoint is written only when due: on a busy box
+                        // the last flush's came before the last records, and
+                        // the journal since it holds what the file lacks.
+                        // Then nothing may be lost.
+                        match kind {
+                            "snap" => assert_eq!(read.body, b"second state", "{case}"),
+                            "bundle" => assert_eq!(read.body, b"small stream, grown", "{case}"),
+                            _ => assert!(
+                                s.read_all(BUCKETED) == (acked.clone(), acked.len() as u64),
+                                "{case}: bytes differ"
+                            ),
+                        }
+                        s.kill();
+                        assert_eq!(code, 0, "{case}: check: {out}");
+                        continue;
+                    }
                     assert_eq!(read.status, 500, "{case}: {}", read.text());
                     assert!(read.text().contains(named), "{case}: the error does not name the file: {}", read.text());
                     s.kill();

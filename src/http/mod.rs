@@ -9,7 +9,8 @@ pub mod inbuf;
 pub mod peer;
 pub mod request;
 pub mod response;
+pub mod shelf;
 pub mod url;
 
-pub use request::{parse_head, parse_head_into, Head, HeadError, Method};
+pub use request::{parse_head, Head, HeadError, Method};
 pub use response::Response;

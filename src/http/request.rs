@@ -3,7 +3,8 @@
 
 use super::error::HttpError;
 use super::headers as h;
-use crate::edge_limits::{MAX_HEADERS_RANGE, MAX_HEAD_BYTES_RANGE};
+use super::shelf::Shelf;
+use crate::edge_limits::{KEPT_HEADS, KEPT_HEAD_ROOM, MAX_HEADERS_RANGE, MAX_HEAD_BYTES_RANGE};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::Error;
 use std::mem::MaybeUninit;
@@ -76,15 +77,21 @@ impl Head {
         self.headers.len()
     }
 
-    /// The head's buffer, emptied, for the connection's next head.
-    pub fn into_buffer(self) -> String {
-        let mut fields = self.fields;
-        fields.clear();
-        fields
-    }
-
     fn at(&self, r: &Range<u32>) -> &str {
         &self.fields[r.start as usize..r.end as usize]
+    }
+}
+
+thread_local! {
+    /// Emptied fields of this thread's finished heads, for its next ones.
+    static HEADS: Shelf<String> = const { Shelf::new(KEPT_HEADS, KEPT_HEAD_ROOM) };
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        let fields = std::mem::take(&mut self.fields);
+        // A thread's last heads may drop after its shelf (at thread exit).
+        let _ = HEADS.try_with(|shelf| shelf.put(fields));
     }
 }
 
@@ -130,14 +137,10 @@ const HEADER_SLOTS: usize = *MAX_HEADERS_RANGE.end() as usize;
 /// costs no allocation or zeroing for them (a heap `Vec` of 64 zeroed slots
 /// was 2 KiB per request, large enough to make glibc consolidate its fast
 /// bins on every pooled append).
+///
+/// The head's fields go into a buffer an earlier head on this thread left
+/// ([`HEADS`]): a request allocates none for them.
 pub fn parse_head(buf: &[u8], max_head: usize, max_headers: usize) -> Result<Head, HeadError> {
-    parse_head_into(buf, max_head, max_headers, String::new())
-}
-
-/// [`parse_head`] with `fields` as the head's buffer: a connection hands
-/// back the buffer of its last head ([`Head::into_buffer`]), so a request
-/// on a kept-alive connection allocates none.
-pub fn parse_head_into(buf: &[u8], max_head: usize, max_headers: usize, fields: String) -> Result<Head, HeadError> {
     assert!(max_headers <= HEADER_SLOTS, "--max-headers {max_headers} above its range");
     let mut slots = [const { MaybeUninit::<httparse::Header>::uninit() }; HEADER_SLOTS];
     let mut req = httparse::Request::new(&mut []);
@@ -165,8 +168,7 @@ pub fn parse_head_into(buf: &[u8], max_head: usize, max_headers: usize, fields: 
     };
     let http10 = req.version == Some(0);
     let mut headers = Spans::with_capacity(req.headers.len());
-    let mut fields = fields;
-    fields.clear();
+    let mut fields = HEADS.with(Shelf::take).unwrap_or_default();
     fields.reserve(len);
     fields.push_str(req.path.unwrap_or("/"));
     let target_len = fields.len();
@@ -243,24 +245,22 @@ mod tests {
         assert_eq!(long.target(), "/v1/stream/s");
     }
 
-    /// A head parsed into the last head's buffer reads as one parsed
-    /// afresh, in the same allocation when it fits.
+    /// A head is parsed into the buffer the thread's last finished head
+    /// left, and reads as one parsed afresh.
     #[test]
     fn a_head_reuses_the_last_heads_buffer() {
         let first = parse_head(b"POST /v1/stream/a HTTP/1.1\r\nX-Long: 0123456789abcdef\r\n\r\n", 1024, 16).unwrap();
-        let buffer = first.into_buffer();
-        let (room, at) = (buffer.capacity(), buffer.as_ptr());
-        assert!(buffer.is_empty() && room > 0);
+        let at = first.fields.as_ptr();
+        drop(first);
         let raw = b"GET /v1/stream/b?offset=-1 HTTP/1.1\r\nHost: x\r\n\r\n";
-        let again = parse_head_into(raw, 1024, 16, buffer).unwrap();
+        let again = parse_head(raw, 1024, 16).unwrap();
+        assert_eq!(again.fields.as_ptr(), at, "no allocation for a head that fits");
         let fresh = parse_head(raw, 1024, 16).unwrap();
         assert_eq!(
             (again.method, again.target(), again.header("host")),
             (fresh.method, fresh.target(), fresh.header("host"))
         );
         assert_eq!((again.len, again.header_count()), (fresh.len, fresh.header_count()));
-        let buffer = again.into_buffer();
-        assert_eq!((buffer.capacity(), buffer.as_ptr()), (room, at), "no allocation for a head that fits");
     }
 
     #[test]

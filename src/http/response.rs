@@ -2,12 +2,12 @@
 
 use super::date;
 use super::headers as h;
-use crate::edge_limits::{FIELDS_ROOM, KEPT_FIELD_LISTS, LARGE_BODY};
+use super::shelf::Shelf;
+use crate::edge_limits::{FIELDS_ROOM, KEPT_FIELD_LISTS, KEPT_RESPONSES, KEPT_RESPONSE_ROOM, LARGE_BODY};
 #[cfg(test)]
 use sluice_shards::offset::MAX_OFFSET;
 use sluice_shards::offset::{Offset, OFFSET_WIDTH};
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::io::Write as _;
 
 /// A header value: fixed text costs no allocation, an offset or a number
@@ -90,28 +90,25 @@ pub type Fields = Vec<(&'static str, Value)>;
 
 thread_local! {
     /// The header lists of responses this thread rendered, emptied, for its
-    /// next responses: a request on a shard then allocates none for them.
-    static FIELD_LISTS: RefCell<Vec<Fields>> = const { RefCell::new(Vec::new()) };
+    /// next responses: a request on a shard then allocates none for them
+    /// (a list that grew beyond the usual room is freed).
+    static FIELD_LISTS: Shelf<Fields> = const { Shelf::new(KEPT_FIELD_LISTS, FIELDS_ROOM) };
+    /// The buffers of responses this thread sent, emptied, for its next
+    /// responses and forwarded requests ([`Rendered`], [`buffer`]).
+    static SENT: Shelf<Vec<u8>> = const { Shelf::new(KEPT_RESPONSES, KEPT_RESPONSE_ROOM) };
 }
 
 /// A header list: one the thread kept, or a new one.
 fn fields() -> Fields {
-    FIELD_LISTS.with(|l| l.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(FIELDS_ROOM))
+    FIELD_LISTS.with(Shelf::take).unwrap_or_else(|| Vec::with_capacity(FIELDS_ROOM))
 }
 
-/// Keeps `list` (emptied) for the thread's next response, unless enough are
-/// kept or it grew beyond the usual room.
-fn keep(mut list: Fields) {
-    if list.capacity() != FIELDS_ROOM {
-        return;
-    }
-    list.clear();
-    FIELD_LISTS.with(|l| {
-        let mut l = l.borrow_mut();
-        if l.len() < KEPT_FIELD_LISTS {
-            l.push(list);
-        }
-    });
+/// A buffer of at least `room` bytes for a response or a forwarded
+/// request: one a sent response left on this thread, or a new one.
+pub fn buffer(room: usize) -> Vec<u8> {
+    let mut b = SENT.with(Shelf::take).unwrap_or_default();
+    b.reserve(room);
+    b
 }
 
 pub struct Response {
@@ -237,37 +234,35 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// Renders a finished response for a connection (`close`: last response on it).
+    /// Renders a finished response for a connection (`close`: last response
+    /// on it), into a buffer a sent response left ([`buffer`]).
     pub fn new(resp: Response, close: bool) -> Rendered {
-        Rendered::into_buffer(resp, close, Vec::new())
+        Rendered::into_buffer(resp, close, buffer(0))
     }
 
-    /// [`Rendered::new`] into `head`, the buffer of the connection's last
-    /// response ([`Rendered::take_buffer`]): a kept-alive connection's
-    /// answers then allocate none.
+    /// [`Rendered::new`] into `head` (a forwarded request's buffer, which
+    /// so goes back to the shard that allocated it).
     pub fn into_buffer(resp: Response, close: bool, mut head: Vec<u8>) -> Rendered {
         let inline = resp.body.len() < LARGE_BODY || !resp.sends_body();
         head.clear();
         head.reserve(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
         if inline {
             resp.render(&mut head, close);
-            keep(resp.headers);
+            FIELD_LISTS.with(|s| s.put(resp.headers));
             return Rendered { head, body: Vec::new() };
         }
         resp.render_head(&mut head, close);
-        keep(resp.headers);
+        FIELD_LISTS.with(|s| s.put(resp.headers));
         Rendered { head, body: resp.body }
     }
+}
 
-    /// The head's buffer, emptied, for the next response; none when it
-    /// holds more than `kept` bytes of room.
-    pub fn take_buffer(self, kept: usize) -> Vec<u8> {
-        let mut head = self.head;
-        if head.capacity() > kept {
-            return Vec::new();
-        }
-        head.clear();
-        head
+impl Drop for Rendered {
+    /// Sent (or dropped): its head's buffer is the thread's next response's.
+    fn drop(&mut self) {
+        let head = std::mem::take(&mut self.head);
+        // A thread's last responses may drop after its shelf (at thread exit).
+        let _ = SENT.try_with(|shelf| shelf.put(head));
     }
 }
 
@@ -328,19 +323,26 @@ mod tests {
         assert!(String::from_utf8(out).unwrap().ends_with("content-length: 42\r\n\r\n"));
     }
 
-    /// A response rendered into the last one's buffer is the same bytes;
-    /// the buffer comes back emptied, or not at all above the room kept.
+    /// A response is rendered into the buffer the thread's last sent
+    /// response left, to the same bytes; a forwarded request's buffer taken
+    /// from the shelf is one such buffer too.
     #[test]
-    fn a_response_reuses_the_last_ones_buffer() {
+    fn a_response_reuses_the_last_sent_ones_buffer() {
         let resp = || Response::new(204).header(h::STREAM_NEXT_OFFSET, Offset(9));
         let first = Rendered::new(resp(), false);
-        let expected = first.head.clone();
-        let buffer = first.take_buffer(4096);
-        assert!(buffer.is_empty() && buffer.capacity() >= expected.len());
-        let at = buffer.as_ptr();
-        let again = Rendered::into_buffer(resp(), false, buffer);
+        let (expected, at) = (first.head.clone(), first.head.as_ptr());
+        drop(first);
+        let again = Rendered::new(resp(), false);
         assert_eq!((&again.head, again.head.as_ptr()), (&expected, at), "same bytes, same allocation");
-        assert_eq!(again.take_buffer(8).capacity(), 0, "room above the limit is let go");
+        drop(again);
+        let request = buffer(expected.len());
+        assert_eq!(request.as_ptr(), at, "a forwarded request's buffer");
+        assert!(request.is_empty());
+        let large = Rendered::new(Response::new(200).with_body(vec![b'x'; KEPT_RESPONSE_ROOM]), false);
+        let large_at = large.head.as_ptr();
+        drop(large);
+        let next = buffer(0);
+        assert_ne!(next.as_ptr(), large_at, "a buffer beyond the room kept is freed");
     }
 
     /// A rendered response's header list is the next response's on the

@@ -196,7 +196,7 @@ fn describe(m: &InFlight) -> String {
 
 /// Rendered response bytes as text.
 fn wire(r: Rendered) -> String {
-    String::from_utf8_lossy(&[r.head, r.body].concat()).into_owned()
+    String::from_utf8_lossy(&[r.head.as_slice(), r.body.as_slice()].concat()).into_owned()
 }
 
 /// An empty scratch directory for one test, removed when dropped.
