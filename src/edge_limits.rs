@@ -17,13 +17,14 @@ pub const BODY_READ: usize = 256 * 1024;
 pub const KEPT_READ_ROOM: usize = 2 * HEAD_READ;
 /// Buffers of finished request heads' fields a shard keeps for its next
 /// heads (`http::shelf`), at most this many and each of at most this room;
-/// a larger one is freed.
-pub const KEPT_HEADS: usize = 64;
+/// a larger one is freed. A head lives until its request is answered, so a
+/// group commit's worth of appends (hundreds) hold one each at once.
+pub const KEPT_HEADS: usize = 1024;
 pub const KEPT_HEAD_ROOM: usize = 2 * 1024;
 /// Buffers of sent responses (head and small body) a shard keeps for its
 /// next responses and forwarded requests, at most this many and each of at
 /// most this room.
-pub const KEPT_RESPONSES: usize = 64;
+pub const KEPT_RESPONSES: usize = 256;
 pub const KEPT_RESPONSE_ROOM: usize = 4 * 1024;
 /// Room a forwarded request's head is copied into: the owner renders a
 /// whole answer into the same buffer (an append's is about 250 bytes), so
@@ -34,7 +35,7 @@ pub const FORWARDED_ROOM: usize = 512;
 pub const FIELDS_ROOM: usize = 8;
 /// Emptied header lists of rendered responses a shard keeps for its next
 /// responses (about 450 bytes each).
-pub const KEPT_FIELD_LISTS: usize = 64;
+pub const KEPT_FIELD_LISTS: usize = 256;
 const _: () = assert!(FORWARDED_ROOM <= KEPT_RESPONSE_ROOM, "a forwarded request's buffer is kept once answered");
 /// A client must take each piece of a response this long within
 /// `--idle-timeout`, or its connection is reset (the HTTP edge's progress
