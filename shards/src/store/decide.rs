@@ -158,13 +158,25 @@ impl Store {
         now_ms: u64,
         placed: Option<u32>,
     ) -> Decided<(u64, AppendOutcome)> {
-        self.expire(log, key, now_ms);
         let cap = self.max_producers();
-        let e = self.entry(key)?;
-        let (lsn, out) = append_one(log, (e, cap), input, now_ms, placed)?;
-        let handle = e.state.handle;
-        self.written.insert(handle);
-        Ok((lsn, (handle, out)))
+        let write = |e: &mut Entry| {
+            let (lsn, out) = append_one(log, (&mut *e, cap), input, now_ms, placed)?;
+            Ok((lsn, (e.state.handle, out)))
+        };
+        // One lookup on the common path, a live stream that has not expired;
+        // any other goes through `expire` and `entry` as every write does.
+        let live = |e: &&mut Entry| !e.state.deleted && !e.state.lifetime.expired(now_ms);
+        let decided: Decided<(u64, AppendOutcome)> = match self.streams.get_mut(key).filter(live) {
+            Some(e) => write(e),
+            None => {
+                self.expire(log, key, now_ms);
+                write(self.entry(key)?)
+            }
+        };
+        if let Ok((_, (handle, _))) = &decided {
+            self.written.insert(*handle);
+        }
+        decided
     }
 
     /// DELETE a stream: hard when nothing forks from it, soft (410) otherwise.
