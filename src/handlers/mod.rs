@@ -49,14 +49,6 @@ async fn metrics(ctx: &Rc<Ctx>) -> Response {
 
 /// Serves an admitted request (preflights are answered by the access gate).
 pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, body: &[u8]) -> Reply {
-    // Responses, reads and refusals alike, observe only durable state.
-    let settled = match &route {
-        Route::Stream(key, _) => match ctx.shard.settle(key).await {
-            Ok(settled) => Some(settled),
-            Err(e) => return Reply::Full(refusal::refusal(ctx, key, Error::Log(e))),
-        },
-        _ => None,
-    };
     let resp = match route {
         // The accept loops start only after every shard has recovered, so
         // any answer here means the server is ready.
@@ -82,7 +74,11 @@ pub async fn handle(ctx: &Rc<Ctx>, head: &Head, t: &Target<'_>, route: Route, bo
             _ => HttpError::MethodNotAllowed.into(),
         },
         Route::Stream(key, sub) => {
-            let json_before = settled.is_some_and(|s| s.json);
+            // Responses, reads and refusals alike, observe only durable state.
+            let json_before = match ctx.shard.settle(&key).await {
+                Ok(settled) => settled.json,
+                Err(e) => return Reply::Full(refusal::refusal(ctx, &key, Error::Log(e))),
+            };
             let reply = stream_operation(ctx, head, t, &key, &sub, body).await;
             // A stream's mode is fixed while it lives: only a PUT (a create
             // or fork) can have made a JSON stream where there was none.

@@ -93,6 +93,6 @@ mod tests {
         use std::time::{SystemTime, UNIX_EPOCH};
         let coarse = unix_ms();
         let precise = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
-        assert!(coarse <= precise + 1 && precise - coarse <= 20, "coarse {coarse}, precise {precise}");
+        assert!(coarse <= precise + 1 && precise.saturating_sub(coarse) <= 20, "coarse {coarse}, precise {precise}");
     }
 }

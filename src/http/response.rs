@@ -248,12 +248,12 @@ impl Rendered {
         head.reserve(resp.head_capacity() + if inline { resp.body.len() } else { 0 });
         if inline {
             resp.render(&mut head, close);
-            FIELD_LISTS.with(|s| s.put(resp.headers));
-            return Rendered { head, body: Vec::new() };
+        } else {
+            resp.render_head(&mut head, close);
         }
-        resp.render_head(&mut head, close);
-        FIELD_LISTS.with(|s| s.put(resp.headers));
-        Rendered { head, body: resp.body }
+        let Response { headers, body, .. } = resp;
+        FIELD_LISTS.with(|s| s.put(headers));
+        Rendered { head, body: if inline { Vec::new() } else { body } }
     }
 }
 
