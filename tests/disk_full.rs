@@ -178,13 +178,23 @@ fn a_full_disk_still_takes_a_delete_that_gives_space_back() {
     assert!(deleted > 4 << 20, "stream 0 holds {deleted} bytes");
     s.delete(&paths[0]).expect(204);
     acked[0].clear();
-    // The flush after the delete unlinks its files.
+    // The flush after the delete unlinks its files. Until it does, appends
+    // to the other streams are refused, and each refusal has its shard read
+    // the free space: the creates sent as soon as the space is back must
+    // still be taken (a refusal is made on a fresh reading, never on one
+    // taken before that flush).
     let deadline = Instant::now() + Duration::from_secs(10);
     while free_bytes(mnt) < full + deleted / 2 {
         assert!(Instant::now() < deadline, "the delete gave no space back: {} then {}", full, free_bytes(mnt));
-        std::thread::sleep(Duration::from_millis(100));
+        for i in 1..paths.len() {
+            n += 1;
+            append(&s, &paths, &mut acked, i, n, 200_000);
+        }
+        std::thread::sleep(Duration::from_millis(2));
     }
-    s.put("/v1/stream/fill/new", "text/plain", b"").expect(201);
+    for i in 0..4 {
+        s.put(&format!("/v1/stream/fill/new-{i}"), "text/plain", b"").expect(201);
+    }
     n += 1;
     assert_eq!(append(&s, &paths, &mut acked, 1, n, 200_000), 204, "appends resume once the delete freed space");
     s.restart_after_kill();

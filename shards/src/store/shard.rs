@@ -66,6 +66,16 @@ pub(crate) enum Room {
     Frees,
 }
 
+/// Which reading of the free disk space a check takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// The last one, if under [`DISK_FREE_REFRESH`] old, less what the
+    /// journal took since.
+    Cached,
+    /// statvfs now.
+    Fresh,
+}
+
 /// Everything a shard is opened with.
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
@@ -303,25 +313,27 @@ impl Shard {
     /// through and its flush frees the files.
     pub(super) fn disk_room(&self, bytes: u64, room: Room) -> Result<(), LogError> {
         let unflushed = self.log.appended_bytes() - self.flushed.get();
-        let Some(free) = self.free_bytes() else { return Ok(()) };
-        let (segments, free) = match room {
-            Room::Grows | Room::Data => (JOURNAL_ROOM_SEGMENTS, free / self.shards),
-            Room::Frees => (0, free),
+        let (segments, share) = match room {
+            Room::Grows | Room::Data => (JOURNAL_ROOM_SEGMENTS, self.shards),
+            Room::Frees => (0, 1),
         };
         let need = unflushed.saturating_add(bytes).saturating_add(segments * self.log.segment_size());
-        if free < need {
-            return Err(LogError::NoSpace);
+        let fits = |free: Option<u64>| free.is_none_or(|free| free / share >= need);
+        // A refusal is made on a fresh reading only: a cached one may
+        // predate the flush that unlinked a deleted stream's files.
+        if fits(self.free_bytes(Reading::Cached)) || fits(self.free_bytes(Reading::Fresh)) {
+            return Ok(());
         }
-        Ok(())
+        Err(LogError::NoSpace)
     }
 
     /// Free disk bytes: read (statvfs) at most every [`DISK_FREE_REFRESH`],
     /// and in between counted down by the journal bytes appended since, so
-    /// the write path makes no syscall for it.
-    fn free_bytes(&self) -> Option<u64> {
+    /// the write path makes no syscall for it; [`Reading::Fresh`] reads now.
+    fn free_bytes(&self, reading: Reading) -> Option<u64> {
         let (now, appended) = (std::time::Instant::now(), self.log.appended_bytes());
         match self.disk_free.get() {
-            Some((at, free, then)) if now.duration_since(at) < DISK_FREE_REFRESH => {
+            Some((at, free, then)) if reading == Reading::Cached && now.duration_since(at) < DISK_FREE_REFRESH => {
                 Some(free.saturating_sub(appended - then))
             }
             _ => {
