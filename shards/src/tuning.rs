@@ -65,7 +65,8 @@ pub const JOURNAL_ROOM_SEGMENTS: u64 = 2;
 /// before they wait for it (one is being written while the next fills).
 pub const FLUSH_BACKLOG: u64 = 4;
 /// How long a reading of the disk's free bytes stands before the write path
-/// reads it again (appends count it down meanwhile).
+/// reads it again (appends count it down meanwhile); a write is refused for
+/// space only on a reading taken then.
 pub const DISK_FREE_REFRESH: Duration = Duration::from_millis(50);
 /// `--flush-bytes` range.
 pub const MIN_FLUSH_BYTES: u64 = 1 << 20;
