@@ -3,7 +3,7 @@
 
 use super::error::HttpError;
 use super::headers as h;
-use super::shelf::Shelf;
+use super::shelf::{put_back, Shelf};
 use crate::edge_limits::{KEPT_HEADS, KEPT_HEAD_ROOM, MAX_HEADERS_RANGE, MAX_HEAD_BYTES_RANGE};
 use sluice_shards::core::int::parse_uint;
 use sluice_shards::core::Error;
@@ -89,9 +89,7 @@ thread_local! {
 
 impl Drop for Head {
     fn drop(&mut self) {
-        let fields = std::mem::take(&mut self.fields);
-        // A thread's last heads may drop after its shelf (at thread exit).
-        let _ = HEADS.try_with(|shelf| shelf.put(fields));
+        put_back(&HEADS, std::mem::take(&mut self.fields));
     }
 }
 

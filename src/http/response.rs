@@ -2,7 +2,7 @@
 
 use super::date;
 use super::headers as h;
-use super::shelf::Shelf;
+use super::shelf::{put_back, Shelf};
 use crate::edge_limits::{FIELDS_ROOM, KEPT_FIELD_LISTS, KEPT_RESPONSES, KEPT_RESPONSE_ROOM, LARGE_BODY};
 #[cfg(test)]
 use sluice_shards::offset::MAX_OFFSET;
@@ -252,7 +252,7 @@ impl Rendered {
             resp.render_head(&mut head, close);
         }
         let Response { headers, body, .. } = resp;
-        FIELD_LISTS.with(|s| s.put(headers));
+        put_back(&FIELD_LISTS, headers);
         Rendered { head, body: if inline { Vec::new() } else { body } }
     }
 }
@@ -260,9 +260,7 @@ impl Rendered {
 impl Drop for Rendered {
     /// Sent (or dropped): its head's buffer is the thread's next response's.
     fn drop(&mut self) {
-        let head = std::mem::take(&mut self.head);
-        // A thread's last responses may drop after its shelf (at thread exit).
-        let _ = SENT.try_with(|shelf| shelf.put(head));
+        put_back(&SENT, std::mem::take(&mut self.head));
     }
 }
 

@@ -6,6 +6,7 @@
 //! every idle one.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 
 /// A buffer that can be emptied and says how much room it holds.
 pub trait Emptied {
@@ -61,6 +62,12 @@ impl<T: Emptied> Shelf<T> {
             kept.push(item);
         }
     }
+}
+
+/// Puts `item` on this thread's `shelf`. A thread's last buffers may be
+/// dropped after its shelves (at thread exit): those are freed.
+pub fn put_back<T: Emptied + 'static>(shelf: &'static LocalKey<Shelf<T>>, item: T) {
+    let _ = shelf.try_with(|s| s.put(item));
 }
 
 #[cfg(test)]
